@@ -1,0 +1,753 @@
+"""The Trio connection: a symmetric JSON-RPC peer over a byte stream.
+
+The request tree is the nursery tree
+====================================
+
+A :class:`Connection` owns one nursery. Its tasks:
+
+- one **reader**, which decodes frames and acts on each one at once:
+  registers an incoming request in the sans-IO :class:`RequestTable` *before*
+  starting its handler task, handles ``$/cancel_request`` inline (never
+  queued behind handlers), hands replies to the waiting callers, and queues
+  notifications;
+- one **writer**, which takes whole frames from the :class:`Outbox` in FIFO
+  order and writes them; it is shielded, so no write is ever cut halfway
+  through a frame (only a close deadline stops a peer that stopped reading);
+- one **notification consumer**, which handles notifications one at a time in
+  wire order while requests run concurrently;
+- one **handler task per incoming request**, each in its own cancel scope.
+
+An outgoing request made by a handler runs in that handler's task, inside its
+scope: cancelling the scope (``$/cancel_request``, ``session/cancel``, a
+deadline, shutdown) cancels every nested wait, and each cancelled wait sends
+its own ``$/cancel_request``. A contextvar records which incoming request made
+which outgoing one, for :meth:`Connection.request_tree`.
+
+Every incoming request gets exactly one reply: the handler's result, its
+:class:`RequestError`, ``-32603`` for any other exception (no traceback
+leaves the process), or ``-32800`` when it was cancelled before producing a
+result. Replies and ``$/cancel_request`` frames never wait for queue space, so
+a cancelled task can always send them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
+from typing import Any, Final, Literal, final
+
+import attrs
+import trio
+
+from acp_trio._exceptions import (
+    ConnectionClosed,
+    LocalProtocolError,
+    MessageTooLarge,
+    RemoteProtocolError,
+    RequestError,
+)
+from acp_trio._framed import FramedStream
+from acp_trio._jsonrpc import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ErrorResponse,
+    InvalidMessage,
+    Notification,
+    OversizedFrame,
+    Request,
+    RequestId,
+    RequestTable,
+    Response,
+    cancel_target,
+    encode_frame,
+    error_response,
+    notification,
+    parse_frame,
+    peek_id,
+    request,
+    response,
+)
+from acp_trio._outbox import Outbox
+from acp_trio._requests import (
+    CancelCause,
+    PendingRequest,
+    RequestContext,
+    _current_request,
+)
+
+__all__ = [
+    "CANCEL_REQUEST_METHOD",
+    "Connection",
+    "ConnectionConfig",
+    "ConnectionStatistics",
+    "Handler",
+    "RequestNode",
+    "connect_connection",
+    "open_connection",
+    "serve_connection",
+]
+
+_log = logging.getLogger("acp_trio.connection")
+
+CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+
+_in_notification_handler: Final[ContextVar[bool]] = ContextVar(
+    "acp_trio_in_notification_handler", default=False
+)
+
+TraceHook = Callable[[Literal["send", "recv"], bytes], None]
+
+
+class Handler:
+    """What a connection calls for the messages it receives. Subclass it.
+
+    The defaults answer every request ``-32601`` (method not found) and ignore
+    every notification, as JSON-RPC and ACP ask.
+    """
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        """Serve one request; return its JSON result or raise
+        :class:`RequestError`."""
+        raise RequestError.method_not_found(method)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        """Handle one notification, in wire order. Never answered.
+
+        Runs in the single notification consumer: while it runs, later
+        notifications wait (and when their queue is full, so does reading).
+        Do not wait here for a reply from the peer; start a task instead.
+        """
+        _log.debug("ignoring notification %s", method)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        """Called in the reader for each notification before it is queued;
+        return ``True`` to consume it there (it must not block). For the few
+        notifications that must act at once, like ``session/cancel``."""
+        return False
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionConfig:
+    """Tunables of a connection. All sizes are counts unless named bytes."""
+
+    #: Largest message accepted, in bytes (a larger one is refused, the
+    #: connection carries on).
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Deadline for every incoming request, in seconds (``None``: none). At
+    #: the deadline the handler is cancelled, its nested requests are
+    #: cancelled on the wire, and the reply is ``-32800``.
+    request_timeout: float | None = None
+    #: Notifications read but not yet handled; when full, reading pauses.
+    max_queued_notifications: int = 1024
+    #: Frames queued for writing before senders of requests and
+    #: notifications wait (replies and cancels never wait).
+    outbox_limit: int = 1024
+    #: Incoming requests running at once; beyond it, reading pauses.
+    max_concurrent_requests: int = 16384
+    #: Seconds that closing may take to cancel handlers and flush output.
+    close_timeout: float = 5.0
+    #: Called with ("send" | "recv", frame) for every frame, without its line
+    #: end (tracing, tests). It runs in the reader or writer: keep it quick,
+    #: and it must not raise.
+    trace: TraceHook | None = None
+
+
+@attrs.frozen
+class ConnectionStatistics:
+    incoming_in_flight: int
+    outgoing_pending: int
+    outbox_frames: int
+    notifications_queued: int
+    notifications_received: int
+    notifications_handled: int
+    read_buffer_bytes: int
+    closed: bool
+
+
+@attrs.frozen
+class RequestNode:
+    """One node of :meth:`Connection.request_tree`."""
+
+    direction: Literal["incoming", "outgoing"]
+    id: RequestId
+    method: str
+    state: str
+    children: tuple[RequestNode, ...] = ()
+
+
+_Queued = tuple[int, str, Any]
+
+
+@final
+class Connection:
+    """A JSON-RPC 2.0 peer connection. Make one with :func:`open_connection`,
+    :func:`connect_connection` or :func:`serve_connection`."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream | FramedStream,
+        handler: Handler | None = None,
+        config: ConnectionConfig | None = None,
+    ) -> None:
+        self.config = config = config or ConnectionConfig()
+        if isinstance(stream, FramedStream):
+            self._stream = stream
+        else:
+            self._stream = FramedStream(stream, stream, max_message_size=config.max_message_size)
+        self._handler = handler or Handler()
+        self._trace = config.trace
+        self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
+        self._outbox = Outbox(config.outbox_limit)
+        self._notify_send, self._notify_receive = trio.open_memory_channel[_Queued](
+            config.max_queued_notifications
+        )
+        self._notifications_received = 0
+        self._notifications_handled = 0
+        self._barrier_waiters: list[tuple[int, trio.Event]] = []
+        self._running_handlers = 0
+        self._handler_slots = trio.lowlevel.ParkingLot()
+        self._nursery: trio.Nursery | None = None
+        self._reader_scope = trio.CancelScope()
+        self._writer_scope = trio.CancelScope(shield=True)
+        self._shutdown = trio.Event()
+        self._finished = trio.Event()
+        self._started = False
+        self._closed = False
+        self._close_reason = "connection closed"
+        self._close_cause: BaseException | None = None
+
+    # ------------------------------------------------------------------
+    # Public API
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection started closing: calls now fail."""
+        return self._closed
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result.
+
+        Raises :class:`RequestError` for the peer's error reply,
+        :class:`ConnectionClosed` if the connection ends first, and
+        :class:`RemoteProtocolError` for a malformed reply. If the calling
+        task is cancelled (its scope, a deadline, an enclosing handler being
+        cancelled), one ``$/cancel_request`` is sent for the request, the
+        cancellation goes on at once, and the peer's late answer is dropped.
+        """
+        pending = await self._send_request(method, params)
+        try:
+            return await pending.result()
+        except BaseException:
+            if not pending.done:
+                self._send_cancel(pending)
+                self._abandon(pending)
+            raise
+
+    @asynccontextmanager
+    async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
+        """Send a request and hand back its :class:`PendingRequest`, for the
+        graceful forms of cancellation (``cancel_and_wait()`` for a partial
+        result, ``detach()`` to let it run). Leaving the block while the
+        request is unanswered cancels it on the wire, unless detached."""
+        pending = await self._send_request(method, params)
+        try:
+            yield pending
+        finally:
+            if not pending.done:
+                if not pending._detached:
+                    self._send_cancel(pending)
+                self._abandon(pending)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification. Waits while the output queue is full."""
+        frame = self._encode(notification(method, params))
+        self._check_open()
+        await self._outbox.put(frame)
+
+    async def aclose(self) -> None:
+        """Close the connection and wait until it is closed (idempotent).
+
+        Incoming handlers are cancelled and answered ``-32800``, pending
+        outgoing calls fail with :class:`ConnectionClosed`, queued output is
+        flushed (bounded by ``close_timeout``), then the stream is closed.
+        """
+        self.close_soon()
+        if self._started:
+            await self._finished.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+
+    def close_soon(self) -> None:
+        """Start closing without waiting (safe from sync code)."""
+        self._request_shutdown("connection closed locally", None)
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection has fully closed."""
+        await self._finished.wait()
+
+    def statistics(self) -> ConnectionStatistics:
+        return ConnectionStatistics(
+            incoming_in_flight=len(self._table.incoming),
+            outgoing_pending=len(self._table.outgoing),
+            outbox_frames=len(self._outbox),
+            notifications_queued=self._notifications_received - self._notifications_handled,
+            notifications_received=self._notifications_received,
+            notifications_handled=self._notifications_handled,
+            read_buffer_bytes=self._stream.buffered,
+            closed=self._closed,
+        )
+
+    def request_tree(self) -> list[RequestNode]:
+        """The live requests: each incoming request with the outgoing requests
+        its handler is waiting on, then the outgoing requests made outside any
+        handler."""
+        nodes: list[RequestNode] = []
+        for entry in list(self._table.incoming.values()):
+            ctx = entry.handle
+            state = entry.phase.value
+            children: tuple[RequestNode, ...] = ()
+            if ctx is not None:
+                if ctx.cancel_cause is not None:
+                    state += f", cancelled ({ctx.cancel_cause.value})"
+                children = tuple(
+                    self._outgoing_node(p) for p in sorted(ctx.children, key=lambda p: p.id)
+                )
+            nodes.append(RequestNode("incoming", entry.id, entry.method, state, children))
+        for out in list(self._table.outgoing.values()):
+            if out.handle is not None and out.handle.parent is None:
+                nodes.append(self._outgoing_node(out.handle))
+        return nodes
+
+    def dump_request_tree(self) -> str:
+        """:meth:`request_tree` as indented text, for debuggers and logs."""
+        lines: list[str] = []
+
+        def walk(node: RequestNode, depth: int) -> None:
+            arrow = "<-" if node.direction == "incoming" else "->"
+            lines.append(f"{'  ' * depth}{arrow} {node.method} id={node.id!r} [{node.state}]")
+            for child in node.children:
+                walk(child, depth + 1)
+
+        for node in self.request_tree():
+            walk(node, 0)
+        return "\n".join(lines) if lines else "(no requests in flight)"
+
+    # ------------------------------------------------------------------
+    # Running
+
+    async def _run(
+        self, task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        if self._started:
+            raise RuntimeError("a Connection can only be run once")
+        self._started = True
+        try:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self._writer, name="acp writer")
+                try:
+                    async with trio.open_nursery() as inner:
+                        self._nursery = inner
+                        inner.start_soon(self._reader, name="acp reader")
+                        inner.start_soon(self._consumer, name="acp notifications")
+                        task_status.started(self)
+                        try:
+                            await self._shutdown.wait()
+                        finally:
+                            self._teardown()
+                            inner.cancel_scope.deadline = min(
+                                inner.cancel_scope.deadline,
+                                trio.current_time() + self.config.close_timeout,
+                            )
+                finally:
+                    self._outbox.close()
+                    self._writer_scope.deadline = trio.current_time() + self.config.close_timeout
+        finally:
+            self._wake_barrier_waiters(math.inf)
+            with trio.CancelScope(shield=True) as scope:
+                scope.deadline = trio.current_time() + self.config.close_timeout
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await self._stream.aclose()
+            self._finished.set()
+
+    def _request_shutdown(self, reason: str, cause: BaseException | None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        self._close_cause = cause
+        self._shutdown.set()
+
+    def _closed_error(self) -> ConnectionClosed:
+        exc = ConnectionClosed(self._close_reason)
+        exc.__cause__ = self._close_cause
+        return exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _teardown(self) -> None:
+        # Runs once, in the connection's task, when closing starts.
+        self._closed = True
+        incoming, outgoing = self._table.close()
+        for out in outgoing:
+            if out.handle is not None:
+                out.handle._settle(None, self._closed_error(), 0)
+        for entry in incoming:
+            if entry.handle is not None:
+                entry.handle.request_cancel(CancelCause.SHUTDOWN)
+        self._reader_scope.cancel()
+        # The consumer handles what was already queued, then stops.
+        self._notify_send.close()
+        self._handler_slots.unpark_all()
+
+    # ------------------------------------------------------------------
+    # Writer
+
+    async def _writer(self) -> None:
+        with self._writer_scope:
+            while (batch := await self._outbox.get_batch()) is not None:
+                if self._trace is not None:
+                    for frame in batch:
+                        self._trace("send", frame[:-1])
+                try:
+                    await self._stream.send_frames(b"".join(batch))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    self._request_shutdown(f"connection lost while writing: {exc!r}", exc)
+                    self._outbox.close()
+                    dropped = self._outbox.discard()
+                    if dropped:
+                        _log.debug("dropped %d queued frames after a write failure", dropped)
+                    return
+        if self._writer_scope.cancelled_caught:
+            dropped = self._outbox.discard()
+            _log.warning("output not flushed within close_timeout; %d frames dropped", dropped)
+
+    def _encode(self, obj: Any) -> bytes:
+        try:
+            return encode_frame(obj)
+        except (TypeError, ValueError) as exc:
+            raise LocalProtocolError(f"message cannot be encoded as JSON: {exc}") from exc
+
+    # ------------------------------------------------------------------
+    # Reader
+
+    async def _reader(self) -> None:
+        reason = "the peer closed the connection"
+        cause: BaseException | None = None
+        with self._reader_scope:
+            try:
+                while (frame := await self._stream.receive_frame()) is not None:
+                    if isinstance(frame, OversizedFrame):
+                        self._on_oversized(frame)
+                        continue
+                    if self._trace is not None:
+                        self._trace("recv", frame)
+                    message = parse_frame(frame)
+                    if isinstance(message, Notification):
+                        await self._on_notification(message)
+                    elif isinstance(message, Request):
+                        await self._on_request(message)
+                    elif isinstance(message, Response | ErrorResponse):
+                        self._on_response(message)
+                    else:
+                        self._on_invalid(message)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                reason = f"connection lost while reading: {exc!r}"
+                cause = exc
+        self._request_shutdown(reason, cause)
+
+    async def _on_request(self, message: Request) -> None:
+        entry = self._table.receive_request(message.id, message.method)
+        if isinstance(entry, RequestError):
+            _log.warning("refusing request %r: %s", message.id, entry.data)
+            self._reply(message.id, error_response(message.id, entry))
+            return
+        ctx = RequestContext(self, entry)
+        entry.handle = ctx
+        if self._running_handlers >= self.config.max_concurrent_requests:
+            # Backpressure: stop reading until a handler finishes. The request
+            # is already registered, so a cancel read later still finds it.
+            try:
+                while self._running_handlers >= self.config.max_concurrent_requests:
+                    await self._handler_slots.park()
+            except BaseException:
+                # Closing while parked: the request still gets its one reply.
+                if self._table.finish_incoming(entry):
+                    self._reply(
+                        entry.id, error_response(entry.id, RequestError.request_cancelled())
+                    )
+                self._table.incoming_done(entry)
+                raise
+        if self.config.request_timeout is not None:
+            ctx.cancel_scope.deadline = trio.current_time() + self.config.request_timeout
+        self._running_handlers += 1
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_handler, ctx, message.params)
+
+    async def _on_notification(self, message: Notification) -> None:
+        method = message.method
+        if method == CANCEL_REQUEST_METHOD:
+            ok, target = cancel_target(message.params)
+            if not ok:
+                _log.debug("ignoring malformed %s: %r", method, message.params)
+                return
+            entry = self._table.cancel_incoming(target)
+            if entry is None or entry.handle is None:
+                _log.debug("ignoring %s for %r: not running", method, target)
+                return
+            entry.handle.request_cancel(CancelCause.PEER)
+            return
+        try:
+            if self._handler.intercept_notification(method, message.params):
+                return
+        except Exception:
+            _log.exception("error intercepting notification %s", method)
+            return
+        self._notifications_received += 1
+        with suppress(trio.ClosedResourceError):  # closing: nobody will handle it
+            await self._notify_send.send((self._notifications_received, method, message.params))
+
+    def _on_response(self, message: Response | ErrorResponse) -> None:
+        entry = self._table.response_received(message.id)
+        if entry is None or entry.handle is None:
+            if self._table.was_abandoned(message.id):
+                _log.debug("dropping late reply to abandoned request %r", message.id)
+            else:
+                _log.warning("dropping reply to unknown request id %r", message.id)
+            return
+        if isinstance(message, Response):
+            entry.handle._settle(message.result, None, self._notifications_received)
+        else:
+            entry.handle._settle(None, message.error, self._notifications_received)
+
+    def _on_invalid(self, message: InvalidMessage) -> None:
+        _log.warning("invalid message from peer: %s", message.error)
+        self._reply(message.reply_id, error_response(message.reply_id, message.error))
+        if message.response_id is not None:
+            self._fail_pending(
+                message.response_id,
+                RemoteProtocolError(f"malformed reply: {message.error.data}"),
+            )
+
+    def _on_oversized(self, frame: OversizedFrame) -> None:
+        error = MessageTooLarge(frame.size, frame.limit)
+        found = peek_id(frame.head)
+        _log.warning("%s", error)
+        if found is None:
+            return
+        kind, request_id = found
+        if kind == "request":
+            refusal = RequestError(
+                RequestError.invalid_request().code,
+                "Request too large",
+                {"size": frame.size, "limit": frame.limit},
+            )
+            self._reply(request_id, error_response(request_id, refusal))
+        elif request_id is not None:
+            self._fail_pending(request_id, error)
+
+    def _fail_pending(self, request_id: int | str, error: BaseException) -> None:
+        entry = self._table.response_received(request_id)
+        if entry is not None and entry.handle is not None:
+            entry.handle._settle(None, error, self._notifications_received)
+
+    def _reply(self, request_id: RequestId, obj: dict[str, Any]) -> None:
+        try:
+            frame = encode_frame(obj)
+        except (TypeError, ValueError) as exc:
+            _log.error("reply to %r cannot be encoded: %s", request_id, exc)
+            frame = encode_frame(
+                error_response(request_id, RequestError.internal_error("result is not JSON"))
+            )
+        if not self._outbox.put_nowait(frame):
+            _log.debug("connection closed; reply to %r not sent", request_id)
+
+    # ------------------------------------------------------------------
+    # Incoming requests
+
+    async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
+        entry = ctx._entry
+        reply: dict[str, Any] | None = None
+        token = _current_request.set(ctx)
+        try:
+            with ctx.cancel_scope:
+                if ctx.cancel_cause is None:
+                    try:
+                        result = await self._handler.handle_request(ctx, entry.method, params)
+                        reply = response(entry.id, result)
+                    except RequestError as exc:
+                        reply = error_response(entry.id, exc)
+                    except Exception as exc:
+                        reply = self._internal_error_reply(ctx, exc)
+            if ctx.cancel_scope.cancelled_caught and ctx.cancel_cause is None:
+                ctx.request_cancel(CancelCause.DEADLINE)
+        finally:
+            _current_request.reset(token)
+            if reply is None:
+                reply = error_response(entry.id, RequestError.request_cancelled())
+            if self._table.finish_incoming(entry):
+                self._reply(entry.id, reply)
+            self._table.incoming_done(entry)
+            self._running_handlers -= 1
+            if self._handler_slots:
+                self._handler_slots.unpark()
+
+    def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any]:
+        leaf = _single_leaf(exc)
+        if isinstance(leaf, RequestError):
+            return error_response(ctx.id, leaf)
+        _log.error("handler for %s (id %r) failed", ctx.method, ctx.id, exc_info=exc)
+        return error_response(ctx.id, RequestError.internal_error())
+
+    # ------------------------------------------------------------------
+    # Outgoing requests
+
+    async def _send_request(self, method: str, params: Any) -> PendingRequest:
+        self._check_open()
+        entry = self._table.send_request(method)
+        parent = _current_request.get()
+        pending = PendingRequest(self, entry, parent)
+        entry.handle = pending
+        try:
+            frame = self._encode(request(entry.id, method, params))
+            await self._outbox.put(frame)
+        except BaseException:
+            # Not sent (cancelled while the queue was full, or not encodable).
+            self._table.response_received(entry.id)
+            raise
+        if parent is not None:
+            parent._adopt(pending)
+        return pending
+
+    def _send_cancel(self, pending: PendingRequest) -> None:
+        if self._table.cancel_outgoing(pending._entry):
+            frame = encode_frame(notification(CANCEL_REQUEST_METHOD, {"requestId": pending.id}))
+            self._outbox.put_nowait(frame)
+
+    def _abandon(self, pending: PendingRequest) -> None:
+        self._table.abandon_outgoing(pending._entry)
+        if pending._parent is not None:
+            pending._parent._release(pending)
+
+    def _outgoing_node(self, pending: PendingRequest) -> RequestNode:
+        state = "cancel sent" if pending.cancel_sent else "pending"
+        return RequestNode("outgoing", pending.id, pending.method, state)
+
+    # ------------------------------------------------------------------
+    # Notifications
+
+    async def _consumer(self) -> None:
+        _in_notification_handler.set(True)
+        try:
+            async with self._notify_receive:
+                async for seq, method, params in self._notify_receive:
+                    try:
+                        await self._handler.handle_notification(method, params)
+                    except Exception:
+                        _log.exception("error handling notification %s", method)
+                    self._notifications_handled = seq
+                    if self._barrier_waiters:
+                        self._wake_barrier_waiters(seq)
+        finally:
+            self._wake_barrier_waiters(math.inf)
+
+    async def _wait_for_notifications(self, barrier: int) -> None:
+        # A reply is handed over only after the notifications that arrived
+        # before it were handled, except to a notification handler itself
+        # (it would wait for itself).
+        if barrier <= self._notifications_handled or _in_notification_handler.get():
+            return
+        event = trio.Event()
+        self._barrier_waiters.append((barrier, event))
+        await event.wait()
+
+    def _wake_barrier_waiters(self, handled: float) -> None:
+        if handled == math.inf:
+            self._notifications_handled = max(
+                self._notifications_handled, self._notifications_received
+            )
+        keep: list[tuple[int, trio.Event]] = []
+        for barrier, event in self._barrier_waiters:
+            if barrier <= handled:
+                event.set()
+            else:
+                keep.append((barrier, event))
+        self._barrier_waiters = keep
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _collapse_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a public call raises instead of a group."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    if len(leaves) == 1:
+        return leaves[0]
+    non_cancel = [e for e in leaves if not isinstance(e, trio.Cancelled)]
+    if len(non_cancel) == 1:
+        return non_cancel[0]
+    return group
+
+
+async def serve_connection(
+    stream: trio.abc.Stream | FramedStream,
+    handler: Handler | None = None,
+    *,
+    config: ConnectionConfig | None = None,
+    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a connection until it closes; report it through ``task_status``."""
+    await Connection(stream, handler, config)._run(task_status)
+
+
+async def connect_connection(
+    nursery: trio.Nursery,
+    stream: trio.abc.Stream | FramedStream,
+    handler: Handler | None = None,
+    *,
+    config: ConnectionConfig | None = None,
+) -> Connection:
+    """Start a connection in the caller's ``nursery`` and return it."""
+    conn: Connection = await nursery.start(Connection(stream, handler, config)._run)
+    return conn
+
+
+@asynccontextmanager
+async def open_connection(
+    stream: trio.abc.Stream | FramedStream,
+    handler: Handler | None = None,
+    *,
+    config: ConnectionConfig | None = None,
+) -> AsyncIterator[Connection]:
+    """A connection that lives as long as the ``async with`` block.
+
+    Leaving the block closes it (see :meth:`Connection.aclose`). Errors come
+    out as one plain exception, never an ``ExceptionGroup`` of one.
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            conn = await connect_connection(nursery, stream, handler, config=config)
+            try:
+                yield conn
+            finally:
+                conn.close_soon()
+    except BaseExceptionGroup as group:
+        collapsed = _collapse_group(group)
+        if collapsed is group:
+            raise
+        raise collapsed from collapsed.__cause__

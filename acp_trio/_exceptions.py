@@ -1,0 +1,208 @@
+"""The few exceptions acp_trio raises, named by whose fault they are.
+
+- :class:`RequestError`: a JSON-RPC error *response* (ours to send, or the
+  peer's that we received). It carries the wire ``code``, ``message`` and
+  optional ``data``.
+- :class:`LocalProtocolError`: *our* side was asked to do something the
+  protocol forbids (for example sending a message that cannot be encoded).
+- :class:`RemoteProtocolError`: the *peer* sent something the protocol
+  forbids (for example a response with both ``result`` and ``error``).
+- :class:`ConnectionClosed`: the connection ended; pending calls fail with it.
+
+This module is pure Python: the sans-IO core imports it too.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Final
+
+__all__ = [
+    "ACPError",
+    "ConnectionClosed",
+    "ErrorCode",
+    "LocalProtocolError",
+    "MessageTooLarge",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "RequestError",
+]
+
+
+class ErrorCode(enum.IntEnum):
+    """JSON-RPC 2.0 and ACP error codes. Any other int32 is a valid code too."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    REQUEST_CANCELLED = -32800
+    AUTH_REQUIRED = -32000
+    RESOURCE_NOT_FOUND = -32002
+
+
+_DEFAULT_MESSAGES: Final[dict[int, str]] = {
+    ErrorCode.PARSE_ERROR: "Parse error",
+    ErrorCode.INVALID_REQUEST: "Invalid request",
+    ErrorCode.METHOD_NOT_FOUND: "Method not found",
+    ErrorCode.INVALID_PARAMS: "Invalid params",
+    ErrorCode.INTERNAL_ERROR: "Internal error",
+    ErrorCode.REQUEST_CANCELLED: "Request cancelled",
+    ErrorCode.AUTH_REQUIRED: "Authentication required",
+    ErrorCode.RESOURCE_NOT_FOUND: "Resource not found",
+}
+
+_NO_DATA: Final = object()
+
+
+class ACPError(Exception):
+    """Base class of every exception acp_trio raises on purpose."""
+
+
+class RequestError(ACPError):
+    """A JSON-RPC error response: raise it from a handler to answer with it,
+    catch it around an outgoing call to see the peer's error.
+
+    ``data`` is any JSON value; it is omitted from the wire when not given
+    (``None`` is sent as an explicit ``null``).
+    """
+
+    code: int
+    message: str
+
+    def __init__(self, code: int, message: str | None = None, data: Any = _NO_DATA) -> None:
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise TypeError(f"error code must be an int, not {type(code).__name__}")
+        if message is None:
+            message = _DEFAULT_MESSAGES.get(code, "Error")
+        self.code = code
+        self.message = message
+        self._data = data
+        super().__init__(code, message)
+
+    @property
+    def has_data(self) -> bool:
+        """Whether the error carries a ``data`` member (which may be ``null``)."""
+        return self._data is not _NO_DATA
+
+    @property
+    def data(self) -> Any:
+        """The ``data`` member, or ``None`` when there is none."""
+        return None if self._data is _NO_DATA else self._data
+
+    @property
+    def is_cancelled(self) -> bool:
+        """True for the ``-32800`` "request cancelled" error."""
+        return self.code == ErrorCode.REQUEST_CANCELLED
+
+    def to_error_object(self) -> dict[str, Any]:
+        """The wire form: ``{"code", "message"[, "data"]}``."""
+        obj: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self._data is not _NO_DATA:
+            obj["data"] = self._data
+        return obj
+
+    @classmethod
+    def from_error_object(cls, obj: dict[str, Any]) -> RequestError:
+        """Build from a wire error object already checked by the core."""
+        if "data" in obj:
+            return cls(obj["code"], obj["message"], obj["data"])
+        return cls(obj["code"], obj["message"])
+
+    def __str__(self) -> str:
+        text = f"{self.message} ({self.code})"
+        if self._data is not _NO_DATA:
+            text += f": {self._data!r}"
+        return text
+
+    def __repr__(self) -> str:
+        args = f"{self.code!r}, {self.message!r}"
+        if self._data is not _NO_DATA:
+            args += f", {self._data!r}"
+        return f"{type(self).__name__}({args})"
+
+    # Constructors for the codes with a fixed meaning.
+
+    @classmethod
+    def parse_error(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.PARSE_ERROR, None, data)
+
+    @classmethod
+    def invalid_request(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.INVALID_REQUEST, None, data)
+
+    @classmethod
+    def method_not_found(cls, method: str) -> RequestError:
+        return cls(ErrorCode.METHOD_NOT_FOUND, None, {"method": method})
+
+    @classmethod
+    def invalid_params(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.INVALID_PARAMS, None, data)
+
+    @classmethod
+    def internal_error(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.INTERNAL_ERROR, None, data)
+
+    @classmethod
+    def request_cancelled(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.REQUEST_CANCELLED, None, data)
+
+    @classmethod
+    def auth_required(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.AUTH_REQUIRED, None, data)
+
+    @classmethod
+    def resource_not_found(cls, data: Any = _NO_DATA) -> RequestError:
+        return cls(ErrorCode.RESOURCE_NOT_FOUND, None, data)
+
+
+class ProtocolError(ACPError):
+    """A JSON-RPC protocol violation; see the two subclasses for whose."""
+
+
+class LocalProtocolError(ProtocolError):
+    """Our side tried to do something the protocol forbids."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol forbids."""
+
+
+class MessageTooLarge(RemoteProtocolError):
+    """A received message was larger than the configured maximum size."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"message of {size} bytes exceeds the limit of {limit} bytes")
+
+
+class ConnectionClosed(ACPError):
+    """The connection is closed: the peer hung up or died, or we closed it.
+
+    ``exit_code`` and ``stderr_tail`` are filled in when the peer is a process
+    we spawned. The underlying cause, if any, is also chained as
+    ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        reason: str = "connection closed",
+        *,
+        exit_code: int | None = None,
+        stderr_tail: bytes | None = None,
+    ) -> None:
+        self.reason = reason
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        text = self.reason
+        if self.exit_code is not None:
+            text += f" (exit code {self.exit_code})"
+        if self.stderr_tail:
+            tail = self.stderr_tail.decode("utf-8", "replace").rstrip()
+            text += f"; stderr tail:\n{tail}"
+        return text

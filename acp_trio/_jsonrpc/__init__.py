@@ -1,0 +1,31 @@
+"""The sans-IO JSON-RPC 2.0 core: bytes in, events out, no Trio, no schema.
+
+- ``_framing``: newline-delimited frames with a size cap.
+- ``_messages``: decode and classify one frame; encode one message.
+- ``_state``: the per-request state table (ids, cancels, exactly one reply).
+"""
+
+from acp_trio._jsonrpc._framing import DEFAULT_MAX_MESSAGE_SIZE as DEFAULT_MAX_MESSAGE_SIZE
+from acp_trio._jsonrpc._framing import LineDecoder as LineDecoder
+from acp_trio._jsonrpc._framing import OversizedFrame as OversizedFrame
+from acp_trio._jsonrpc._messages import ErrorResponse as ErrorResponse
+from acp_trio._jsonrpc._messages import InvalidMessage as InvalidMessage
+from acp_trio._jsonrpc._messages import Message as Message
+from acp_trio._jsonrpc._messages import Notification as Notification
+from acp_trio._jsonrpc._messages import Request as Request
+from acp_trio._jsonrpc._messages import RequestId as RequestId
+from acp_trio._jsonrpc._messages import Response as Response
+from acp_trio._jsonrpc._messages import classify as classify
+from acp_trio._jsonrpc._messages import encode_frame as encode_frame
+from acp_trio._jsonrpc._messages import error_response as error_response
+from acp_trio._jsonrpc._messages import is_request_id as is_request_id
+from acp_trio._jsonrpc._messages import notification as notification
+from acp_trio._jsonrpc._messages import parse_frame as parse_frame
+from acp_trio._jsonrpc._messages import peek_id as peek_id
+from acp_trio._jsonrpc._messages import request as request
+from acp_trio._jsonrpc._messages import response as response
+from acp_trio._jsonrpc._state import IncomingRequest as IncomingRequest
+from acp_trio._jsonrpc._state import OutgoingRequest as OutgoingRequest
+from acp_trio._jsonrpc._state import Phase as Phase
+from acp_trio._jsonrpc._state import RequestTable as RequestTable
+from acp_trio._jsonrpc._state import cancel_target as cancel_target

@@ -1,0 +1,171 @@
+"""Newline-delimited JSON framing, bytes in and frames out, with no I/O.
+
+ACP's stdio transport puts one JSON-RPC message on each line. The decoder
+takes arbitrary chunks (whatever ``receive_some`` returned) and yields whole
+lines; it never looks inside them.
+
+Properties the tests pin down:
+
+- Linear in the input: each byte is scanned for ``\\n`` once and copied at
+  most twice (into the partial-line buffer, then out as the frame).
+- Any split of the same byte stream into chunks yields the same frames.
+- ``\\r\\n`` line ends are accepted (the ``\\r`` is dropped), blank lines are
+  skipped, and a final line with no ``\\n`` is delivered at end of input.
+- A line longer than ``max_message_size`` (not counting its line end) is not
+  buffered: its bytes are dropped as they arrive and a single
+  :class:`OversizedFrame` reports it, with the first bytes kept so that the
+  caller can try to find the request id. The verdict depends only on the
+  line's length, never on how it was chunked.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+__all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "LineDecoder", "OversizedFrame"]
+
+DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
+# How much of an oversized line is kept for error reporting.
+_HEAD_SIZE: Final = 64 * 1024
+
+
+@attrs.frozen
+class OversizedFrame:
+    """A line that was over the size limit and was dropped.
+
+    ``size`` is its full length in bytes (without the line end); ``head``
+    holds its first bytes.
+    """
+
+    size: int
+    limit: int
+    head: bytes
+
+
+def _strip_line_end(line: bytes) -> bytes:
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+class LineDecoder:
+    """Turns a byte stream into frames: ``bytes`` (one message) or
+    :class:`OversizedFrame`.
+
+    Use :meth:`feed` with each chunk and :meth:`feed_eof` once at the end;
+    both return the frames completed so far, in order.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_discard_cr",
+        "_discarded",
+        "_discarding",
+        "_eof",
+        "_head",
+        "max_message_size",
+    )
+
+    def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+        if max_message_size < 1:
+            raise ValueError("max_message_size must be positive")
+        self.max_message_size = max_message_size
+        # Bytes of the current, unfinished line. Never holds a b"\n".
+        self._buf = bytearray()
+        # Set while skipping the rest of an oversized line.
+        self._discarding = False
+        self._discarded = 0
+        self._discard_cr = False
+        self._head = bytearray()
+        self._eof = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the unfinished line (for statistics)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes | OversizedFrame]:
+        """Add a chunk; return the frames it completed."""
+        if self._eof:
+            raise RuntimeError("feed() after feed_eof()")
+        out: list[bytes | OversizedFrame] = []
+        if not data:
+            return out
+        limit = self.max_message_size
+        start = 0
+        n = len(data)
+        while start < n:
+            nl = data.find(b"\n", start)
+            end = n if nl < 0 else nl
+            if self._discarding:
+                if end > start:
+                    self._discarded += end - start
+                    self._discard_cr = data[end - 1] == 13
+                    room = _HEAD_SIZE - len(self._head)
+                    if room > 0:
+                        # Keep the head independent of how the line was chunked.
+                        self._head += data[start : min(end, start + room)]
+            elif self._buf:
+                self._buf += memoryview(data)[start:end]
+                if len(self._buf) > limit + 1:
+                    self._begin_discard(self._buf)
+                    self._buf.clear()
+            elif nl >= 0:
+                # Fast path: a whole line inside this chunk, nothing buffered.
+                line = data[start:end]
+                if line.endswith(b"\r"):
+                    line = line[:-1]
+                if len(line) > limit:
+                    out.append(OversizedFrame(len(line), limit, bytes(line[:_HEAD_SIZE])))
+                elif line and not line.isspace():
+                    out.append(line)
+                start = nl + 1
+                continue
+            else:
+                piece = data[start:end]
+                if len(piece) > limit + 1:
+                    self._begin_discard(bytes(piece))
+                else:
+                    self._buf += piece
+            if nl < 0:
+                break
+            # The line ended inside this chunk.
+            self._finish_line(out)
+            start = nl + 1
+        return out
+
+    def feed_eof(self) -> list[bytes | OversizedFrame]:
+        """End of input: deliver a last line that had no ``\\n``."""
+        out: list[bytes | OversizedFrame] = []
+        if not self._eof:
+            self._eof = True
+            self._finish_line(out)
+        return out
+
+    def _begin_discard(self, first: bytes | bytearray) -> None:
+        # A trailing b"\r" could still be a line end, so a line is only known
+        # to be too long once it is more than limit + 1 bytes.
+        self._discarding = True
+        self._discarded = len(first)
+        self._discard_cr = first.endswith(b"\r")
+        self._head = bytearray(first[:_HEAD_SIZE])
+
+    def _finish_line(self, out: list[bytes | OversizedFrame]) -> None:
+        if self._discarding:
+            size = self._discarded - self._discard_cr
+            # A line dropped this way is at least limit + 2 bytes long, so
+            # even without its final b"\r" it is over the limit.
+            # The head may end with the line's b"\r", which is not part of it.
+            out.append(OversizedFrame(size, self.max_message_size, bytes(self._head[:size])))
+            self._discarding = False
+            self._discarded = 0
+            self._head = bytearray()
+            return
+        if not self._buf:
+            return
+        line = _strip_line_end(bytes(self._buf))
+        self._buf.clear()
+        if len(line) > self.max_message_size:
+            out.append(OversizedFrame(len(line), self.max_message_size, line[:_HEAD_SIZE]))
+        elif line and not line.isspace():
+            out.append(line)

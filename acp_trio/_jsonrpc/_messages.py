@@ -1,0 +1,306 @@
+"""JSON-RPC 2.0 messages: decode and classify one frame, encode one message.
+
+:func:`parse_frame` turns the bytes of one line into exactly one of
+:class:`Request`, :class:`Notification`, :class:`Response`,
+:class:`ErrorResponse` or :class:`InvalidMessage`. It never raises for bad
+input: what the peer sent wrong is described by an :class:`InvalidMessage`
+carrying the error to answer with.
+
+The rules (JSON-RPC 2.0, as ACP v1 uses it):
+
+- Bytes that are not UTF-8, or not JSON (``NaN`` and ``Infinity`` included),
+  are answered ``-32700`` with ``id: null``. A leading UTF-8 byte order mark
+  is tolerated.
+- A JSON value that is not a message object is answered ``-32600`` with
+  ``id: null``. That includes arrays: ACP v1 does not use batches.
+- Ids are integers, strings or ``null`` and are kept exactly as received:
+  ``1`` and ``"1"`` are different ids, ``0`` is an id. Booleans and
+  fractional numbers are not ids.
+- An invalid object that still names a method and a valid id (say
+  ``"jsonrpc": "1.0"``) is answered with that id, so its sender is not left
+  waiting; otherwise the answer uses ``id: null``.
+- An invalid *response* (both ``result`` and ``error``, a malformed error
+  object) is reported with the id it carried, so that the pending call it
+  was meant for can be failed instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, TypeAlias
+
+import attrs
+
+from acp_trio._exceptions import RequestError
+
+__all__ = [
+    "ErrorResponse",
+    "InvalidMessage",
+    "Message",
+    "Notification",
+    "Request",
+    "RequestId",
+    "Response",
+    "encode_frame",
+    "error_response",
+    "is_request_id",
+    "notification",
+    "parse_frame",
+    "request",
+    "response",
+]
+
+RequestId: TypeAlias = int | str | None
+
+
+def is_request_id(value: object) -> bool:
+    """Whether ``value`` is a valid JSON-RPC id (int, str or None; not bool)."""
+    return value is None or type(value) is int or type(value) is str
+
+
+@attrs.frozen(slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: Any = None
+
+
+@attrs.frozen(slots=True)
+class Notification:
+    method: str
+    params: Any = None
+
+
+@attrs.frozen(slots=True)
+class Response:
+    id: RequestId
+    result: Any
+
+
+@attrs.frozen(slots=True)
+class ErrorResponse:
+    id: RequestId
+    error: RequestError
+
+
+@attrs.frozen(slots=True)
+class InvalidMessage:
+    """A frame that is not a valid message.
+
+    ``error`` is the answer to send to ``reply_id``. ``response_id`` is set
+    when the frame looked like a response for that id (so the matching
+    pending call can be failed).
+    """
+
+    error: RequestError
+    reply_id: RequestId = None
+    response_id: int | str | None = None
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse
+
+_BOM: Final = "\ufeff"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_decoder: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_encoder: Final = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+)
+_ascii_encoder: Final = json.JSONEncoder(
+    ensure_ascii=True, allow_nan=False, separators=(",", ":"), check_circular=False
+)
+
+
+def _invalid(reason: str, obj: dict[str, Any] | None = None) -> InvalidMessage:
+    reply_id: RequestId = None
+    response_id: RequestId = None
+    if obj is not None:
+        candidate = obj.get("id")
+        if is_request_id(candidate):
+            if isinstance(obj.get("method"), str):
+                reply_id = candidate
+            elif "method" not in obj and ("result" in obj or "error" in obj):
+                # A response with a bad envelope (say "jsonrpc": "1.0"): let the
+                # pending call it answers fail instead of hang.
+                response_id = candidate
+    return InvalidMessage(RequestError.invalid_request(reason), reply_id, response_id)
+
+
+def parse_frame(frame: bytes) -> Message | InvalidMessage:
+    """Decode and classify one frame (one line, without its line end)."""
+    try:
+        text = frame.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return InvalidMessage(RequestError.parse_error(f"invalid UTF-8: {exc.reason}"))
+    if text.startswith(_BOM):
+        text = text[1:]
+    try:
+        value = _decoder.decode(text)
+    except ValueError as exc:  # JSONDecodeError is a ValueError
+        return InvalidMessage(RequestError.parse_error(f"invalid JSON: {exc}"))
+    except RecursionError:
+        return InvalidMessage(RequestError.parse_error("JSON nested too deeply"))
+    return classify(value)
+
+
+def classify(value: Any) -> Message | InvalidMessage:
+    """Classify an already decoded JSON value."""
+    if type(value) is not dict:
+        if type(value) is list:
+            return _invalid("batch arrays are not supported by ACP v1")
+        return _invalid("a message must be a JSON object")
+    obj: dict[str, Any] = value
+    if obj.get("jsonrpc") != "2.0":
+        return _invalid('"jsonrpc" must be "2.0"', obj)
+    if "method" in obj:
+        method = obj["method"]
+        if type(method) is not str:
+            return _invalid('"method" must be a string', obj)
+        params = obj.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            return _invalid('"params" must be an object, an array or null', obj)
+        if "id" not in obj:
+            return Notification(method, params)
+        request_id = obj["id"]
+        if not is_request_id(request_id):
+            return _invalid('"id" must be an integer, a string or null', obj)
+        return Request(request_id, method, params)
+    if "id" not in obj:
+        return _invalid('a message needs "method" or "id"', obj)
+    response_id = obj["id"]
+    if not is_request_id(response_id):
+        return _invalid('"id" must be an integer, a string or null', obj)
+    has_result = "result" in obj
+    has_error = "error" in obj
+    if has_result == has_error:
+        return InvalidMessage(
+            RequestError.invalid_request('a response needs exactly one of "result" and "error"'),
+            None,
+            response_id,
+        )
+    if has_result:
+        return Response(response_id, obj["result"])
+    error = obj["error"]
+    if (
+        type(error) is not dict
+        or type(error.get("code")) is not int
+        or type(error.get("message")) is not str
+    ):
+        return InvalidMessage(
+            RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
+            None,
+            response_id,
+        )
+    return ErrorResponse(response_id, RequestError.from_error_object(error))
+
+
+def encode_frame(obj: Any) -> bytes:
+    """Compact UTF-8 JSON for one message, with its ``\\n``.
+
+    JSON escapes every newline inside strings, so the frame holds exactly one
+    line. Raises ``ValueError``/``TypeError`` for values JSON cannot express
+    (``NaN``, sets, ...).
+    """
+    text = _encoder.encode(obj)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates: write them as \\u escapes, which is valid JSON.
+        data = _ascii_encoder.encode(obj).encode("ascii")
+    return data + b"\n"
+
+
+def request(request_id: RequestId, method: str, params: Any = None) -> dict[str, Any]:
+    """The wire object of a request (``params`` omitted when ``None``)."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: Any = None) -> dict[str, Any]:
+    """The wire object of a notification (``params`` omitted when ``None``)."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def response(request_id: RequestId, result: Any) -> dict[str, Any]:
+    """The wire object of a successful response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_response(request_id: RequestId, error: RequestError) -> dict[str, Any]:
+    """The wire object of an error response."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
+
+
+def peek_id(head: bytes) -> tuple[str, RequestId] | None:
+    """Best effort: find the top-level ``id`` in the first bytes of a message
+    that was too large to parse whole.
+
+    Returns ``("request", id)`` or ``("response", id)`` when the head shows a
+    top-level ``id`` together with ``method`` (a request) or with ``result``
+    or ``error`` (a response); ``None`` when it cannot tell. Only top-level
+    keys count, so an ``"id"`` nested in ``params`` is never mistaken for the
+    message's own.
+    """
+    text = head.decode("utf-8", "replace")
+    if text.startswith(_BOM):
+        text = text[1:]
+    ws = " \t\r\n"
+    n = len(text)
+    i = 0
+    while i < n and text[i] in ws:
+        i += 1
+    if i >= n or text[i] != "{":
+        return None
+    i += 1
+    found_id = False
+    request_id: RequestId = None
+    kind: str | None = None
+    try:
+        while True:
+            while i < n and text[i] in ws:
+                i += 1
+            if i >= n or text[i] != '"':
+                break
+            key, i = _decoder.raw_decode(text, i)
+            while i < n and text[i] in ws:
+                i += 1
+            if i >= n or text[i] != ":":
+                break
+            i += 1
+            while i < n and text[i] in ws:
+                i += 1
+            if key == "method":
+                kind = "request"
+            elif key in ("result", "error"):
+                kind = "response"
+            if found_id and kind is not None:
+                break
+            value, i = _decoder.raw_decode(text, i)
+            if key == "id" and is_request_id(value):
+                if type(value) is int and (i >= n or text[i] not in ",} \t\r\n"):
+                    # A number the head cut short ("12" of "123", "12" of "12.5")
+                    # must not be mistaken for the id.
+                    break
+                found_id = True
+                request_id = value
+                if kind is not None:
+                    break
+            while i < n and text[i] in ws:
+                i += 1
+            if i >= n or text[i] != ",":
+                break
+            i += 1
+    except (ValueError, RecursionError):
+        pass  # the head ends inside a value (or nests too deeply): stop looking
+    if found_id and kind is not None:
+        return kind, request_id
+    return None

@@ -1,0 +1,230 @@
+"""Request bookkeeping for one JSON-RPC peer, with no I/O.
+
+Theory of operation
+===================
+
+A connection is symmetric: both sides send requests. :class:`RequestTable`
+keeps two registries and enforces the rules that make "every request gets
+exactly one response" true by construction. It does no I/O and knows nothing
+about tasks; the Trio layer attaches its own per-request object (a cancel
+scope, an event) through the ``handle`` slot of each entry.
+
+Incoming requests (the peer asked us)::
+
+    receive_request() --> RUNNING --finish_incoming()--> RESPONDING --> DONE
+                            |   ^
+     cancel_incoming() -----+   |  (sets cancel_requested; stays RUNNING)
+                                |
+
+- :meth:`RequestTable.receive_request` registers the id *before* any handler
+  runs, so a ``$/cancel_request`` read right after the request always finds
+  it. An id that is already in flight is refused (the caller answers it
+  ``-32600``) and the running request is left alone.
+- :meth:`RequestTable.cancel_incoming` marks a RUNNING request as cancelled
+  and returns it (the caller then cancels its scope). For an unknown id, a
+  request already RESPONDING or DONE, a repeated cancel or a malformed id it
+  returns ``None``: nothing happens and nothing is answered.
+- :meth:`RequestTable.finish_incoming` moves the request to RESPONDING and
+  removes its id from the registry *before* the reply is written. It returns
+  ``False`` if the request had already been finished, so a second reply can
+  never be produced. After it, a late cancel finds nothing.
+
+Outgoing requests (we asked the peer)::
+
+    send_request() --> PENDING --response_received()--> DONE
+                         |
+                         +--cancel_outgoing()--> PENDING (cancel_sent) --...
+                         +--abandon_outgoing()--> DONE (late reply dropped quietly)
+
+- Ids are allocated here, as increasing integers.
+- :meth:`RequestTable.cancel_outgoing` returns ``True`` only the first time
+  for a pending request: exactly one ``$/cancel_request`` per id.
+- :meth:`RequestTable.abandon_outgoing` forgets a request whose caller stopped
+  waiting. Its id is remembered in a bounded FIFO so that the peer's late
+  reply is recognised and dropped quietly instead of being reported as a
+  reply to an unknown id; bookkeeping never grows without bound.
+- :meth:`RequestTable.response_received` pops the pending entry. A reply for
+  an unknown id returns ``None`` (log and drop).
+- :meth:`RequestTable.close` empties both registries and returns what was
+  pending, so the caller can fail every outgoing call and cancel every
+  incoming handler at once.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from acp_trio._exceptions import RequestError
+from acp_trio._jsonrpc._messages import RequestId, is_request_id
+
+__all__ = [
+    "IncomingRequest",
+    "OutgoingRequest",
+    "Phase",
+    "RequestTable",
+    "cancel_target",
+]
+
+H = TypeVar("H")
+G = TypeVar("G")
+
+_ABANDONED_MEMORY = 4096
+
+
+class Phase(enum.Enum):
+    RUNNING = "running"  # incoming: handler may run; outgoing: awaiting reply
+    RESPONDING = "responding"  # incoming: reply decided, being written
+    DONE = "done"
+
+
+@attrs.define(slots=True, eq=False)
+class IncomingRequest(Generic[H]):
+    """One request the peer sent us, from registration to reply."""
+
+    id: RequestId
+    method: str
+    phase: Phase = Phase.RUNNING
+    cancel_requested: bool = False
+    handle: H | None = None
+
+
+@attrs.define(slots=True, eq=False)
+class OutgoingRequest(Generic[G]):
+    """One request we sent the peer, until its reply or until abandoned."""
+
+    id: int
+    method: str
+    phase: Phase = Phase.RUNNING
+    cancel_sent: bool = False
+    handle: G | None = None
+
+
+def cancel_target(params: Any) -> tuple[bool, RequestId]:
+    """Read the ``requestId`` of ``$/cancel_request`` params.
+
+    Returns ``(True, id)`` for a well-formed one, ``(False, None)`` otherwise
+    (a malformed cancel is ignored, never answered).
+    """
+    if type(params) is dict and "requestId" in params:
+        target = params["requestId"]
+        if is_request_id(target):
+            return True, target
+    return False, None
+
+
+class RequestTable(Generic[H, G]):
+    """The two registries of a peer connection; see the module docstring."""
+
+    __slots__ = ("_abandoned", "_next_id", "incoming", "outgoing")
+
+    def __init__(self, first_id: int = 0) -> None:
+        self.incoming: dict[RequestId, IncomingRequest[H]] = {}
+        self.outgoing: dict[int, OutgoingRequest[G]] = {}
+        self._next_id = first_id
+        self._abandoned: OrderedDict[int, None] = OrderedDict()
+
+    # Incoming
+
+    def receive_request(
+        self, request_id: RequestId, method: str
+    ) -> IncomingRequest[H] | RequestError:
+        """Register a request just read; a duplicate in-flight id is refused."""
+        if request_id in self.incoming:
+            return RequestError.invalid_request(f"request id {request_id!r} is already in flight")
+        entry: IncomingRequest[H] = IncomingRequest(request_id, method)
+        self.incoming[request_id] = entry
+        return entry
+
+    def cancel_incoming(self, request_id: RequestId) -> IncomingRequest[H] | None:
+        """Mark a running request cancelled; ``None`` if there is nothing to do."""
+        if not is_request_id(request_id):
+            # True == 1 and 1.0 == 1 as dict keys; unhashable ids would raise.
+            return None
+        entry = self.incoming.get(request_id)
+        if entry is None or entry.cancel_requested:
+            return None
+        entry.cancel_requested = True
+        return entry
+
+    def finish_incoming(self, entry: IncomingRequest[H]) -> bool:
+        """RUNNING -> RESPONDING; the id leaves the registry. ``False`` if the
+        request was already finished (no second reply)."""
+        if entry.phase is not Phase.RUNNING:
+            return False
+        entry.phase = Phase.RESPONDING
+        if self.incoming.get(entry.id) is entry:
+            del self.incoming[entry.id]
+        return True
+
+    def incoming_done(self, entry: IncomingRequest[H]) -> None:
+        """The reply was handed to the writer (or the connection is gone)."""
+        entry.phase = Phase.DONE
+        entry.handle = None
+
+    # Outgoing
+
+    def send_request(self, method: str) -> OutgoingRequest[G]:
+        """Allocate an id and register a pending outgoing request."""
+        request_id = self._next_id
+        self._next_id += 1
+        entry: OutgoingRequest[G] = OutgoingRequest(request_id, method)
+        self.outgoing[request_id] = entry
+        return entry
+
+    def response_received(self, request_id: RequestId) -> OutgoingRequest[G] | None:
+        """Pop the pending request a reply is for; ``None`` if there is none."""
+        if type(request_id) is not int:
+            return None
+        entry = self.outgoing.pop(request_id, None)
+        if entry is not None:
+            entry.phase = Phase.DONE
+        return entry
+
+    def was_abandoned(self, request_id: RequestId) -> bool:
+        """Whether a reply for this id is a late reply to an abandoned request.
+
+        Each abandoned id is recognised once: its one reply consumes it.
+        """
+        if type(request_id) is not int or request_id not in self._abandoned:
+            return False
+        del self._abandoned[request_id]
+        return True
+
+    def cancel_outgoing(self, entry: OutgoingRequest[G]) -> bool:
+        """``True`` exactly once per pending request: send ``$/cancel_request``."""
+        if entry.phase is not Phase.RUNNING or entry.cancel_sent:
+            return False
+        entry.cancel_sent = True
+        return True
+
+    def abandon_outgoing(self, entry: OutgoingRequest[G]) -> None:
+        """The caller stopped waiting; drop the entry, remember the id."""
+        if entry.phase is not Phase.RUNNING:
+            return
+        entry.phase = Phase.DONE
+        entry.handle = None
+        if self.outgoing.get(entry.id) is entry:
+            del self.outgoing[entry.id]
+        self._abandoned[entry.id] = None
+        if len(self._abandoned) > _ABANDONED_MEMORY:
+            self._abandoned.popitem(last=False)
+
+    # Both
+
+    def close(self) -> tuple[list[IncomingRequest[H]], list[OutgoingRequest[G]]]:
+        """Empty both registries; return what was in flight."""
+        incoming = list(self.incoming.values())
+        outgoing = list(self.outgoing.values())
+        self.incoming.clear()
+        self.outgoing.clear()
+        self._abandoned.clear()
+        for out in outgoing:
+            out.phase = Phase.DONE
+        return incoming, outgoing
+
+    def __len__(self) -> int:
+        return len(self.incoming) + len(self.outgoing)

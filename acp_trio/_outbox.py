@@ -1,0 +1,92 @@
+"""The queue of frames between senders and the single writer task.
+
+Two lanes share one FIFO, so the wire order is the order of enqueueing:
+
+- :meth:`Outbox.put` (notifications, requests) waits while the queue is at
+  its limit: a peer that stops reading slows the senders down instead of
+  growing memory. Waiting is cancellable and nothing is enqueued then.
+- :meth:`Outbox.put_nowait` (replies and ``$/cancel_request``) never waits:
+  each reply answers a request the peer is waiting on, so their number is
+  bounded by the requests in flight, and a cancelled task must be able to
+  send its reply without reaching a checkpoint.
+
+The writer takes everything queued at once and writes it with one
+``send_all``, which coalesces bursts of small frames.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import trio
+
+from acp_trio._exceptions import ConnectionClosed
+
+__all__ = ["Outbox"]
+
+
+class Outbox:
+    __slots__ = ("_closed", "_frames", "_limit", "_senders", "_writer")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("outbox limit must be positive")
+        self._frames: deque[bytes] = deque()
+        self._limit = limit
+        self._closed = False
+        self._writer = trio.lowlevel.ParkingLot()
+        self._senders = trio.lowlevel.ParkingLot()
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put_nowait(self, frame: bytes) -> bool:
+        """Enqueue regardless of the limit; ``False`` if the outbox is closed."""
+        if self._closed:
+            return False
+        self._frames.append(frame)
+        if self._writer:
+            self._writer.unpark()
+        return True
+
+    async def put(self, frame: bytes) -> None:
+        """Enqueue, waiting while the queue is full.
+
+        Raises :class:`ConnectionClosed` if the outbox is (or gets) closed.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while len(self._frames) >= self._limit and not self._closed:
+            await self._senders.park()
+        if not self.put_nowait(frame):
+            raise ConnectionClosed("connection closed")
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def get_batch(self) -> list[bytes] | None:
+        """Everything queued, in order; waits while empty. ``None`` once the
+        outbox is closed and drained."""
+        while not self._frames:
+            if self._closed:
+                return None
+            await self._writer.park()
+        batch = list(self._frames)
+        self._frames.clear()
+        if self._senders:
+            self._senders.unpark_all()
+        return batch
+
+    def close(self) -> None:
+        """No more frames; the writer drains what is queued, then stops."""
+        self._closed = True
+        self._writer.unpark_all()
+        self._senders.unpark_all()
+
+    def discard(self) -> int:
+        """Drop everything queued (the stream is broken); return how many."""
+        dropped = len(self._frames)
+        self._frames.clear()
+        self._senders.unpark_all()
+        return dropped

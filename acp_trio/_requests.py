@@ -1,0 +1,280 @@
+"""The two per-request objects of a connection.
+
+- :class:`RequestContext`: what a handler of an *incoming* request sees: its
+  id and method, the cancel scope it runs in, and the cooperative-cancel
+  switch.
+- :class:`PendingRequest`: an *outgoing* request we sent and are waiting on.
+
+Both are created by the connection only. A contextvar names the incoming
+request the current task is serving, so an outgoing request made from a
+handler knows its parent: that is the request tree.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
+
+if TYPE_CHECKING:
+    from acp_trio._connection import Connection
+
+__all__ = ["CancelCause", "PendingRequest", "RequestContext", "current_request"]
+
+
+class CancelCause(enum.Enum):
+    """Why a request was cancelled. The wire code is ``-32800`` for all of
+    them; this says who asked, for logs and for applications."""
+
+    PEER = "peer"  # the peer sent $/cancel_request
+    SESSION = "session"  # session/cancel (or session/close) for its session
+    DEADLINE = "deadline"  # the per-request deadline passed
+    LOCAL = "local"  # local code called RequestContext.request_cancel()
+    SHUTDOWN = "shutdown"  # the connection is closing
+
+
+_current_request: Final[ContextVar[RequestContext | None]] = ContextVar(
+    "acp_trio_current_request", default=None
+)
+
+
+def current_request() -> RequestContext | None:
+    """The incoming request the calling task is handling, if any."""
+    return _current_request.get()
+
+
+@final
+class RequestContext:
+    """An incoming request, as its handler sees it.
+
+    By default a cancel (``$/cancel_request``, ``session/cancel``, the
+    deadline, shutdown) cancels the handler's scope: every checkpoint in the
+    handler raises ``trio.Cancelled``, every outgoing request it is waiting on
+    is cancelled on the wire, and the SDK answers ``-32800``.
+
+    Set :attr:`cooperative` to handle a cancel yourself: the handler keeps
+    running, :attr:`cancel_requested` is set, and whatever the handler
+    returns (a partial result) is the answer. The deadline and shutdown still
+    cancel hard. To protect a critical section, use
+    ``with trio.CancelScope(shield=True):`` as usual.
+    """
+
+    __slots__ = ("_cause", "_children", "_conn", "_entry", "_event", "_scope", "cooperative")
+
+    def __init__(self, conn: Connection, entry: IncomingRequest[RequestContext]) -> None:
+        self._conn = conn
+        self._entry = entry
+        self._scope = trio.CancelScope()
+        self._event: trio.Event | None = None
+        self._cause: CancelCause | None = None
+        self._children: set[PendingRequest] | None = None
+        self.cooperative = False
+
+    @property
+    def id(self) -> RequestId:
+        return self._entry.id
+
+    @property
+    def method(self) -> str:
+        return self._entry.method
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    @property
+    def cancel_scope(self) -> trio.CancelScope:
+        """The scope the handler runs in (set its ``deadline`` to add one)."""
+        return self._scope
+
+    @property
+    def cancel_requested(self) -> trio.Event:
+        """Set once a cancel of this request was asked for, by anyone."""
+        if self._event is None:
+            self._event = trio.Event()
+            if self._cause is not None:
+                self._event.set()
+        return self._event
+
+    @property
+    def cancel_cause(self) -> CancelCause | None:
+        """Who cancelled the request first, or ``None``."""
+        return self._cause
+
+    @property
+    def children(self) -> frozenset[PendingRequest]:
+        """The outgoing requests this handler is waiting on right now."""
+        return frozenset(self._children or ())
+
+    def request_cancel(self, cause: CancelCause = CancelCause.LOCAL) -> None:
+        """Cancel this request as if the peer had asked (idempotent).
+
+        Hard-cancels the scope unless the handler is :attr:`cooperative` and
+        the cause is one a handler may answer itself (peer, session, local).
+        """
+        first = self._cause is None
+        if first:
+            self._cause = cause
+            if self._event is not None:
+                self._event.set()
+        if not self.cooperative or cause in (CancelCause.SHUTDOWN, CancelCause.DEADLINE):
+            self._scope.cancel()
+
+    def _adopt(self, child: PendingRequest) -> None:
+        if self._children is None:
+            self._children = set()
+        self._children.add(child)
+
+    def _release(self, child: PendingRequest) -> None:
+        if self._children is not None:
+            self._children.discard(child)
+
+    def __repr__(self) -> str:
+        return f"<RequestContext {self.method} id={self.id!r} phase={self._entry.phase.value}>"
+
+
+_WAITING: Final = 0
+_VALUE: Final = 1
+_ERROR: Final = 2
+
+
+@final
+class PendingRequest:
+    """An outgoing request on its way, from :meth:`Connection.open_request`.
+
+    Leaving the ``async with`` block while the request is unanswered cancels
+    it on the wire (one ``$/cancel_request``) unless :meth:`detach` was
+    called. The peer's late answer is then dropped quietly.
+    """
+
+    __slots__ = (
+        "_barrier",
+        "_conn",
+        "_detached",
+        "_entry",
+        "_error",
+        "_parent",
+        "_state",
+        "_task",
+        "_value",
+    )
+
+    def __init__(
+        self,
+        conn: Connection,
+        entry: OutgoingRequest[PendingRequest],
+        parent: RequestContext | None,
+    ) -> None:
+        self._conn = conn
+        self._entry = entry
+        self._parent = parent
+        self._task: trio.lowlevel.Task | None = None
+        self._state = _WAITING
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._barrier = 0
+        self._detached = False
+
+    @property
+    def id(self) -> int:
+        return self._entry.id
+
+    @property
+    def method(self) -> str:
+        return self._entry.method
+
+    @property
+    def done(self) -> bool:
+        """Whether the answer (or a failure) has arrived."""
+        return self._state != _WAITING
+
+    @property
+    def cancel_sent(self) -> bool:
+        """Whether ``$/cancel_request`` was sent for this request."""
+        return self._entry.cancel_sent
+
+    @property
+    def parent(self) -> RequestContext | None:
+        """The incoming request whose handler made this one, if any."""
+        return self._parent
+
+    async def result(self) -> Any:
+        """Wait for the answer: the result, or raise :class:`RequestError`
+        (the peer's error), :class:`ConnectionClosed` or
+        :class:`RemoteProtocolError`.
+
+        Being cancelled while waiting here does not cancel the request; leaving
+        the ``async with`` block does.
+        """
+        if self._state == _WAITING:
+            await self._park()
+        else:
+            await trio.lowlevel.checkpoint()
+        await self._conn._wait_for_notifications(self._barrier)
+        return self._outcome()
+
+    async def cancel_and_wait(self) -> Any:
+        """Send ``$/cancel_request`` and wait for the peer's final answer.
+
+        Returns the peer's (possibly partial) result, or raises
+        :class:`RequestError` (``-32800`` when the peer cut the work short).
+        To bound the wait, wrap it in ``trio.move_on_after``/``fail_after``;
+        leaving the ``async with`` block then abandons the request.
+        """
+        self._conn._send_cancel(self)
+        return await self.result()
+
+    def detach(self) -> None:
+        """Let the peer finish; ignore its answer; never send a cancel."""
+        self._detached = True
+
+    async def _park(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("another task is already waiting for this request")
+        self._task = trio.lowlevel.current_task()
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self._task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:
+        if self._state != _WAITING:
+            return
+        if error is None:
+            self._state = _VALUE
+            self._value = value
+        else:
+            self._state = _ERROR
+            self._error = error
+        self._barrier = barrier
+        if self._parent is not None:
+            self._parent._release(self)
+        task = self._task
+        if task is not None:
+            self._task = None
+            trio.lowlevel.reschedule(task)
+
+    def _outcome(self) -> Any:
+        if self._state == _VALUE:
+            return self._value
+        error = self._error
+        assert error is not None
+        # Each raise gets a fresh exception object: a stored one would collect
+        # tracebacks if the answer were read twice.
+        if isinstance(error, RequestError):
+            raise RequestError.from_error_object(error.to_error_object())
+        if isinstance(error, ACPError):
+            raise copy.copy(error) from error.__cause__
+        raise error
+
+    def __repr__(self) -> str:
+        state = {_WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]
+        return f"<PendingRequest {self.method} id={self.id} {state}>"
