@@ -7,6 +7,8 @@ Layers, bottom to top:
 - ``acp_trio._connection``: the Trio connection. The request tree is the
   nursery tree: each incoming request runs in its own cancel scope, and
   cancelling it cancels every nested outgoing request on the wire.
+- ``acp_trio._transports``: stdio (agent side), spawning an agent (client
+  side), TCP.
 - ``acp_trio.schema``: attrs classes generated from the ACP JSON Schema and the
   cattrs converter that maps them to and from wire JSON.
 
@@ -35,5 +37,10 @@ from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest
 from acp_trio._requests import RequestContext as RequestContext
 from acp_trio._requests import current_request as current_request
+from acp_trio._transports import AgentProcess as AgentProcess
+from acp_trio._transports import open_agent_process as open_agent_process
+from acp_trio._transports import open_stdio_stream as open_stdio_stream
+from acp_trio._transports import open_tcp_stream as open_tcp_stream
+from acp_trio._transports import serve_tcp as serve_tcp
 
 __version__ = "0.1.0.dev0"

@@ -152,6 +152,9 @@ class ConnectionConfig:
     #: end (tracing, tests). It runs in the reader or writer: keep it quick,
     #: and it must not raise.
     trace: TraceHook | None = None
+    #: For a peer that is a process we spawned: returns (exit code, stderr
+    #: tail), either ``None`` when unknown; added to ConnectionClosed.
+    exit_details: Callable[[], tuple[int | None, bytes | None]] | None = None
 
 
 @attrs.frozen
@@ -380,7 +383,11 @@ class Connection:
         self._shutdown.set()
 
     def _closed_error(self) -> ConnectionClosed:
-        exc = ConnectionClosed(self._close_reason)
+        exit_code: int | None = None
+        stderr_tail: bytes | None = None
+        if self.config.exit_details is not None:
+            exit_code, stderr_tail = self.config.exit_details()
+        exc = ConnectionClosed(self._close_reason, exit_code=exit_code, stderr_tail=stderr_tail)
         exc.__cause__ = self._close_cause
         return exc
 
@@ -440,6 +447,8 @@ class Connection:
         with self._reader_scope:
             try:
                 while (frame := await self._stream.receive_frame()) is not None:
+                    if self._closed:
+                        break
                     if isinstance(frame, OversizedFrame):
                         self._on_oversized(frame)
                         continue
@@ -513,8 +522,8 @@ class Connection:
     def _on_response(self, message: Response | ErrorResponse) -> None:
         entry = self._table.response_received(message.id)
         if entry is None or entry.handle is None:
-            if self._table.was_abandoned(message.id):
-                _log.debug("dropping late reply to abandoned request %r", message.id)
+            if self._table.is_stale(message.id):
+                _log.debug("dropping late or repeated reply to request %r", message.id)
             else:
                 _log.warning("dropping reply to unknown request id %r", message.id)
             return

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -122,12 +121,11 @@ async def say(conn: acp_trio.Connection, session_id: str, text: str) -> None:
 
 
 async def run_agent() -> None:
-    # fd 1 belongs to the protocol: print() goes to stderr from here on.
-    stdin = trio.lowlevel.FdStream(os.dup(0))
-    stdout = trio.lowlevel.FdStream(os.dup(1))
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    async with acp_trio.open_connection(trio.StapledStream(stdout, stdin), DemoAgent()) as conn:
+    # fd 1 belongs to the protocol: print() goes to stderr while it is open.
+    async with (
+        acp_trio.open_stdio_stream() as stream,
+        acp_trio.open_connection(stream, DemoAgent()) as conn,
+    ):
         await conn.wait_closed()
 
 
@@ -174,53 +172,47 @@ def indent(text: str) -> str:
 
 async def run_client() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    config = acp_trio.ConnectionConfig(trace=show)
+    command = [sys.executable, AGENT_SCRIPT, "--agent"]
     with trio.fail_after(30):
-        process = await trio.lowlevel.open_process(
-            [sys.executable, AGENT_SCRIPT, "--agent"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert process.stdin is not None
-        assert process.stdout is not None
-        stream = trio.StapledStream(process.stdin, process.stdout)
-        async with acp_trio.open_connection(stream, DemoClient(), config=config) as conn:
-            print("1. initialize and open a session")
-            await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-            session = await conn.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
-            session_id = session["sessionId"]
+        async with acp_trio.open_agent_process(command, stderr="inherit") as agent:
+            config = acp_trio.ConnectionConfig(trace=show, exit_details=agent.exit_details)
+            async with acp_trio.open_connection(agent.stream, DemoClient(), config=config) as conn:
+                print("1. initialize and open a session")
+                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                session = await conn.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+                session_id = session["sessionId"]
 
-            print("\n2. a prompt whose reply is streamed")
-            text = "echo hello from trio"
-            result = await conn.call(
-                "session/prompt",
-                {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-            )
-            print(f"   stopReason: {result['stopReason']}")
-
-            print("\n3. a prompt that waits on three nested requests, cancelled after 0.5 s")
-            async with trio.open_nursery() as nursery:
-
-                async def cancel_later() -> None:
-                    await trio.sleep(0.5)
-                    print("   client cancels the turn")
-                    await conn.notify("session/cancel", {"sessionId": session_id})
-
-                nursery.start_soon(cancel_later)
+                print("\n2. a prompt whose reply is streamed")
+                text = "echo hello from trio"
                 result = await conn.call(
                     "session/prompt",
-                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "nested"}]},
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
                 )
-            print(f"   stopReason: {result['stopReason']}")
-            # Let the client's -32800 answers to the cancelled requests go out.
-            await trio.sleep(0.1)
-            stats = conn.statistics()
-            print(
-                f"\nclient: {stats.incoming_in_flight} incoming and "
-                f"{stats.outgoing_pending} outgoing requests left in flight"
-            )
-        # Closing the connection closes the agent's stdin: it exits.
-        print(f"agent exited with code {await process.wait()}")
+                print(f"   stopReason: {result['stopReason']}")
+
+                print("\n3. a prompt that waits on three nested requests, cancelled after 0.5 s")
+                async with trio.open_nursery() as nursery:
+
+                    async def cancel_later() -> None:
+                        await trio.sleep(0.5)
+                        print("   client cancels the turn")
+                        await conn.notify("session/cancel", {"sessionId": session_id})
+
+                    nursery.start_soon(cancel_later)
+                    result = await conn.call(
+                        "session/prompt",
+                        {"sessionId": session_id, "prompt": [{"type": "text", "text": "nested"}]},
+                    )
+                print(f"   stopReason: {result['stopReason']}")
+                # Let the client's -32800 answers to the cancelled requests go out.
+                await trio.sleep(0.1)
+                stats = conn.statistics()
+                print(
+                    f"\nclient: {stats.incoming_in_flight} incoming and "
+                    f"{stats.outgoing_pending} outgoing requests left in flight"
+                )
+        # Leaving the blocks closed the agent's stdin: it exited on its own.
+        print(f"agent exited with code {agent.returncode}")
 
 
 if __name__ == "__main__":

@@ -40,11 +40,13 @@ Outgoing requests (we asked the peer)::
 - :meth:`RequestTable.cancel_outgoing` returns ``True`` only the first time
   for a pending request: exactly one ``$/cancel_request`` per id.
 - :meth:`RequestTable.abandon_outgoing` forgets a request whose caller stopped
-  waiting. Its id is remembered in a bounded FIFO so that the peer's late
-  reply is recognised and dropped quietly instead of being reported as a
-  reply to an unknown id; bookkeeping never grows without bound.
+  waiting. Nothing of it is kept: since ids are allocated in increasing
+  order, :meth:`RequestTable.is_stale` recognises the peer's late reply (an id
+  we issued that is no longer pending) without remembering anything, so
+  bookkeeping never grows with the number of cancelled requests.
 - :meth:`RequestTable.response_received` pops the pending entry. A reply for
-  an unknown id returns ``None`` (log and drop).
+  an id that is not pending returns ``None`` (drop it: quietly when
+  :meth:`RequestTable.is_stale`, with a warning when we never issued it).
 - :meth:`RequestTable.close` empties both registries and returns what was
   pending, so the caller can fail every outgoing call and cancel every
   incoming handler at once.
@@ -53,7 +55,6 @@ Outgoing requests (we asked the peer)::
 from __future__ import annotations
 
 import enum
-from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -71,8 +72,6 @@ __all__ = [
 
 H = TypeVar("H")
 G = TypeVar("G")
-
-_ABANDONED_MEMORY = 4096
 
 
 class Phase(enum.Enum):
@@ -119,13 +118,13 @@ def cancel_target(params: Any) -> tuple[bool, RequestId]:
 class RequestTable(Generic[H, G]):
     """The two registries of a peer connection; see the module docstring."""
 
-    __slots__ = ("_abandoned", "_next_id", "incoming", "outgoing")
+    __slots__ = ("_first_id", "_next_id", "incoming", "outgoing")
 
     def __init__(self, first_id: int = 0) -> None:
         self.incoming: dict[RequestId, IncomingRequest[H]] = {}
         self.outgoing: dict[int, OutgoingRequest[G]] = {}
+        self._first_id = first_id
         self._next_id = first_id
-        self._abandoned: OrderedDict[int, None] = OrderedDict()
 
     # Incoming
 
@@ -184,15 +183,14 @@ class RequestTable(Generic[H, G]):
             entry.phase = Phase.DONE
         return entry
 
-    def was_abandoned(self, request_id: RequestId) -> bool:
-        """Whether a reply for this id is a late reply to an abandoned request.
-
-        Each abandoned id is recognised once: its one reply consumes it.
-        """
-        if type(request_id) is not int or request_id not in self._abandoned:
-            return False
-        del self._abandoned[request_id]
-        return True
+    def is_stale(self, request_id: RequestId) -> bool:
+        """Whether a reply id is one we issued that is no longer pending: a
+        late reply to an abandoned request, or a duplicate reply."""
+        return (
+            type(request_id) is int
+            and self._first_id <= request_id < self._next_id
+            and request_id not in self.outgoing
+        )
 
     def cancel_outgoing(self, entry: OutgoingRequest[G]) -> bool:
         """``True`` exactly once per pending request: send ``$/cancel_request``."""
@@ -202,16 +200,14 @@ class RequestTable(Generic[H, G]):
         return True
 
     def abandon_outgoing(self, entry: OutgoingRequest[G]) -> None:
-        """The caller stopped waiting; drop the entry, remember the id."""
+        """The caller stopped waiting; drop the entry (a late reply will be
+        recognised by :meth:`is_stale`)."""
         if entry.phase is not Phase.RUNNING:
             return
         entry.phase = Phase.DONE
         entry.handle = None
         if self.outgoing.get(entry.id) is entry:
             del self.outgoing[entry.id]
-        self._abandoned[entry.id] = None
-        if len(self._abandoned) > _ABANDONED_MEMORY:
-            self._abandoned.popitem(last=False)
 
     # Both
 
@@ -221,7 +217,6 @@ class RequestTable(Generic[H, G]):
         outgoing = list(self.outgoing.values())
         self.incoming.clear()
         self.outgoing.clear()
-        self._abandoned.clear()
         for out in outgoing:
             out.phase = Phase.DONE
         return incoming, outgoing

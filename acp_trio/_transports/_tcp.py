@@ -1,0 +1,27 @@
+"""TCP: for agents that listen on a port instead of speaking on stdio."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+__all__ = ["open_tcp_stream", "serve_tcp"]
+
+
+async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
+    """Connect to an agent listening on ``host:port``."""
+    return await trio.open_tcp_stream(host, port)
+
+
+async def serve_tcp(
+    handle: Callable[[trio.SocketStream], Awaitable[None]],
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on ``host:port`` (loopback by default), running
+    ``handle(stream)`` for each in its own task; reports the listeners
+    through ``task_status`` (use port 0 to pick a free port)."""
+    await trio.serve_tcp(handle, port, host=host, task_status=task_status)

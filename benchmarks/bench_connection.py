@@ -1,0 +1,309 @@
+"""Benchmarks of the Trio connection layer (JSON level, no schema types).
+
+Prints, for a memory stream pair and for OS pipes:
+
+- round trips per second (sequential ``call``s),
+- notifications per second (one side streams, the other handles in order),
+
+and, over a memory pair:
+
+- the time to cancel a request tree of 1,000 in-flight requests, both as a
+  fan-out (one handler waiting on 1,000 requests) and as a chain (each
+  request's handler calls the other side again, 1,000 deep);
+- memory per in-flight request with 10,000 in flight (both sides counted);
+- memory growth after 100,000 requests with random cancellation.
+
+Run: ``make bench-connection`` or ``python benchmarks/bench_connection.py``
+(``--quick`` for a smoke run). Numbers vary with the machine; the targets
+(cascade < 100 ms, < 3 KB per in-flight request, flat memory after churn)
+are printed next to the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import statistics
+import time
+import tracemalloc
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+import trio.testing
+
+import acp_trio
+from acp_trio import Connection, ConnectionConfig, Handler, RequestContext
+
+Pair = Callable[[], AsyncIterator[tuple[Connection, Connection]]]
+
+
+class Server(Handler):
+    """Answers ``echo``, holds ``hold`` forever, forwards ``chain``."""
+
+    def __init__(self) -> None:
+        self.notifications = 0
+        self.done = trio.Event()
+        self.expected = 0
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "echo":
+            return params
+        if method == "hold":
+            await trio.sleep_forever()
+        if method == "chain":
+            depth = params["depth"]
+            if depth == 0:
+                await trio.sleep_forever()
+            return await ctx.connection.call("chain", {"depth": depth - 1})
+        if method == "fan":
+            async with trio.open_nursery() as nursery:
+                for _ in range(params["n"]):
+                    nursery.start_soon(ctx.connection.call, "hold", None)
+        if method == "maybe":
+            await trio.sleep(params["delay"])
+            return params
+        return await super().handle_request(ctx, method, params)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        self.notifications += 1
+        if self.notifications == self.expected:
+            self.done.set()
+
+
+def _config() -> ConnectionConfig:
+    return ConnectionConfig(max_concurrent_requests=100_000, outbox_limit=4096)
+
+
+@asynccontextmanager
+async def memory_pair(a: Handler, b: Handler) -> AsyncIterator[tuple[Connection, Connection]]:
+    left, right = trio.testing.memory_stream_pair()
+    async with (
+        acp_trio.open_connection(left, a, config=_config()) as ca,
+        acp_trio.open_connection(right, b, config=_config()) as cb,
+    ):
+        yield ca, cb
+
+
+@asynccontextmanager
+async def pipe_pair(a: Handler, b: Handler) -> AsyncIterator[tuple[Connection, Connection]]:
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    fd = trio.lowlevel.FdStream
+    left = trio.StapledStream(fd(w1), fd(r2))
+    right = trio.StapledStream(fd(w2), fd(r1))
+    async with (
+        acp_trio.open_connection(left, a, config=_config()) as ca,
+        acp_trio.open_connection(right, b, config=_config()) as cb,
+    ):
+        yield ca, cb
+
+
+async def round_trips(pair: Any, n: int) -> float:
+    async with pair(Handler(), Server()) as (client, _):
+        params = {"sessionId": "s", "path": "/tmp/x"}
+        start = time.perf_counter()
+        for _ in range(n):
+            await client.call("echo", params)
+        return n / (time.perf_counter() - start)
+
+
+async def notifications(pair: Any, n: int) -> float:
+    server = Server()
+    server.expected = n
+    async with pair(Handler(), server) as (client, _):
+        params = {
+            "sessionId": "s",
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "0..............."},
+            },
+        }
+        start = time.perf_counter()
+        for _ in range(n):
+            await client.notify("session/update", params)
+        await server.done.wait()
+        return n / (time.perf_counter() - start)
+
+
+async def _wait_until(predicate: Callable[[], bool]) -> None:
+    # Polling statistics() keeps the code under test free of benchmark hooks.
+    while not predicate():  # noqa: ASYNC110
+        await trio.sleep(0.001)
+
+
+async def cascade(kind: str, n: int) -> float:
+    """Seconds from cancelling the top request until every level is answered
+    and nothing is left in flight on either side."""
+    async with memory_pair(Server(), Server()) as (a, b):
+        method, params = ("fan", {"n": n}) if kind == "fan" else ("chain", {"depth": n - 1})
+        with trio.CancelScope() as scope:
+
+            async def cancel_when_ready() -> None:
+                def ready() -> bool:
+                    sa, sb = a.statistics(), b.statistics()
+                    total = sa.incoming_in_flight + sb.incoming_in_flight
+                    return total >= (n + 1 if kind == "fan" else n)
+
+                await _wait_until(ready)
+                scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_when_ready)
+                await a.call(method, params)
+        start = time.perf_counter()
+
+        def settled() -> bool:
+            sa, sb = a.statistics(), b.statistics()
+            in_flight = sa.incoming_in_flight + sb.incoming_in_flight
+            return in_flight + sa.outgoing_pending + sb.outgoing_pending == 0
+
+        await _wait_until(settled)
+        return time.perf_counter() - start
+
+
+async def memory_in_flight(n: int) -> tuple[float, float, float]:
+    """Bytes per in-flight request: (serving side, calling side, both sides
+    with one caller task per request, as ``nursery.start_soon(conn.call)``).
+
+    Serving side: the handler task, its scope and context, the registry entry.
+    Calling side: the pending entry and its bookkeeping (no caller task).
+    """
+    frame = b'{"jsonrpc":"2.0","id":%d,"method":"hold"}\n'
+
+    # Serving side, fed by raw frames.
+    raw, server_stream = trio.testing.memory_stream_pair()
+    async with acp_trio.open_connection(server_stream, Server(), config=_config()) as server:
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for start in range(0, n, 1000):
+            await raw.send_all(b"".join(frame % i for i in range(start, min(n, start + 1000))))
+        await _wait_until(lambda: server.statistics().incoming_in_flight == n)
+        gc.collect()
+        serving = (tracemalloc.get_traced_memory()[0] - base) / n
+        tracemalloc.stop()
+        await raw.aclose()
+
+    # Calling side, facing a peer that reads and never answers.
+    client_stream, sink = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+
+        async def drain() -> None:
+            while await sink.receive_some(1 << 20):
+                pass
+
+        nursery.start_soon(drain)
+        async with (
+            acp_trio.open_connection(client_stream, config=_config()) as client,
+            AsyncExitStack() as stack,
+        ):
+            gc.collect()
+            tracemalloc.start()
+            base = tracemalloc.get_traced_memory()[0]
+            for _ in range(n):
+                await stack.enter_async_context(client.open_request("hold"))
+            await trio.sleep(0.05)
+            gc.collect()
+            calling = (tracemalloc.get_traced_memory()[0] - base) / n
+            tracemalloc.stop()
+            for pending in list(client._table.outgoing.values()):
+                if pending.handle is not None:
+                    pending.handle.detach()
+        nursery.cancel_scope.cancel()
+
+    # Both sides, one caller task per request.
+    async with memory_pair(Handler(), Server()) as (client, server):
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(client.call, "hold", None)
+            await _wait_until(lambda: server.statistics().incoming_in_flight == n)
+            gc.collect()
+            both = (tracemalloc.get_traced_memory()[0] - base) / n
+            nursery.cancel_scope.cancel()
+        tracemalloc.stop()
+    return serving, calling, both
+
+
+async def churn(n: int, seed: int = 1) -> tuple[int, int, int]:
+    """Memory (bytes) at start, after the first n/10 and after all n requests,
+    sent in concurrent batches of which a random part is cancelled."""
+    rng = random.Random(seed)
+    async with memory_pair(Handler(), Server()) as (client, server):
+        gc.collect()
+        tracemalloc.start()
+        marks: list[int] = []
+
+        async def one(delay: float, cancel_after: float | None) -> None:
+            if cancel_after is None:
+                await client.call("maybe", {"delay": delay})
+            else:
+                with trio.move_on_after(cancel_after):
+                    await client.call("maybe", {"delay": delay})
+
+        batch = 500
+        for i in range(0, n, batch):
+            async with trio.open_nursery() as nursery:
+                for _ in range(batch):
+                    delay = rng.random() * 0.002
+                    cancel = rng.random() * 0.002 if rng.random() < 0.5 else None
+                    nursery.start_soon(one, delay, cancel)
+            if i in (0, n // 10 - batch, n - batch):
+                await _wait_until(lambda: server.statistics().incoming_in_flight == 0)
+                await trio.sleep(0.01)
+                gc.collect()
+                marks.append(tracemalloc.get_traced_memory()[0])
+        tracemalloc.stop()
+        return marks[0], marks[1], marks[-1]
+
+
+def _median(samples: list[float]) -> str:
+    return (
+        f"{statistics.median(samples):>12,.0f}  (min {min(samples):,.0f}, max {max(samples):,.0f})"
+    )
+
+
+async def main(quick: bool) -> None:
+    repeats = 1 if quick else 3
+    n_rt = 2_000 if quick else 20_000
+    n_nf = 5_000 if quick else 50_000
+    print(f"acp_trio {acp_trio.__version__}, trio {trio.__version__}, {os.cpu_count()} cores")
+    print()
+    for name, pair in (("memory", memory_pair), ("pipes", pipe_pair)):
+        rt = [await round_trips(pair, n_rt) for _ in range(repeats)]
+        nf = [await notifications(pair, n_nf) for _ in range(repeats)]
+        print(f"{name:>7} round trips/s    {_median(rt)}")
+        print(f"{name:>7} notifications/s  {_median(nf)}")
+    print()
+    for kind in ("fan", "chain"):
+        times = [await cascade(kind, 1000) for _ in range(repeats)]
+        ms = [t * 1000 for t in times]
+        low, high = min(ms), max(ms)
+        print(
+            f"cancel a {kind} tree of 1,000 in-flight requests: "
+            f"{statistics.median(ms):.1f} ms (min {low:.1f}, max {high:.1f}); target < 100 ms"
+        )
+    n_mem = 2_000 if quick else 10_000
+    serving, calling, both = await memory_in_flight(n_mem)
+    print(
+        f"memory per in-flight request ({n_mem:,} in flight): serving side {serving:,.0f} B, "
+        f"calling side {calling:,.0f} B (target < 3,072 each); "
+        f"both sides with a caller task each {both:,.0f} B"
+    )
+    start, early, end = await churn(10_000 if quick else 100_000)
+    print(
+        f"memory after churn: start {start:,} B, after 10% {early:,} B, after 100% {end:,} B "
+        f"(growth over the last 90%: {end - early:+,} B); target: flat"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    trio.run(main, parser.parse_args().quick)
