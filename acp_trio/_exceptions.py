@@ -81,6 +81,15 @@ class RequestError(ACPError):
         self._data = data
         super().__init__(code, message)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default would pickle (and deep-copy) the "no data" sentinel as a
+        # new object, which then reads as data.
+        args: tuple[Any, ...] = (self.code, self.message)
+        if self._data is not _NO_DATA:
+            args += (self._data,)
+        state = {k: v for k, v in self.__dict__.items() if k != "_data"}
+        return (type(self), args, state)
+
     @property
     def has_data(self) -> bool:
         """Whether the error carries a ``data`` member (which may be ``null``)."""
@@ -176,6 +185,11 @@ class MessageTooLarge(RemoteProtocolError):
         self.size = size
         self.limit = limit
         super().__init__(f"message of {size} bytes exceeds the limit of {limit} bytes")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default would call MessageTooLarge(message): copy.copy() and
+        # pickle would fail.
+        return (type(self), (self.size, self.limit), self.__dict__)
 
 
 class ConnectionClosed(ACPError):

@@ -12,7 +12,6 @@ handler knows its parent: that is the request tree.
 
 from __future__ import annotations
 
-import copy
 import enum
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, final
@@ -272,7 +271,11 @@ class PendingRequest:
         if isinstance(error, RequestError):
             raise RequestError.from_error_object(error.to_error_object())
         if isinstance(error, ACPError):
-            raise copy.copy(error) from error.__cause__
+            # Not copy.copy(): it calls __init__ with .args, which breaks
+            # subclasses whose __init__ takes other arguments (MessageTooLarge).
+            fresh = type(error).__new__(type(error), *error.args)
+            fresh.__dict__.update(error.__dict__)
+            raise fresh from error.__cause__
         raise error
 
     def __repr__(self) -> str:

@@ -203,9 +203,12 @@ def encode_frame(obj: Any) -> bytes:
 
     JSON escapes every newline inside strings, so the frame holds exactly one
     line. Raises ``ValueError``/``TypeError`` for values JSON cannot express
-    (``NaN``, sets, ...).
+    (``NaN``, sets, circular or too deeply nested values, ...).
     """
-    text = _encoder.encode(obj)
+    try:
+        text = _encoder.encode(obj)
+    except RecursionError:
+        raise ValueError("value is circular or nested too deeply for JSON") from None
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
