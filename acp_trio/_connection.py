@@ -83,6 +83,7 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionStatistics",
     "Handler",
+    "HandlerArg",
     "RequestNode",
     "connect_connection",
     "open_connection",
@@ -144,7 +145,8 @@ class ConnectionConfig:
     #: Frames queued for writing before senders of requests and
     #: notifications wait (replies and cancels never wait).
     outbox_limit: int = 1024
-    #: Incoming requests running at once; beyond it, reading pauses.
+    #: Incoming requests running at once. Beyond it requests wait their turn
+    #: (reading goes on); when more wait than run, reading pauses.
     max_concurrent_requests: int = 16384
     #: Seconds that closing may take to cancel handlers and flush output.
     close_timeout: float = 5.0
@@ -182,6 +184,10 @@ class RequestNode:
 
 _Queued = tuple[int, str, Any]
 
+#: A handler, or a function that makes one for the new connection (for
+#: handlers that need the connection itself, like the typed APIs).
+HandlerArg = Handler | Callable[["Connection"], Handler] | None
+
 
 @final
 class Connection:
@@ -191,7 +197,7 @@ class Connection:
     def __init__(
         self,
         stream: trio.abc.Stream | FramedStream,
-        handler: Handler | None = None,
+        handler: HandlerArg = None,
         config: ConnectionConfig | None = None,
     ) -> None:
         self.config = config = config or ConnectionConfig()
@@ -199,7 +205,11 @@ class Connection:
             self._stream = stream
         else:
             self._stream = FramedStream(stream, stream, max_message_size=config.max_message_size)
-        self._handler = handler or Handler()
+        if handler is None:
+            handler = Handler()
+        elif not isinstance(handler, Handler):
+            handler = handler(self)
+        self._handler: Handler = handler
         self._trace = config.trace
         self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
         self._outbox = Outbox(config.outbox_limit)
@@ -210,6 +220,8 @@ class Connection:
         self._notifications_handled = 0
         self._barrier_waiters: list[tuple[int, trio.Event]] = []
         self._running_handlers = 0
+        # Registered requests waiting for a free handler slot, in order.
+        self._queued: dict[RequestContext, Any] = {}
         self._handler_slots = trio.lowlevel.ParkingLot()
         self._nursery: trio.Nursery | None = None
         self._reader_scope = trio.CancelScope()
@@ -399,12 +411,17 @@ class Connection:
         # Runs once, in the connection's task, when closing starts.
         self._closed = True
         incoming, outgoing = self._table.close()
-        for out in outgoing:
-            if out.handle is not None:
-                out.handle._settle(None, self._closed_error(), 0)
+        # Cancel the handlers first: a handler waiting on an outgoing call
+        # then sees Cancelled (and answers -32800), not the ConnectionClosed
+        # that settling its call would hand it (answered -32603).
         for entry in incoming:
             if entry.handle is not None:
                 entry.handle.request_cancel(CancelCause.SHUTDOWN)
+        for ctx in list(self._queued):
+            self._answer_unstarted(ctx)
+        for out in outgoing:
+            if out.handle is not None:
+                out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
         # The consumer handles what was already queued, then stops.
         self._notify_send.close()
@@ -435,7 +452,7 @@ class Connection:
     def _encode(self, obj: Any) -> bytes:
         try:
             return encode_frame(obj)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a cycle
             raise LocalProtocolError(f"message cannot be encoded as JSON: {exc}") from exc
 
     # ------------------------------------------------------------------
@@ -476,25 +493,40 @@ class Connection:
             return
         ctx = RequestContext(self, entry)
         entry.handle = ctx
-        if self._running_handlers >= self.config.max_concurrent_requests:
-            # Backpressure: stop reading until a handler finishes. The request
-            # is already registered, so a cancel read later still finds it.
-            try:
-                while self._running_handlers >= self.config.max_concurrent_requests:
-                    await self._handler_slots.park()
-            except BaseException:
-                # Closing while parked: the request still gets its one reply.
-                if self._table.finish_incoming(entry):
-                    self._reply(
-                        entry.id, error_response(entry.id, RequestError.request_cancelled())
-                    )
-                self._table.incoming_done(entry)
-                raise
         if self.config.request_timeout is not None:
             ctx.cancel_scope.deadline = trio.current_time() + self.config.request_timeout
+        limit = self.config.max_concurrent_requests
+        if self._running_handlers < limit:
+            self._start_handler(ctx, message.params)
+            return
+        # At the limit the request waits its turn, registered (a cancel finds
+        # it and answers it at once), and reading goes on, so that the replies
+        # the running handlers wait for still arrive. Only when more requests
+        # wait than run does reading pause.
+        self._queued[ctx] = message.params
+        while len(self._queued) > limit and not self._closed:
+            await self._handler_slots.park()
+
+    def _start_handler(self, ctx: RequestContext, params: Any) -> None:
         self._running_handlers += 1
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_handler, ctx, message.params)
+        self._nursery.start_soon(self._run_handler, ctx, params)
+
+    def _start_queued(self) -> None:
+        limit = self.config.max_concurrent_requests
+        while self._queued and self._running_handlers < limit and not self._closed:
+            ctx = next(iter(self._queued))
+            self._start_handler(ctx, self._queued.pop(ctx))
+        if self._handler_slots and len(self._queued) <= limit:
+            self._handler_slots.unpark()
+
+    def _answer_unstarted(self, ctx: RequestContext) -> None:
+        # A queued request that will never run: cancelled, or closing.
+        self._queued.pop(ctx, None)
+        entry = ctx._entry
+        if self._table.finish_incoming(entry):
+            self._reply(entry.id, error_response(entry.id, RequestError.request_cancelled()))
+        self._table.incoming_done(entry)
 
     async def _on_notification(self, message: Notification) -> None:
         method = message.method
@@ -508,6 +540,8 @@ class Connection:
                 _log.debug("ignoring %s for %r: not running", method, target)
                 return
             entry.handle.request_cancel(CancelCause.PEER)
+            if entry.handle in self._queued:
+                self._answer_unstarted(entry.handle)
             return
         try:
             if self._handler.intercept_notification(method, message.params):
@@ -534,8 +568,11 @@ class Connection:
 
     def _on_invalid(self, message: InvalidMessage) -> None:
         _log.warning("invalid message from peer: %s", message.error)
-        self._reply(message.reply_id, error_response(message.reply_id, message.error))
-        if message.response_id is not None:
+        if message.response_id is None:
+            # A malformed *response* is not answered (no reply to a reply):
+            # failing its pending call below is the whole remedy.
+            self._reply(message.reply_id, error_response(message.reply_id, message.error))
+        else:
             self._fail_pending(
                 message.response_id,
                 RemoteProtocolError(f"malformed reply: {message.error.data}"),
@@ -566,7 +603,7 @@ class Connection:
     def _reply(self, request_id: RequestId, obj: dict[str, Any]) -> None:
         try:
             frame = encode_frame(obj)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a cycle
             _log.error("reply to %r cannot be encoded: %s", request_id, exc)
             frame = encode_frame(
                 error_response(request_id, RequestError.internal_error("result is not JSON"))
@@ -591,8 +628,8 @@ class Connection:
                         reply = error_response(entry.id, exc)
                     except Exception as exc:
                         reply = self._internal_error_reply(ctx, exc)
-            if ctx.cancel_scope.cancelled_caught and ctx.cancel_cause is None:
-                ctx.request_cancel(CancelCause.DEADLINE)
+            if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
+                ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
             _current_request.reset(token)
             if reply is None:
@@ -601,8 +638,8 @@ class Connection:
                 self._reply(entry.id, reply)
             self._table.incoming_done(entry)
             self._running_handlers -= 1
-            if self._handler_slots:
-                self._handler_slots.unpark()
+            if self._queued or self._handler_slots:
+                self._start_queued()
 
     def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any]:
         leaf = _single_leaf(exc)
@@ -638,6 +675,8 @@ class Connection:
 
     def _abandon(self, pending: PendingRequest) -> None:
         self._table.abandon_outgoing(pending._entry)
+        # Anyone still asking for its result gets an answer, not a hang.
+        pending._settle(None, LocalProtocolError("the request was abandoned"), 0)
         if pending._parent is not None:
             pending._parent._release(pending)
 
@@ -715,7 +754,7 @@ def _collapse_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 async def serve_connection(
     stream: trio.abc.Stream | FramedStream,
-    handler: Handler | None = None,
+    handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
     task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
@@ -727,7 +766,7 @@ async def serve_connection(
 async def connect_connection(
     nursery: trio.Nursery,
     stream: trio.abc.Stream | FramedStream,
-    handler: Handler | None = None,
+    handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
 ) -> Connection:
@@ -739,7 +778,7 @@ async def connect_connection(
 @asynccontextmanager
 async def open_connection(
     stream: trio.abc.Stream | FramedStream,
-    handler: Handler | None = None,
+    handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
 ) -> AsyncIterator[Connection]:

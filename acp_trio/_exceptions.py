@@ -19,6 +19,7 @@ from typing import Any, Final
 
 __all__ = [
     "ACPError",
+    "CapabilityError",
     "ConnectionClosed",
     "ErrorCode",
     "LocalProtocolError",
@@ -26,6 +27,7 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "RequestError",
+    "UnsupportedProtocolVersion",
 ]
 
 
@@ -176,6 +178,26 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """The peer sent something the protocol forbids."""
+
+
+class CapabilityError(LocalProtocolError):
+    """A call the peer did not advertise support for was refused locally
+    (nothing was sent)."""
+
+
+class UnsupportedProtocolVersion(RemoteProtocolError):
+    """The agent answered ``initialize`` with a protocol version we do not
+    speak; the connection is closed."""
+
+    def __init__(self, version: int, supported: int) -> None:
+        self.version = version
+        self.supported = supported
+        super().__init__(
+            f"the agent speaks ACP protocol version {version}; this SDK speaks {supported}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.version, self.supported), self.__dict__)
 
 
 class MessageTooLarge(RemoteProtocolError):

@@ -104,6 +104,10 @@ class RequestContext:
     @property
     def cancel_cause(self) -> CancelCause | None:
         """Who cancelled the request first, or ``None``."""
+        if self._cause is None and self._scope.cancel_called:
+            # Only request_cancel() cancels the scope by hand, and it records
+            # its cause: this is the scope's deadline.
+            return CancelCause.DEADLINE
         return self._cause
 
     @property
