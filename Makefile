@@ -9,7 +9,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SRC    := acp_trio tests tools examples benchmarks
 
-.PHONY: test lint typecheck pytest demo bench-framing regen clean
+BENCH_VENV  := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+.PHONY: test lint typecheck pytest demo bench bench-framing bench-connection bench-schema regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +35,28 @@ pytest: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/cancel_demo.py
 
+# Benchmarks that compare with the official Python SDK run in their own
+# virtualenv, which also has `agent-client-protocol` (asyncio + pydantic).
+$(BENCH_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . agent-client-protocol
+	touch $(BENCH_STAMP)
+
+bench: bench-framing bench-connection bench-schema
+
 bench-framing: $(STAMP)
 	$(BIN)/python benchmarks/bench_framing.py
 
+bench-connection: $(STAMP)
+	$(BIN)/python benchmarks/bench_connection.py
+
+bench-schema: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/bench_schema.py
+
+# Regenerate acp_trio/schema/_generated_*.py from ../shared/acp-schema.
+regen: $(STAMP)
+	$(BIN)/python tools/gen_schema.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist

@@ -9,12 +9,26 @@ Layers, bottom to top:
   cancelling it cancels every nested outgoing request on the wire.
 - ``acp_trio._transports``: stdio (agent side), spawning an agent (client
   side), TCP.
+- ``acp_trio._agent``, ``acp_trio._client``: the typed Agent and Client APIs
+  (schema classes in and out, ``session/cancel`` built in, capability
+  checks), over the connection.
 - ``acp_trio.schema``: attrs classes generated from the ACP JSON Schema and the
   cattrs converter that maps them to and from wire JSON.
 
 This module only re-exports.
 """
 
+from acp_trio._agent import AGENT_METHODS as AGENT_METHODS
+from acp_trio._agent import Agent as Agent
+from acp_trio._agent import ClientProxy as ClientProxy
+from acp_trio._agent import open_agent as open_agent
+from acp_trio._agent import run_agent as run_agent
+from acp_trio._agent import serve_agent as serve_agent
+from acp_trio._client import CLIENT_METHODS as CLIENT_METHODS
+from acp_trio._client import AgentProxy as AgentProxy
+from acp_trio._client import Client as Client
+from acp_trio._client import connect_to_agent as connect_to_agent
+from acp_trio._client import open_client as open_client
 from acp_trio._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
 from acp_trio._connection import Connection as Connection
 from acp_trio._connection import ConnectionConfig as ConnectionConfig
@@ -25,6 +39,7 @@ from acp_trio._connection import connect_connection as connect_connection
 from acp_trio._connection import open_connection as open_connection
 from acp_trio._connection import serve_connection as serve_connection
 from acp_trio._exceptions import ACPError as ACPError
+from acp_trio._exceptions import CapabilityError as CapabilityError
 from acp_trio._exceptions import ConnectionClosed as ConnectionClosed
 from acp_trio._exceptions import ErrorCode as ErrorCode
 from acp_trio._exceptions import LocalProtocolError as LocalProtocolError
@@ -32,7 +47,9 @@ from acp_trio._exceptions import MessageTooLarge as MessageTooLarge
 from acp_trio._exceptions import ProtocolError as ProtocolError
 from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
+from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream as FramedStream
+from acp_trio._pair import open_agent_client_pair as open_agent_client_pair
 from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest
 from acp_trio._requests import RequestContext as RequestContext

@@ -1,20 +1,18 @@
 """A client spawns an agent over stdio, streams a reply, then cancels a turn.
 
-Run ``make demo`` (or ``python examples/cancel_demo.py``). The same file is
+Run ``make demo`` (or ``python examples/cancel_demo.py``). This one file is
 both programs: without arguments it is the client, which starts
-``python cancel_demo.py --agent`` as a subprocess and talks ACP to it over the
-child's stdin and stdout.
+``python cancel_demo.py --agent`` and talks ACP to it over the child's stdin
+and stdout.
 
-The turn that gets cancelled has three requests from the agent to the client
-in flight (a permission request, a file read, a terminal). The client never
-answers them. When the client sends ``session/cancel``, the agent's prompt
-scope is cancelled, each nested request is cancelled on the wire with its own
-``$/cancel_request``, the client answers each ``-32800``, and the prompt ends
-with ``stopReason: "cancelled"``.
-
-This demo is written on the JSON-level connection layer (``acp_trio.Connection``);
-the typed Agent and Client APIs, which do the ``session/cancel`` bookkeeping
-below for you, build on it.
+In the cancelled turn the agent waits on three requests to the client at
+once: a permission request, a file read and a terminal. The client answers
+none of them. When the client cancels the session's turn
+(``session/cancel``), the SDK on the agent side cancels the prompt's scope;
+each nested request is cancelled on the wire with its own
+``$/cancel_request``; the client answers the file read and the terminal
+``-32800`` and the permission request ``cancelled``; and the prompt ends
+with ``stopReason: "cancelled"``. No cancellation code in either program.
 """
 
 from __future__ import annotations
@@ -22,130 +20,101 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 import trio
 
 import acp_trio
-from acp_trio import CancelCause, RequestContext, RequestError
+from acp_trio import schema
 
 # --------------------------------------------------------------------------
 # The agent (runs in the child process)
 
 
-class DemoAgent(acp_trio.Handler):
-    def __init__(self) -> None:
-        self.prompts: dict[str, RequestContext] = {}
+class DemoAgent(acp_trio.Agent):
+    async def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=schema.PROTOCOL_VERSION,
+            agent_info=schema.Implementation(name="demo-agent", version="0.1"),
+        )
 
-    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
-        if method == "initialize":
-            return {
-                "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": False},
-                "agentInfo": {"name": "demo-agent", "version": "0.1"},
-            }
-        if method == "session/new":
-            return {"sessionId": "sess-1"}
-        if method == "session/prompt":
-            return await self.prompt(ctx, params)
-        raise RequestError.method_not_found(method)
+    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="sess-1")
 
-    async def prompt(self, ctx: RequestContext, params: dict[str, Any]) -> Any:
-        session_id = params["sessionId"]
-        text = params["prompt"][0]["text"]
-        conn = ctx.connection
-        # Answer a session/cancel with a result, not an error: be cooperative.
-        ctx.cooperative = True
-        self.prompts[session_id] = ctx
-        try:
-            if text.startswith("echo "):
-                for word in text[5:].split():
-                    await say(conn, session_id, word + " ")
-                return {"stopReason": "end_turn"}
-            # "nested": wait on three requests to the client at once.
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(cancel_on, nursery.cancel_scope, ctx.cancel_requested)
-                async with trio.open_nursery() as calls:
-                    for method, call_params in nested_calls(session_id):
-                        calls.start_soon(conn.call, method, call_params)
-                nursery.cancel_scope.cancel()  # all answered: stop watching
-            return {"stopReason": "cancelled" if ctx.cancel_cause else "end_turn"}
-        finally:
-            del self.prompts[session_id]
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        block = params.prompt[0]
+        text = block.text if isinstance(block, schema.TextContent) else ""
+        if text.startswith("echo "):
+            for word in text[5:].split():
+                await self.client.send_text(params.session_id, word + " ")
+            return schema.PromptResponse(stop_reason="end_turn")
+        # Wait on three requests to the client at once; the SDK cancels them
+        # (on the wire) if the turn is cancelled.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.client.request_permission, permission(params.session_id))
+            nursery.start_soon(self.client.read_text_file, read_hold(params.session_id))
+            nursery.start_soon(self.client.create_terminal, long_command(params.session_id))
+            nursery.start_soon(self.show_tree)
+        return schema.PromptResponse(stop_reason="end_turn")
 
-    def intercept_notification(self, method: str, params: Any) -> bool:
-        if method == "session/cancel":
-            ctx = self.prompts.get(params.get("sessionId"))
-            if ctx is not None:
-                print("agent: session/cancel received; request tree now:", file=sys.stderr)
-                print(indent(ctx.connection.dump_request_tree()), file=sys.stderr)
-                ctx.request_cancel(CancelCause.SESSION)
-            return True
-        return False
+    async def show_tree(self) -> None:
+        await trio.sleep(0.2)
+        tree = self.client.connection.dump_request_tree()
+        print("agent: my request tree, all three waiting:\n" + indent(tree), file=sys.stderr)
 
 
-async def cancel_on(scope: trio.CancelScope, event: trio.Event) -> None:
-    await event.wait()
-    scope.cancel()
-
-
-def nested_calls(session_id: str) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        (
-            "session/request_permission",
-            {
-                "sessionId": session_id,
-                "toolCall": {"toolCallId": "call-1", "title": "Run the tests"},
-                "options": [
-                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-                ],
-            },
-        ),
-        ("fs/read_text_file", {"sessionId": session_id, "path": "/hold"}),
-        ("terminal/create", {"sessionId": session_id, "command": "sleep", "args": ["3600"]}),
-    ]
-
-
-async def say(conn: acp_trio.Connection, session_id: str, text: str) -> None:
-    await conn.notify(
-        "session/update",
-        {
-            "sessionId": session_id,
-            "update": {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": text},
-            },
-        },
+def permission(session_id: str) -> schema.RequestPermissionRequest:
+    return schema.RequestPermissionRequest(
+        session_id=session_id,
+        tool_call=schema.ToolCallUpdate(tool_call_id="call-1", title="Run the tests"),
+        options=[
+            schema.PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+            schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+        ],
     )
 
 
-async def run_agent() -> None:
-    # fd 1 belongs to the protocol: print() goes to stderr while it is open.
-    async with (
-        acp_trio.open_stdio_stream() as stream,
-        acp_trio.open_connection(stream, DemoAgent()) as conn,
-    ):
-        await conn.wait_closed()
+def read_hold(session_id: str) -> schema.ReadTextFileRequest:
+    return schema.ReadTextFileRequest(session_id=session_id, path="/hold")
+
+
+def long_command(session_id: str) -> schema.CreateTerminalRequest:
+    return schema.CreateTerminalRequest(session_id=session_id, command="sleep", args=["3600"])
 
 
 # --------------------------------------------------------------------------
 # The client (runs in the parent process)
 
 
-class DemoClient(acp_trio.Handler):
-    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
-        # Never answer on our own: only a cancel ends these.
-        await trio.sleep_forever()
+class DemoClient(acp_trio.Client):
+    async def session_update(self, params: schema.SessionNotification) -> None:
+        update = params.update
+        if isinstance(update, schema.AgentMessageChunk) and isinstance(
+            update.content, schema.TextContent
+        ):
+            print(f"        agent says: {update.content.text!r}")
 
-    async def handle_notification(self, method: str, params: Any) -> None:
-        if method == "session/update":
-            update = params["update"]
-            if update.get("sessionUpdate") == "agent_message_chunk":
-                print(f"        agent says: {update['content']['text']!r}")
+    # Never answer these on our own: only a cancel ends them.
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def read_text_file(
+        self, params: schema.ReadTextFileRequest
+    ) -> schema.ReadTextFileResponse:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def create_terminal(
+        self, params: schema.CreateTerminalRequest
+    ) -> schema.CreateTerminalResponse:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
 
 
 def show(direction: str, frame: bytes) -> None:
+    """Print each message on the wire, as the client sees it."""
     msg = json.loads(frame)
     arrow = "client -> agent" if direction == "send" else "agent -> client"
     if msg.get("method") == "session/update":
@@ -163,56 +132,57 @@ def show(direction: str, frame: bytes) -> None:
     print(f"  {arrow}  {what}")
 
 
-AGENT_SCRIPT = os.path.abspath(__file__)
-
-
 def indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
 
 
+AGENT_COMMAND = [sys.executable, os.path.abspath(__file__), "--agent"]
+
+
 async def run_client() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    command = [sys.executable, AGENT_SCRIPT, "--agent"]
+    capabilities = schema.ClientCapabilities(
+        fs=schema.FileSystemCapabilities(read_text_file=True), terminal=True
+    )
+    config = acp_trio.ConnectionConfig(trace=show)
+    client = DemoClient()
     with trio.fail_after(30):
-        async with acp_trio.open_agent_process(command, stderr="inherit") as agent:
-            config = acp_trio.ConnectionConfig(trace=show, exit_details=agent.exit_details)
-            async with acp_trio.open_connection(agent.stream, DemoClient(), config=config) as conn:
-                print("1. initialize and open a session")
-                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-                session = await conn.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
-                session_id = session["sessionId"]
+        async with acp_trio.connect_to_agent(
+            client, AGENT_COMMAND, stderr="inherit", config=config
+        ) as agent:
+            print("1. initialize and open a session")
+            await agent.initialize(
+                schema.InitializeRequest(protocol_version=1, client_capabilities=capabilities)
+            )
+            session = await agent.new_session(
+                schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[])
+            )
 
-                print("\n2. a prompt whose reply is streamed")
-                text = "echo hello from trio"
-                result = await conn.call(
-                    "session/prompt",
-                    {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
-                )
-                print(f"   stopReason: {result['stopReason']}")
+            print("\n2. a prompt whose reply is streamed")
+            result = await agent.prompt_text(session.session_id, "echo hello from trio")
+            print(f"   stopReason: {result.stop_reason}")
 
-                print("\n3. a prompt that waits on three nested requests, cancelled after 0.5 s")
-                async with trio.open_nursery() as nursery:
+            print("\n3. a prompt that waits on three nested requests, cancelled after 0.5 s")
+            async with trio.open_nursery() as nursery:
 
-                    async def cancel_later() -> None:
-                        await trio.sleep(0.5)
-                        print("   client cancels the turn")
-                        await conn.notify("session/cancel", {"sessionId": session_id})
+                async def cancel_later() -> None:
+                    await trio.sleep(0.5)
+                    print("   client cancels the turn")
+                    await agent.cancel(session.session_id)
 
-                    nursery.start_soon(cancel_later)
-                    result = await conn.call(
-                        "session/prompt",
-                        {"sessionId": session_id, "prompt": [{"type": "text", "text": "nested"}]},
-                    )
-                print(f"   stopReason: {result['stopReason']}")
-                # Let the client's -32800 answers to the cancelled requests go out.
-                await trio.sleep(0.1)
-                stats = conn.statistics()
-                print(
-                    f"\nclient: {stats.incoming_in_flight} incoming and "
-                    f"{stats.outgoing_pending} outgoing requests left in flight"
-                )
-        # Leaving the blocks closed the agent's stdin: it exited on its own.
-        print(f"agent exited with code {agent.returncode}")
+                nursery.start_soon(cancel_later)
+                result = await agent.prompt_text(session.session_id, "nested")
+            print(f"   stopReason: {result.stop_reason}")
+            await trio.sleep(0.1)  # let the last answers reach the wire
+            stats = agent.connection.statistics()
+            print(
+                f"\nclient: {stats.incoming_in_flight} incoming and "
+                f"{stats.outgoing_pending} outgoing requests left in flight"
+            )
+
+
+async def run_agent() -> None:
+    await acp_trio.run_agent(DemoAgent())
 
 
 if __name__ == "__main__":

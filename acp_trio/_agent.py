@@ -1,0 +1,462 @@
+"""The typed agent side: subclass :class:`Agent`, run it with :func:`run_agent`.
+
+Each client→agent method of ACP v1 is one async method taking its schema
+params class and returning its schema result class. The defaults answer
+``-32601`` (method not found), except ``initialize`` (answers protocol
+version 1 with no optional capabilities) and ``session/cancel`` (nothing to
+do: the SDK already cancelled the turn).
+
+``session/cancel`` is built in. The SDK keeps the scope of each session's
+running prompt; on ``session/cancel`` (or ``session/close``) it cancels that
+scope at once, every request the prompt was waiting on is cancelled on the
+wire with its own ``$/cancel_request``, the turn's ``session/update``s
+already sent stay ahead of the answer, and the SDK itself answers the prompt
+``stopReason: "cancelled"``. A prompt that arrives on a session whose
+previous prompt is still finishing waits for it.
+
+The agent calls the client through :attr:`Agent.client`, a
+:class:`ClientProxy` that refuses (with :class:`CapabilityError`, nothing
+sent) the fs, terminal and elicitation calls the client did not advertise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import trio
+
+from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
+from acp_trio._dispatch import ExtensionHandlers, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._exceptions import CapabilityError, RequestError
+from acp_trio._framed import FramedStream
+from acp_trio._jsonrpc import RequestId
+from acp_trio._requests import current_request
+from acp_trio._transports import open_stdio_stream
+from acp_trio.schema import (
+    METHODS,
+    PROTOCOL_VERSION,
+    AgentMessageChunk,
+    AuthenticateRequest,
+    AuthenticateResponse,
+    CancelNotification,
+    ClientCapabilities,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    CompleteElicitationNotification,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    ElicitationUrlMode,
+    InitializeRequest,
+    InitializeResponse,
+    KillTerminalRequest,
+    KillTerminalResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    LoadSessionRequest,
+    LoadSessionResponse,
+    LogoutRequest,
+    LogoutResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    PromptRequest,
+    PromptResponse,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+    SchemaConverter,
+    SessionNotification,
+    SessionUpdate,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
+    SetSessionModeResponse,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
+    TextContent,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
+    converter,
+)
+
+__all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
+
+#: Wire name -> :class:`Agent` method name, for every method an agent handles.
+AGENT_METHODS: Final[dict[str, str]] = {
+    "initialize": "initialize",
+    "authenticate": "authenticate",
+    "logout": "logout",
+    "session/new": "new_session",
+    "session/load": "load_session",
+    "session/list": "list_sessions",
+    "session/resume": "resume_session",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "session/set_mode": "set_session_mode",
+    "session/set_config_option": "set_session_config_option",
+    "session/prompt": "prompt",
+    "session/cancel": "cancel",
+}
+
+
+class ClientProxy(Peer):
+    """What an agent can ask of its client. Made by the SDK.
+
+    :attr:`capabilities` are the client's, as sent in ``initialize``.
+    """
+
+    def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
+        super().__init__(connection, schema_converter)
+        self.capabilities: ClientCapabilities | None = None
+
+    def _require(self, advertised: bool, what: str) -> None:
+        if not advertised:
+            raise CapabilityError(f"the client did not advertise {what}")
+
+    def _caps(self) -> ClientCapabilities:
+        return self.capabilities or ClientCapabilities()
+
+    async def session_update(
+        self, session_id: str | SessionNotification, update: SessionUpdate | None = None
+    ) -> None:
+        """Send a ``session/update``: ``session_update(session_id, update)``
+        or ``session_update(SessionNotification(...))``."""
+        if isinstance(session_id, SessionNotification):
+            params = session_id
+        elif update is None:
+            raise TypeError("session_update(session_id, update) needs an update")
+        else:
+            params = SessionNotification(session_id=session_id, update=update)
+        await self._notify("session/update", params)
+
+    async def send_text(self, session_id: str, text: str) -> None:
+        """Stream a piece of the agent's reply (an ``agent_message_chunk``)."""
+        chunk = AgentMessageChunk(content=TextContent(text=text))
+        await self._notify(
+            "session/update", SessionNotification(session_id=session_id, update=chunk)
+        )
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        result: RequestPermissionResponse = await self._request(
+            "session/request_permission", params, RequestPermissionResponse
+        )
+        return result
+
+    async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        self._require(self._caps().fs.read_text_file, "fs.readTextFile")
+        result: ReadTextFileResponse = await self._request(
+            "fs/read_text_file", params, ReadTextFileResponse
+        )
+        return result
+
+    async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
+        self._require(self._caps().fs.write_text_file, "fs.writeTextFile")
+        result: WriteTextFileResponse = await self._request(
+            "fs/write_text_file", params, WriteTextFileResponse
+        )
+        return result
+
+    async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
+        self._require(self._caps().terminal, "terminal")
+        result: CreateTerminalResponse = await self._request(
+            "terminal/create", params, CreateTerminalResponse
+        )
+        return result
+
+    async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
+        self._require(self._caps().terminal, "terminal")
+        result: TerminalOutputResponse = await self._request(
+            "terminal/output", params, TerminalOutputResponse
+        )
+        return result
+
+    async def wait_for_terminal_exit(
+        self, params: WaitForTerminalExitRequest
+    ) -> WaitForTerminalExitResponse:
+        self._require(self._caps().terminal, "terminal")
+        result: WaitForTerminalExitResponse = await self._request(
+            "terminal/wait_for_exit", params, WaitForTerminalExitResponse
+        )
+        return result
+
+    async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse:
+        self._require(self._caps().terminal, "terminal")
+        result: KillTerminalResponse = await self._request(
+            "terminal/kill", params, KillTerminalResponse
+        )
+        return result
+
+    async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
+        self._require(self._caps().terminal, "terminal")
+        result: ReleaseTerminalResponse = await self._request(
+            "terminal/release", params, ReleaseTerminalResponse
+        )
+        return result
+
+    async def create_elicitation(
+        self, params: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        elicitation = self._caps().elicitation
+        # The mode is the variant's class: the classes carry no ``mode`` field.
+        if isinstance(params, ElicitationUrlMode):
+            self._require(
+                elicitation is not None and elicitation.url is not None, "elicitation.url"
+            )
+        else:
+            self._require(
+                elicitation is not None and elicitation.form is not None, "elicitation.form"
+            )
+        result: CreateElicitationResponse = await self._request(
+            "elicitation/create", params, CreateElicitationResponse
+        )
+        return result
+
+    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
+        await self._notify("elicitation/complete", params)
+
+
+def _not_found(method: str) -> RequestError:
+    return RequestError.method_not_found(method)
+
+
+class Agent:
+    """Base class of an ACP agent: override the methods you support.
+
+    :attr:`client` is set by the SDK before any method is called.
+    Extension methods (names starting with ``_``) go to
+    :meth:`ext_method` / :meth:`ext_notification`, or to handlers added with
+    :meth:`add_extension_method` / :meth:`add_extension_notification`.
+    """
+
+    client: ClientProxy
+
+    def __init__(self) -> None:
+        self._extensions = ExtensionHandlers()
+
+    def _extension_handlers(self) -> ExtensionHandlers:
+        # Subclasses may skip super().__init__(); be forgiving.
+        try:
+            return self._extensions
+        except AttributeError:
+            self._extensions = ExtensionHandlers()
+            return self._extensions
+
+    def add_extension_method(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
+        """Handle the ``_``-prefixed request ``method`` with ``func(params)``."""
+        self._extension_handlers().add_request(method, func)
+
+    def add_extension_notification(
+        self, method: str, func: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        """Handle the ``_``-prefixed notification ``method`` with ``func(params)``."""
+        self._extension_handlers().add_notification(method, func)
+
+    async def initialize(self, params: InitializeRequest) -> InitializeResponse:
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+    async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse | None:
+        raise _not_found("authenticate")
+
+    async def logout(self, params: LogoutRequest) -> LogoutResponse | None:
+        raise _not_found("logout")
+
+    async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
+        raise _not_found("session/new")
+
+    async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse | None:
+        raise _not_found("session/load")
+
+    async def list_sessions(self, params: ListSessionsRequest) -> ListSessionsResponse:
+        raise _not_found("session/list")
+
+    async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse | None:
+        raise _not_found("session/resume")
+
+    async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
+        raise _not_found("session/close")
+
+    async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse | None:
+        raise _not_found("session/delete")
+
+    async def set_session_mode(
+        self, params: SetSessionModeRequest
+    ) -> SetSessionModeResponse | None:
+        raise _not_found("session/set_mode")
+
+    async def set_session_config_option(
+        self, params: SetSessionConfigOptionRequest
+    ) -> SetSessionConfigOptionResponse:
+        raise _not_found("session/set_config_option")
+
+    async def prompt(self, params: PromptRequest) -> PromptResponse:
+        raise _not_found("session/prompt")
+
+    async def cancel(self, params: CancelNotification) -> None:
+        """Called (in wire order) after the SDK cancelled the session's
+        running prompt, if any. Override for extra clean-up."""
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        raise _not_found(method)
+
+    async def ext_notification(self, method: str, params: Any) -> None:
+        """Unknown extension notifications are ignored."""
+
+
+class _AgentHandler(TypedHandler):
+    """Routes client→agent messages to an :class:`Agent`, with the
+    ``session/cancel`` bookkeeping."""
+
+    def __init__(self, agent: Agent, proxy: ClientProxy) -> None:
+        self.agent = agent
+        self.proxy = proxy
+        self.turns = SessionScopes()
+        self._turn_locks: dict[str, trio.Lock] = {}
+        # Ids of the prompt requests whose handler has started, and the
+        # sessions cancelled while a prompt was read but not started yet.
+        self._started_prompts: set[RequestId] = set()
+        self._early_cancels: dict[RequestId, set[str]] = {}
+        requests: dict[str, Route] = {}
+        notifications: dict[str, Route] = {}
+        for wire, attr in AGENT_METHODS.items():
+            info = METHODS[wire]
+            func = getattr(agent, attr)
+            table = requests if info.kind == "request" else notifications
+            table[wire] = Route(info.params, func)
+        requests["initialize"] = Route(InitializeRequest, self._initialize)
+        requests["session/prompt"] = Route(PromptRequest, self._prompt)
+        requests["session/close"] = Route(CloseSessionRequest, self._close)
+        super().__init__(
+            requests,
+            notifications,
+            agent.ext_method,
+            agent.ext_notification,
+            agent._extension_handlers(),
+            intercepts={"session/cancel": self._cancel_now},
+            schema_converter=proxy.converter,
+        )
+
+    async def _initialize(self, params: InitializeRequest) -> InitializeResponse:
+        self.proxy.capabilities = params.client_capabilities
+        return await self.agent.initialize(params)
+
+    async def _prompt(self, params: PromptRequest) -> PromptResponse:
+        session_id = params.session_id
+        ctx = current_request()
+        request_id = None if ctx is None else ctx.id
+        self._started_prompts.add(request_id)
+        lock = self._turn_locks.setdefault(session_id, trio.Lock())
+        try:
+            # Registered before waiting for the session's previous turn, so a
+            # cancel read after this prompt ends it even while it waits.
+            with self.turns.register(session_id) as turn:
+                if session_id in self._early_cancels.pop(request_id, ()):
+                    turn.cancel()
+                try:
+                    with turn:
+                        async with lock:
+                            result = await self.agent.prompt(params)
+                except Exception:
+                    # A library call aborted by the cancel may raise its own
+                    # error, alone or in a group (the scope took the Cancelled
+                    # out of it): the turn still ends "cancelled".
+                    if not turn.cancel_called:
+                        raise
+                if turn.cancel_called:
+                    return PromptResponse(stop_reason="cancelled")
+                return result
+        finally:
+            self._started_prompts.discard(request_id)
+            if not lock.locked():
+                self._turn_locks.pop(session_id, None)
+
+    async def _close(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
+        self._cancel_session(params.session_id)
+        return await self.agent.close_session(params)
+
+    def _cancel_now(self, params: dict[str, Any]) -> None:
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str):
+            self._cancel_session(session_id)
+
+    def _cancel_session(self, session_id: str) -> None:
+        self.turns.cancel(session_id)
+        # A prompt read before the cancel whose task has not started yet (a
+        # prompt and its cancel read in one chunk) has no scope to cancel:
+        # leave the cancel for it to find when it starts.
+        waiting = {
+            node.id
+            for node in self.proxy.connection.request_tree()
+            if node.direction == "incoming"
+            and node.method == "session/prompt"
+            and node.id not in self._started_prompts
+        }
+        self._early_cancels = {
+            rid: sessions for rid, sessions in self._early_cancels.items() if rid in waiting
+        }
+        for rid in waiting:
+            self._early_cancels.setdefault(rid, set()).add(session_id)
+
+
+def _agent_handler(
+    agent: Agent, schema_converter: SchemaConverter
+) -> Callable[[Connection], _AgentHandler]:
+    def make(connection: Connection) -> _AgentHandler:
+        proxy = ClientProxy(connection, schema_converter)
+        agent.client = proxy
+        return _AgentHandler(agent, proxy)
+
+    return make
+
+
+async def serve_agent(
+    agent: Agent,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``agent`` on ``stream`` until the connection closes."""
+    await serve_connection(
+        stream, _agent_handler(agent, schema_converter), config=config, task_status=task_status
+    )
+
+
+@asynccontextmanager
+async def open_agent(
+    agent: Agent,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> AsyncIterator[ClientProxy]:
+    """Serve ``agent`` on ``stream`` for the duration of the block; yields
+    the proxy to the client (also at ``agent.client``)."""
+    async with open_connection(stream, _agent_handler(agent, schema_converter), config=config):
+        yield agent.client
+
+
+async def run_agent(
+    agent: Agent,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> None:
+    """Serve ``agent`` on this process's stdin and stdout until the client
+    closes them. While it runs, ``print()`` goes to stderr."""
+    async with open_stdio_stream() as stream:
+        await serve_agent(agent, stream, config=config, schema_converter=schema_converter)

@@ -1,0 +1,459 @@
+"""The typed client side: subclass :class:`Client`, connect to an agent.
+
+Each agent→client method of ACP v1 is one async method of :class:`Client`
+taking its schema params class. The defaults answer ``-32601`` for requests
+and ignore notifications.
+
+:class:`AgentProxy` is what the client calls. :meth:`AgentProxy.initialize`
+negotiates the protocol version (an agent answering one we do not speak
+raises :class:`UnsupportedProtocolVersion` and the connection is closed) and
+records the agent's capabilities; calls the agent did not advertise
+(``session/load``, ``session/list``, ``session/resume``, ``session/close``,
+``session/delete``, ``logout``) raise :class:`CapabilityError` without
+sending anything, and every call made before ``initialize`` raises
+:class:`LocalProtocolError`.
+
+``session/cancel`` is built in: :meth:`AgentProxy.cancel` sends it, and
+every ``session/request_permission`` of that session that is pending (or
+arrives before the cancelled prompt is answered) is answered with the
+``cancelled`` outcome by the SDK; an answer the application gives later is
+not sent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import attrs
+import trio
+
+from acp_trio._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._dispatch import ExtensionHandlers, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._exceptions import (
+    CapabilityError,
+    LocalProtocolError,
+    RequestError,
+    UnsupportedProtocolVersion,
+)
+from acp_trio._framed import FramedStream
+from acp_trio._requests import PendingRequest
+from acp_trio._transports import open_agent_process
+from acp_trio._transports._process import StderrMode
+from acp_trio.schema import (
+    METHODS,
+    PROTOCOL_VERSION,
+    AgentCapabilities,
+    AuthenticateRequest,
+    AuthenticateResponse,
+    AuthMethod,
+    CancelNotification,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    CompleteElicitationNotification,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    Implementation,
+    InitializeRequest,
+    InitializeResponse,
+    KillTerminalRequest,
+    KillTerminalResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    LoadSessionRequest,
+    LoadSessionResponse,
+    LogoutRequest,
+    LogoutResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    PromptRequest,
+    PromptResponse,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
+    RequestPermissionOutcomeCancelled,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+    SchemaConverter,
+    SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
+    SetSessionModeResponse,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
+    TextContent,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
+    converter,
+)
+
+__all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "connect_to_agent", "open_client"]
+
+#: Wire name -> :class:`Client` method name, for every method a client handles.
+CLIENT_METHODS: Final[dict[str, str]] = {
+    "session/update": "session_update",
+    "session/request_permission": "request_permission",
+    "fs/read_text_file": "read_text_file",
+    "fs/write_text_file": "write_text_file",
+    "terminal/create": "create_terminal",
+    "terminal/output": "terminal_output",
+    "terminal/wait_for_exit": "wait_for_terminal_exit",
+    "terminal/kill": "kill_terminal",
+    "terminal/release": "release_terminal",
+    "elicitation/create": "create_elicitation",
+    "elicitation/complete": "complete_elicitation",
+}
+
+_CANCELLED = RequestPermissionResponse(outcome=RequestPermissionOutcomeCancelled())
+
+
+def _not_found(method: str) -> RequestError:
+    return RequestError.method_not_found(method)
+
+
+class Client:
+    """Base class of an ACP client: override what you handle.
+
+    :attr:`agent` is set by the SDK when the connection opens.
+    """
+
+    agent: AgentProxy
+
+    def __init__(self) -> None:
+        self._extensions = ExtensionHandlers()
+
+    def _extension_handlers(self) -> ExtensionHandlers:
+        try:
+            return self._extensions
+        except AttributeError:
+            self._extensions = ExtensionHandlers()
+            return self._extensions
+
+    def add_extension_method(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
+        """Handle the ``_``-prefixed request ``method`` with ``func(params)``."""
+        self._extension_handlers().add_request(method, func)
+
+    def add_extension_notification(
+        self, method: str, func: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        """Handle the ``_``-prefixed notification ``method`` with ``func(params)``."""
+        self._extension_handlers().add_notification(method, func)
+
+    async def session_update(self, params: SessionNotification) -> None:
+        """Streamed output of a session, in wire order. Ignored by default."""
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        raise _not_found("session/request_permission")
+
+    async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        raise _not_found("fs/read_text_file")
+
+    async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse | None:
+        raise _not_found("fs/write_text_file")
+
+    async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
+        raise _not_found("terminal/create")
+
+    async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
+        raise _not_found("terminal/output")
+
+    async def wait_for_terminal_exit(
+        self, params: WaitForTerminalExitRequest
+    ) -> WaitForTerminalExitResponse:
+        raise _not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse | None:
+        raise _not_found("terminal/kill")
+
+    async def release_terminal(
+        self, params: ReleaseTerminalRequest
+    ) -> ReleaseTerminalResponse | None:
+        raise _not_found("terminal/release")
+
+    async def create_elicitation(
+        self, params: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        raise _not_found("elicitation/create")
+
+    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
+        """Ignored by default (clients ignore unknown elicitation ids)."""
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        raise _not_found(method)
+
+    async def ext_notification(self, method: str, params: Any) -> None:
+        """Unknown extension notifications are ignored."""
+
+
+class _ClientHandler(TypedHandler):
+    """Routes agent→client messages to a :class:`Client`, and answers the
+    permission requests of a cancelled turn itself."""
+
+    def __init__(self, client: Client, schema_converter: SchemaConverter) -> None:
+        self.client = client
+        self.permissions = SessionScopes()
+        # By session: its cancelled prompts (their requests), until each one
+        # ends. The turn counts as cancelled while one of them is unanswered.
+        self.cancelled_turns: dict[str, set[PendingRequest]] = {}
+        requests: dict[str, Route] = {}
+        notifications: dict[str, Route] = {}
+        for wire, attr in CLIENT_METHODS.items():
+            info = METHODS[wire]
+            table = requests if info.kind == "request" else notifications
+            table[wire] = Route(info.params, getattr(client, attr))
+        requests["session/request_permission"] = Route(
+            RequestPermissionRequest, self._request_permission
+        )
+        super().__init__(
+            requests,
+            notifications,
+            client.ext_method,
+            client.ext_notification,
+            client._extension_handlers(),
+            schema_converter=schema_converter,
+        )
+
+    async def _request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        session_id = params.session_id
+        if any(not prompt.done for prompt in self.cancelled_turns.get(session_id, ())):
+            return _CANCELLED
+        with self.permissions.register(session_id) as scope:
+            with scope:
+                try:
+                    result = await self.client.request_permission(params)
+                except Exception:
+                    if not scope.cancel_called:
+                        raise
+            # Once the turn is cancelled, a late answer is refused.
+            if scope.cancel_called:
+                return _CANCELLED
+            return result
+
+
+class AgentProxy(Peer):
+    """What a client can ask of its agent. Made by the SDK.
+
+    After :meth:`initialize`: :attr:`protocol_version`, :attr:`capabilities`,
+    :attr:`agent_info` and :attr:`auth_methods` describe the agent.
+    """
+
+    def __init__(
+        self, connection: Connection, schema_converter: SchemaConverter, handler: _ClientHandler
+    ) -> None:
+        super().__init__(connection, schema_converter)
+        self._handler = handler
+        # By session: the prompt requests sent and not returned yet.
+        self._prompts: dict[str, set[PendingRequest]] = {}
+        self.protocol_version: int | None = None
+        self.capabilities: AgentCapabilities | None = None
+        self.agent_info: Implementation | None = None
+        self.auth_methods: list[AuthMethod] = []
+
+    async def initialize(self, params: InitializeRequest | None = None) -> InitializeResponse:
+        """Negotiate: send our protocol version and capabilities; check the
+        agent's answer. Raises :class:`UnsupportedProtocolVersion`."""
+        if params is None:
+            params = InitializeRequest(protocol_version=PROTOCOL_VERSION)
+        result: InitializeResponse = await self._request("initialize", params, InitializeResponse)
+        if result.protocol_version != PROTOCOL_VERSION:
+            self.connection.close_soon()
+            raise UnsupportedProtocolVersion(result.protocol_version, PROTOCOL_VERSION)
+        self.protocol_version = result.protocol_version
+        self.capabilities = result.agent_capabilities
+        self.agent_info = result.agent_info
+        self.auth_methods = list(result.auth_methods)
+        return result
+
+    def _caps(self, method: str) -> AgentCapabilities:
+        if self.capabilities is None:
+            raise LocalProtocolError(f"call initialize() before {method}")
+        return self.capabilities
+
+    def _require(self, advertised: bool, what: str) -> None:
+        if not advertised:
+            raise CapabilityError(f"the agent did not advertise {what}")
+
+    async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse:
+        self._caps("authenticate")
+        result: AuthenticateResponse = await self._request(
+            "authenticate", params, AuthenticateResponse
+        )
+        return result
+
+    async def logout(self, params: LogoutRequest | None = None) -> LogoutResponse:
+        caps = self._caps("logout")
+        self._require(caps.auth.logout is not None, "auth.logout")
+        result: LogoutResponse = await self._request(
+            "logout", params or LogoutRequest(), LogoutResponse
+        )
+        return result
+
+    async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
+        self._caps("session/new")
+        result: NewSessionResponse = await self._request("session/new", params, NewSessionResponse)
+        return result
+
+    async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
+        self._require(self._caps("session/load").load_session, "loadSession")
+        result: LoadSessionResponse = await self._request(
+            "session/load", params, LoadSessionResponse
+        )
+        return result
+
+    async def list_sessions(
+        self, params: ListSessionsRequest | None = None
+    ) -> ListSessionsResponse:
+        caps = self._caps("session/list").session_capabilities
+        self._require(caps.list is not None, "sessionCapabilities.list")
+        result: ListSessionsResponse = await self._request(
+            "session/list", params or ListSessionsRequest(), ListSessionsResponse
+        )
+        return result
+
+    async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
+        caps = self._caps("session/resume").session_capabilities
+        self._require(caps.resume is not None, "sessionCapabilities.resume")
+        result: ResumeSessionResponse = await self._request(
+            "session/resume", params, ResumeSessionResponse
+        )
+        return result
+
+    async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse:
+        caps = self._caps("session/close").session_capabilities
+        self._require(caps.close is not None, "sessionCapabilities.close")
+        result: CloseSessionResponse = await self._request(
+            "session/close", params, CloseSessionResponse
+        )
+        return result
+
+    async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse:
+        caps = self._caps("session/delete").session_capabilities
+        self._require(caps.delete is not None, "sessionCapabilities.delete")
+        result: DeleteSessionResponse = await self._request(
+            "session/delete", params, DeleteSessionResponse
+        )
+        return result
+
+    async def set_session_mode(self, params: SetSessionModeRequest) -> SetSessionModeResponse:
+        self._caps("session/set_mode")
+        result: SetSessionModeResponse = await self._request(
+            "session/set_mode", params, SetSessionModeResponse
+        )
+        return result
+
+    async def set_session_config_option(
+        self, params: SetSessionConfigOptionRequest
+    ) -> SetSessionConfigOptionResponse:
+        self._caps("session/set_config_option")
+        result: SetSessionConfigOptionResponse = await self._request(
+            "session/set_config_option", params, SetSessionConfigOptionResponse
+        )
+        return result
+
+    async def prompt(self, params: PromptRequest) -> PromptResponse:
+        """Run one prompt turn; returns when the agent answers it."""
+        self._caps("session/prompt")
+        session_id = params.session_id
+        # The request itself is kept: a cancelled turn is over as soon as
+        # its answer is read (``done``), even before this task resumes, so
+        # the next turn's permission requests go to the application.
+        async with self.connection.open_request(
+            "session/prompt", self.converter.unstructure(params)
+        ) as pending:
+            self._prompts.setdefault(session_id, set()).add(pending)
+            try:
+                raw = await pending.result()
+            finally:
+                for table in (self._prompts, self._handler.cancelled_turns):
+                    prompts = table.get(session_id)
+                    if prompts is not None:
+                        prompts.discard(pending)
+                        if not prompts:
+                            del table[session_id]
+        result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
+        return result
+
+    async def prompt_text(self, session_id: str, text: str) -> PromptResponse:
+        """:meth:`prompt` with one text block."""
+        return await self.prompt(
+            PromptRequest(session_id=session_id, prompt=[TextContent(text=text)])
+        )
+
+    async def cancel(self, session_id: str | CancelNotification) -> None:
+        """Cancel the session's running turn (``session/cancel``), and answer
+        its pending permission requests ``cancelled``."""
+        params = (
+            session_id
+            if isinstance(session_id, CancelNotification)
+            else CancelNotification(session_id=session_id)
+        )
+        running = self._prompts.get(params.session_id)
+        if running:
+            self._handler.cancelled_turns.setdefault(params.session_id, set()).update(running)
+        self._handler.permissions.cancel(params.session_id)
+        await self._notify("session/cancel", params)
+
+
+def _client_handler(
+    client: Client, schema_converter: SchemaConverter
+) -> Callable[[Connection], _ClientHandler]:
+    def make(connection: Connection) -> _ClientHandler:
+        handler = _ClientHandler(client, schema_converter)
+        client.agent = AgentProxy(connection, schema_converter, handler)
+        return handler
+
+    return make
+
+
+@asynccontextmanager
+async def open_client(
+    client: Client,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> AsyncIterator[AgentProxy]:
+    """Talk to an agent on ``stream`` for the duration of the block; yields
+    the proxy to the agent (also at ``client.agent``). Call
+    :meth:`AgentProxy.initialize` first."""
+    async with open_connection(stream, _client_handler(client, schema_converter), config=config):
+        yield client.agent
+
+
+@asynccontextmanager
+async def connect_to_agent(
+    client: Client,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    stderr: StderrMode = "capture",
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> AsyncIterator[AgentProxy]:
+    """Spawn the agent ``command`` (any ACP agent, any SDK) and talk to it
+    over its stdio. If it dies, calls fail with :class:`ConnectionClosed`
+    carrying its exit code and the tail of its stderr. Leaving the block
+    shuts it down (see :func:`open_agent_process`)."""
+    async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
+        config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
+        async with open_client(
+            client, process.stream, config=config, schema_converter=schema_converter
+        ) as agent:
+            yield agent

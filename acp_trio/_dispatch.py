@@ -1,0 +1,217 @@
+"""From JSON-level messages to typed handler calls, and back.
+
+:class:`TypedHandler` is the :class:`~acp_trio.Handler` behind both the
+Agent and the Client APIs. It owns the policy that is the same on both
+sides:
+
+- params are structured into the schema class of the method (``null`` or
+  absent params read as ``{}``); a :class:`SchemaValidationError` becomes one
+  ``-32602`` reply whose ``data`` lists the problems;
+- the handler's return value is unstructured into the result (``None``
+  reads as ``{}``, for the many empty results);
+- unknown methods: ``_``-prefixed ones go to the extension handlers (the
+  registered ones first), others get ``-32601``; unknown notifications are
+  ignored;
+- session scopes: work that ``session/cancel`` must end (the agent's prompt,
+  the client's pending permission requests) runs in a scope registered
+  under its session, so a cancel of the session cancels exactly that work.
+
+:class:`Peer` is the shared base of the two proxies (``ClientProxy`` on the
+agent side, ``AgentProxy`` on the client side): typed requests and
+notifications over a connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from acp_trio._connection import Connection, Handler
+from acp_trio._exceptions import RemoteProtocolError, RequestError
+from acp_trio._requests import RequestContext
+from acp_trio.schema import SchemaConverter, SchemaValidationError, converter
+
+__all__ = [
+    "ExtensionHandlers",
+    "Peer",
+    "Route",
+    "SessionScopes",
+    "TypedHandler",
+]
+
+_log = logging.getLogger("acp_trio.dispatch")
+
+T = TypeVar("T")
+
+RequestFunc = Callable[[Any], Awaitable[Any]]
+NotificationFunc = Callable[[Any], Awaitable[None]]
+ExtRequestFunc = Callable[[str, Any], Awaitable[Any]]
+ExtNotificationFunc = Callable[[str, Any], Awaitable[None]]
+
+
+@attrs.frozen
+class Route:
+    """One method a side handles: its params type and the typed function."""
+
+    params: Any
+    func: Callable[[Any], Awaitable[Any]]
+
+
+class ExtensionHandlers:
+    """Handlers registered for ``_``-prefixed extension methods, by name."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, ExtRequestFunc] = {}
+        self.notifications: dict[str, ExtNotificationFunc] = {}
+
+    def add_request(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
+        _check_extension_name(method)
+        self.requests[method] = lambda _name, params: func(params)
+
+    def add_notification(self, method: str, func: Callable[[Any], Awaitable[None]]) -> None:
+        _check_extension_name(method)
+        self.notifications[method] = lambda _name, params: func(params)
+
+
+def _check_extension_name(method: str) -> None:
+    if not method.startswith("_"):
+        raise ValueError(f"extension method names start with '_': {method!r}")
+
+
+class SessionScopes:
+    """Cancel scopes of the work ``session/cancel`` ends, by session id."""
+
+    def __init__(self) -> None:
+        self._scopes: dict[str, set[trio.CancelScope]] = {}
+
+    @contextmanager
+    def register(self, session_id: str) -> Iterator[trio.CancelScope]:
+        """A new scope registered under ``session_id`` for the block's
+        duration; the caller enters it."""
+        scope = trio.CancelScope()
+        scopes = self._scopes.setdefault(session_id, set())
+        scopes.add(scope)
+        try:
+            yield scope
+        finally:
+            scopes.discard(scope)
+            if not scopes:
+                self._scopes.pop(session_id, None)
+
+    def cancel(self, session_id: str) -> int:
+        """Cancel the session's registered work; return how many scopes."""
+        scopes = self._scopes.get(session_id, ())
+        for scope in scopes:
+            scope.cancel()
+        return len(scopes)
+
+    def active(self, session_id: str) -> bool:
+        return bool(self._scopes.get(session_id))
+
+
+class TypedHandler(Handler):
+    """A :class:`Handler` that routes by method to typed functions."""
+
+    def __init__(
+        self,
+        requests: Mapping[str, Route],
+        notifications: Mapping[str, Route],
+        ext_request: ExtRequestFunc,
+        ext_notification: ExtNotificationFunc,
+        extensions: ExtensionHandlers,
+        *,
+        intercepts: Mapping[str, Callable[[Any], None]] | None = None,
+        schema_converter: SchemaConverter = converter,
+    ) -> None:
+        self._requests = dict(requests)
+        self._notifications = dict(notifications)
+        self._ext_request = ext_request
+        self._ext_notification = ext_notification
+        self._extensions = extensions
+        self._intercepts = dict(intercepts or {})
+        self.converter = schema_converter
+
+    def structure_params(self, params: Any, params_type: Any) -> Any:
+        try:
+            return self.converter.structure({} if params is None else params, params_type)
+        except SchemaValidationError as exc:
+            raise RequestError.invalid_params({"errors": exc.errors}) from exc
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        try:
+            return await self._handle_request(method, params)
+        except trio.TooSlowError as exc:
+            # The handler's own deadline (trio.fail_after) expired: a timeout
+            # is answered like every other cancellation, -32800.
+            raise RequestError.request_cancelled() from exc
+
+    async def _handle_request(self, method: str, params: Any) -> Any:
+        route = self._requests.get(method)
+        if route is None:
+            if method.startswith("_"):
+                func = self._extensions.requests.get(method, self._ext_request)
+                return await func(method, params)
+            raise RequestError.method_not_found(method)
+        result = await route.func(self.structure_params(params, route.params))
+        return {} if result is None else self.converter.unstructure(result)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        route = self._notifications.get(method)
+        if route is None:
+            if method.startswith("_"):
+                func = self._extensions.notifications.get(method, self._ext_notification)
+                await func(method, params)
+            else:
+                _log.debug("ignoring unknown notification %s", method)
+            return
+        try:
+            typed = self.structure_params(params, route.params)
+        except RequestError as exc:
+            _log.warning("ignoring malformed %s notification: %s", method, exc.data)
+            return
+        await route.func(typed)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        # Acts at once in the reader, then lets the notification go on to
+        # its ordered handler as usual.
+        intercept = self._intercepts.get(method)
+        if intercept is not None and isinstance(params, dict):
+            intercept(params)
+        return False
+
+
+class Peer:
+    """Typed calls to the other side of a connection."""
+
+    def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
+        self.connection = connection
+        self.converter = schema_converter
+
+    async def _request(self, method: str, params: Any, result_type: Any) -> Any:
+        raw = await self.connection.call(method, self.converter.unstructure(params))
+        return self._structure_result(method, raw, result_type)
+
+    def _structure_result(self, method: str, raw: Any, result_type: Any) -> Any:
+        try:
+            return self.converter.structure({} if raw is None else raw, result_type)
+        except SchemaValidationError as exc:
+            raise RemoteProtocolError(f"invalid result for {method}: {exc}") from exc
+
+    async def _notify(self, method: str, params: Any) -> None:
+        await self.connection.notify(method, self.converter.unstructure(params))
+
+    async def ext_method(self, method: str, params: Any = None) -> Any:
+        """Call an extension method (a name starting with ``_``), sent exactly
+        as given; ``params`` and the result are plain JSON values."""
+        _check_extension_name(method)
+        return await self.connection.call(method, params)
+
+    async def ext_notification(self, method: str, params: Any = None) -> None:
+        """Send an extension notification (a name starting with ``_``)."""
+        _check_extension_name(method)
+        await self.connection.notify(method, params)

@@ -1,0 +1,34 @@
+"""An agent and a client connected in one process, over memory streams."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+import trio.testing
+
+from acp_trio._agent import Agent, ClientProxy, open_agent
+from acp_trio._client import AgentProxy, Client, open_client
+from acp_trio._connection import ConnectionConfig
+
+__all__ = ["open_agent_client_pair"]
+
+
+@asynccontextmanager
+async def open_agent_client_pair(
+    agent: Agent,
+    client: Client,
+    *,
+    agent_config: ConnectionConfig | None = None,
+    client_config: ConnectionConfig | None = None,
+) -> AsyncIterator[tuple[AgentProxy, ClientProxy]]:
+    """Serve ``agent`` to ``client`` in this process, for tests and
+    embedding. Yields ``(client.agent, agent.client)``: the proxy a client
+    uses, and the one the agent uses. Not initialized yet."""
+    client_end, agent_end = trio.testing.memory_stream_pair()
+    async with (
+        open_agent(agent, agent_end, config=agent_config) as to_client,
+        open_client(client, client_end, config=client_config) as to_agent,
+    ):
+        yield to_agent, to_client

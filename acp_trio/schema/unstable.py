@@ -1,0 +1,59 @@
+"""Unstable ACP v1 additions, opt-in: the full type set of ``schema.unstable.json``.
+
+Upstream marks these "UNSTABLE: may change or disappear" (providers, NES,
+document events, MCP-over-ACP, session fork, plan updates, notices,
+compaction, usage...). This module is a complete, separate set of classes:
+``acp_trio.schema.unstable.ToolCall`` is not ``acp_trio.schema.ToolCall`` (it
+has the extra ``name`` field), so pick one module per connection and use its
+own :data:`converter`. The converter policy is the stable one
+(see :mod:`acp_trio.schema._converter`).
+"""
+
+from acp_trio.schema import _generated_unstable_codec as _codec
+from acp_trio.schema import _generated_unstable_tables as _tables
+from acp_trio.schema import _generated_unstable_types as _types
+from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
+from acp_trio.schema._errors import SchemaValidationError as SchemaValidationError
+from acp_trio.schema._generated_unstable_methods import METHODS as METHODS
+from acp_trio.schema._generated_unstable_methods import NOTIFICATIONS as NOTIFICATIONS
+from acp_trio.schema._generated_unstable_methods import PROTOCOL_VERSION as PROTOCOL_VERSION
+from acp_trio.schema._generated_unstable_methods import REQUESTS as REQUESTS
+from acp_trio.schema._generated_unstable_methods import SCHEMA_VERSION as SCHEMA_VERSION
+from acp_trio.schema._generated_unstable_types import *  # noqa: F403
+from acp_trio.schema._runtime import UNSET as UNSET
+from acp_trio.schema._runtime import MethodInfo as MethodInfo
+from acp_trio.schema._runtime import UnsetType as UnsetType
+
+UNSTABLE = Flavour(_types, _codec, _tables)
+
+
+def configure_converter(converter: SchemaConverter) -> None:
+    """Register the unstable ACP hooks (and the strict primitives) on ``converter``."""
+    configure_flavour(converter, UNSTABLE)
+
+
+def make_converter() -> SchemaConverter:
+    """A new converter for the unstable ACP schema types."""
+    converter = SchemaConverter()
+    configure_converter(converter)
+    return converter
+
+
+#: The ready converter for unstable ACP types.
+converter: SchemaConverter = make_converter()
+
+__all__ = [
+    "METHODS",
+    "NOTIFICATIONS",
+    "PROTOCOL_VERSION",
+    "REQUESTS",
+    "SCHEMA_VERSION",
+    "UNSET",
+    "MethodInfo",
+    "SchemaValidationError",
+    "UnsetType",
+    "configure_converter",
+    "converter",
+    "make_converter",
+]
+__all__ += _types.__all__

@@ -1,0 +1,154 @@
+"""Malformed input: one clear SchemaValidationError naming the path, for every class.
+
+For each generated class we take a valid instance and break one required
+field at a time: remove it, or give it a value of the wrong JSON type. The
+result must be a SchemaValidationError whose ``errors`` name that field,
+except for the required lists the schema marks default-on-error, which read
+a missing or malformed value as empty.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+import pytest
+
+import acp_trio.schema as stable
+import acp_trio.schema.unstable as unstable
+from acp_trio.schema import SchemaValidationError, _generated_tables, _generated_unstable_tables
+from acp_trio.schema._runtime import FLATTEN, LENIENT, REQUIRED
+from acp_trio.schema._validate import child
+
+from ._schema_data import FLAVOURS, HAVE_SCHEMA, Builder, needs_schema
+
+MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable}
+TABLES: dict[str, types.ModuleType] = {
+    "stable": _generated_tables,
+    "unstable": _generated_unstable_tables,
+}
+
+
+@functools.cache
+def sample_per_class(flavour: str) -> dict[type, dict[str, Any]]:
+    """A valid "full" JSON object for every generated class, found by structuring."""
+    mod, table = MODULES[flavour], TABLES[flavour]
+    builder = Builder(flavour)
+    found: dict[type, dict[str, Any]] = {}
+    for name, (kind, py_name) in table.DEFS.items():
+        if kind not in ("class", "union"):
+            continue
+        target = getattr(mod, str(py_name))
+        for inst in builder.instances(name):
+            obj = mod.converter.structure(inst, target)
+            if isinstance(inst, dict):
+                found.setdefault(type(obj), inst)
+    return found
+
+
+def wrong_value(value: Any) -> Any:
+    """A JSON value of another type (a nested list fits no ACP scalar, object or id)."""
+    return 12345 if isinstance(value, list) else [[12345]]
+
+
+def cases() -> list[Any]:
+    out = []
+    if not HAVE_SCHEMA:
+        return out
+    for flavour in FLAVOURS:
+        for cls, spec in TABLES[flavour].CLASSES.items():
+            for f in spec.fields:
+                if f.flags & REQUIRED and not f.flags & FLATTEN:
+                    out.append(
+                        pytest.param(flavour, cls, f, id=f"{flavour}-{cls.__name__}-{f.wire}")
+                    )
+    return out
+
+
+@needs_schema
+@pytest.mark.parametrize(("flavour", "cls", "field"), cases())
+def test_broken_required_field(flavour: str, cls: type, field: Any) -> None:
+    sample = sample_per_class(flavour).get(cls)
+    assert sample is not None, f"no sample for {cls.__name__}"
+    conv = MODULES[flavour].converter
+    path = child("$", field.wire)
+    lenient = field.flags & LENIENT
+
+    missing = {k: v for k, v in sample.items() if k != field.wire}
+    wrong = {**sample, field.wire: wrong_value(sample[field.wire])}
+    for broken in (missing, wrong):
+        if lenient:
+            obj = conv.structure(broken, cls)
+            assert getattr(obj, field.attr) == []
+            continue
+        with pytest.raises(SchemaValidationError) as info:
+            conv.structure(broken, cls)
+        assert any(e.startswith(path) for e in info.value.errors), info.value.errors
+        assert str(info.value).startswith(f"invalid {cls.__name__}: ")
+
+
+@needs_schema
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_every_class_has_a_sample(flavour: str) -> None:
+    missing = set(TABLES[flavour].CLASSES) - set(sample_per_class(flavour))
+    assert not missing, sorted(c.__name__ for c in missing)
+
+
+def test_error_text_and_paths() -> None:
+    msg = {
+        "sessionId": 7,
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": 5},
+        },
+    }
+    with pytest.raises(SchemaValidationError) as info:
+        stable.converter.structure(msg, stable.SessionNotification)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.type_name == "SessionNotification"
+    assert err.errors == [
+        "$.sessionId: expected a string, got integer",
+        "$.update.content.text: expected a string, got integer",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({}, "$.sessionId: missing required field"),
+        ([], "$: expected a PromptRequest object, got array"),
+        ({"sessionId": "s", "prompt": "hi"}, "$.prompt: expected an array of ContentBlock items"),
+        (
+            {"sessionId": "s", "prompt": [{"text": "no tag"}]},
+            "$.prompt[0].type: missing required field",
+        ),
+        (
+            {"sessionId": "s", "prompt": [{"type": 3}]},
+            "$.prompt[0].type: expected a string, got integer",
+        ),
+        (
+            {"sessionId": "s", "prompt": [{"type": "resource", "resource": {"uri": "u"}}]},
+            "$.prompt[0].resource: expected one of: TextResourceContents (with 'text', 'uri')",
+        ),
+    ],
+)
+def test_error_wording(data: Any, expected: str) -> None:
+    with pytest.raises(SchemaValidationError) as info:
+        stable.converter.structure(data, stable.PromptRequest)
+    assert any(e.startswith(expected) for e in info.value.errors), info.value.errors
+
+
+def test_enum_and_bounds_wording() -> None:
+    with pytest.raises(SchemaValidationError) as info:
+        stable.converter.structure({"stopReason": "done"}, stable.PromptResponse)
+    assert info.value.errors == [
+        '$.stopReason: expected one of "end_turn", "max_tokens", "max_turn_requests", '
+        '"refusal", "cancelled", got "done"'
+    ]
+    with pytest.raises(SchemaValidationError) as info:
+        stable.converter.structure({"protocolVersion": 70000}, stable.InitializeRequest)
+    assert info.value.errors == [
+        "$.protocolVersion: expected an integer >= 0 and <= 65535, got 70000"
+    ]

@@ -1,0 +1,444 @@
+"""The converter's policy, rule by rule (see acp_trio/schema/_converter.py).
+
+These tests use hand-written messages and need no upstream schema files.
+Round trips are checked with the suite's equality rule: JSON text with
+sorted keys must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import attrs
+import pytest
+
+import acp_trio.schema as acp
+from acp_trio.schema import UNSET, SchemaValidationError, converter
+
+SCHEMA_LOGGER = "acp_trio.schema"
+
+
+def same_json(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def round_trip(data: Any, cls: Any) -> Any:
+    obj = converter.structure(data, cls)
+    out = converter.unstructure(obj, unstructure_as=cls)
+    assert same_json(out, data), (out, data)
+    return obj
+
+
+CHUNK = {
+    "sessionId": "sess_1",
+    "update": {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "Hello"},
+    },
+}
+
+# -- names and _meta --------------------------------------------------------------------
+
+
+def test_snake_case_attributes_and_camel_case_wire() -> None:
+    note = converter.structure(CHUNK, acp.SessionNotification)
+    assert note.session_id == "sess_1"
+    assert isinstance(note.update, acp.AgentMessageChunk)
+    assert isinstance(note.update, acp.ContentChunk)
+    assert note.update.content == acp.TextContent(text="Hello")
+    assert converter.unstructure(note) == CHUNK
+
+
+def test_meta_at_several_levels_is_passed_through() -> None:
+    data = {
+        "sessionId": "s",
+        "update": {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "Edit",
+            "content": [
+                {
+                    "type": "diff",
+                    "path": "/a.py",
+                    "newText": "x",
+                    "_meta": {"level": 3},
+                }
+            ],
+            "_meta": {"level": 2, "nested": {"deep": [1, None]}},
+        },
+        "_meta": {"traceparent": "00-1-2-01", "level": 1},
+    }
+    note = round_trip(data, acp.SessionNotification)
+    assert note.meta == {"traceparent": "00-1-2-01", "level": 1}
+    assert note.update.meta == {"level": 2, "nested": {"deep": [1, None]}}
+    assert note.update.content[0].meta == {"level": 3}
+
+
+def test_meta_is_never_merged_into_fields() -> None:
+    data = {
+        "cwd": "/work",
+        "mcpServers": [],
+        "_meta": {"cwd": "/elsewhere", "additionalDirectories": ["/x"], "sessionId": "s"},
+    }
+    req = round_trip(data, acp.NewSessionRequest)
+    assert req.cwd == "/work"
+    assert req.additional_directories is None
+    assert req.meta == data["_meta"]
+    out = converter.unstructure(acp.NewSessionRequest(cwd="/w", mcp_servers=[], meta={"cwd": 1}))
+    assert out == {"cwd": "/w", "mcpServers": [], "_meta": {"cwd": 1}}
+
+
+def test_malformed_meta_falls_back_to_none(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger=SCHEMA_LOGGER):
+        note = converter.structure({**CHUNK, "_meta": "oops"}, acp.SessionNotification)
+    assert note.meta is None
+    assert "SessionNotification._meta" in caplog.text
+
+
+# -- unknown keys ------------------------------------------------------------------------
+
+
+def test_unknown_keys_survive_at_every_level() -> None:
+    data = {
+        "sessionId": "s",
+        "futureTop": {"a": 1},
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "futureUpdate": [1, 2],
+            "content": {"type": "text", "text": "x", "futureContent": None},
+        },
+    }
+    note = round_trip(data, acp.SessionNotification)
+    assert note.extra_ == {"futureTop": {"a": 1}}
+    assert note.update.extra_ == {"futureUpdate": [1, 2]}
+    assert note.update.content.extra_ == {"futureContent": None}
+
+
+def test_extra_is_not_part_of_equality_or_repr() -> None:
+    a = converter.structure({"text": "x", "future": 1}, acp.TextContent)
+    b = acp.TextContent(text="x")
+    assert a == b
+    assert "future" not in repr(a)
+    assert converter.unstructure(b) == {"type": "text", "text": "x"}
+
+
+def test_typed_field_wins_over_extra_on_output() -> None:
+    obj = converter.structure({"toolCallId": "t", "title": None}, acp.ToolCallUpdate)
+    assert obj.title is None
+    assert obj.extra_ == {"title": None}
+    assert converter.unstructure(obj) == {"toolCallId": "t", "title": None}
+    changed = attrs.evolve(obj, title="Now set")
+    assert converter.unstructure(changed) == {"toolCallId": "t", "title": "Now set"}
+
+
+# -- unknown union variants --------------------------------------------------------------
+
+UNKNOWN_VARIANTS = [
+    (acp.SessionUpdate, acp.UnknownSessionUpdate, {"sessionUpdate": "future_kind", "x": [1]}),
+    (acp.ContentBlock, acp.UnknownContentBlock, {"type": "video", "url": "u"}),
+    (acp.ToolCallContent, acp.UnknownToolCallContent, {"type": "hologram"}),
+    (acp.RequestPermissionOutcome, acp.UnknownRequestPermissionOutcome, {"outcome": "later"}),
+    (acp.SessionConfigOption, acp.UnknownSessionConfigOption, {"type": "slider", "id": "i"}),
+    (
+        acp.CreateElicitationRequest,
+        acp.UnknownCreateElicitationRequest,
+        {"mode": "voice", "message": "m", "sessionId": "s"},
+    ),
+    (acp.CreateElicitationResponse, acp.UnknownCreateElicitationResponse, {"action": "defer"}),
+    (acp.ElicitationPropertySchema, acp.UnknownElicitationPropertySchema, {"type": "date"}),
+    (acp.MultiSelectItems, acp.UnknownMultiSelectItems, {"type": "number", "enum": [1]}),
+    (acp.McpServer, acp.UnknownMcpServer, {"type": "ws", "name": "n", "url": "u"}),
+    (acp.AuthMethod, acp.UnknownAuthMethod, {"type": "env_var", "vars": []}),
+    (
+        acp.SetSessionConfigOptionRequest,
+        acp.UnknownSetSessionConfigOptionRequest,
+        {"type": "number", "sessionId": "s", "configId": "c", "value": 3},
+    ),
+]
+
+
+@pytest.mark.parametrize(("union", "unknown_cls", "data"), UNKNOWN_VARIANTS)
+def test_unknown_tag_becomes_unknown_value(union: Any, unknown_cls: type, data: Any) -> None:
+    obj = converter.structure(data, union)
+    assert type(obj) is unknown_cls
+    assert obj.raw == data
+    assert converter.unstructure(obj) == data
+    assert converter.unstructure(obj, unstructure_as=union) == data
+
+
+def test_every_tagged_union_has_an_unknown_class() -> None:
+    from acp_trio.schema._generated_tables import UNIONS
+
+    tagged = {name for name, spec in UNIONS.items() if spec.key is not None}
+    covered = {u.__name__ for u, _, _ in UNKNOWN_VARIANTS if hasattr(u, "__name__")}
+    assert all(spec.unknown is not None for spec in UNIONS.values() if spec.key is not None)
+    assert {f"Unknown{n}" for n in tagged} == {c.__name__ for _, c, _ in UNKNOWN_VARIANTS}
+    assert covered <= tagged
+
+
+def test_unknown_variant_inside_a_list_is_kept() -> None:
+    data = {
+        "sessionId": "s",
+        "prompt": [{"type": "text", "text": "hi"}, {"type": "video", "url": "u"}],
+    }
+    req = round_trip(data, acp.PromptRequest)
+    assert type(req.prompt[1]) is acp.UnknownContentBlock
+
+
+def test_untagged_fallback_variants() -> None:
+    stdio = {"name": "fs", "command": "mcp-fs", "args": [], "env": []}
+    assert type(round_trip(stdio, acp.McpServer)) is acp.McpServerStdio
+    # an explicit tag the schema does not list still fits the untagged variant: kept as a key
+    tagged_stdio = {**stdio, "type": "stdio"}
+    server = round_trip(tagged_stdio, acp.McpServer)
+    assert type(server) is acp.McpServerStdio
+    assert server.extra_ == {"type": "stdio"}
+    agent = round_trip({"id": "a", "name": "Agent login"}, acp.AuthMethod)
+    assert type(agent) is acp.AuthMethodAgent
+    value = round_trip(
+        {"sessionId": "s", "configId": "c", "value": "v"}, acp.SetSessionConfigOptionRequest
+    )
+    assert type(value) is acp.SetSessionConfigOptionRequestValueId
+
+
+def test_structural_unions() -> None:
+    text = {"uri": "file:///a", "text": "x"}
+    blob = {"uri": "file:///a", "blob": "AAAA"}
+    assert type(round_trip(text, acp.EmbeddedResourceResource)) is acp.TextResourceContents
+    assert type(round_trip(blob, acp.EmbeddedResourceResource)) is acp.BlobResourceContents
+    for value in ("x", 3, 2.5, True, ["a", "b"]):
+        assert round_trip(value, acp.ElicitationContentValue) == value
+    assert type(converter.structure(3, acp.ElicitationContentValue)) is int
+    for rid in (None, 0, "0", -1):
+        assert round_trip(rid, acp.RequestId) == rid
+    with pytest.raises(SchemaValidationError):
+        converter.structure(True, acp.RequestId)
+    with pytest.raises(SchemaValidationError):
+        converter.structure(1.5, acp.RequestId)
+
+
+def test_elicitation_scope_is_flattened() -> None:
+    data = {
+        "mode": "form",
+        "message": "Name?",
+        "requestedSchema": {"properties": {"name": {"type": "string"}}},
+        "sessionId": "s",
+        "toolCallId": None,
+    }
+    req = round_trip(data, acp.CreateElicitationRequest)
+    assert isinstance(req, acp.ElicitationFormMode)
+    assert req.scope == acp.ElicitationSessionScope(session_id="s")
+    by_request = {"mode": "url", "message": "m", "elicitationId": "e", "url": "u", "requestId": 4}
+    req2 = round_trip(by_request, acp.CreateElicitationRequest)
+    assert req2.scope == acp.ElicitationRequestScope(request_id=4)
+
+
+# -- leniency: x-deserialize-default-on-error and x-deserialize-skip-invalid-items --------
+
+
+def test_lenient_optional_field_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    data = {"toolCallId": "t", "title": "T", "kind": "teleport", "status": 5, "locations": "x"}
+    with caplog.at_level(logging.DEBUG, logger=SCHEMA_LOGGER):
+        call = converter.structure(data, acp.ToolCall)
+    assert (call.kind, call.status, call.locations) == (None, None, None)
+    assert "ToolCall.kind" in caplog.text
+    assert "ToolCall.status" in caplog.text
+    assert converter.unstructure(call) == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "t",
+        "title": "T",
+    }
+
+
+def test_lenient_nested_object_falls_back() -> None:
+    data = {"type": "text", "text": "x", "annotations": ["not", "an", "object"]}
+    assert converter.structure(data, acp.ContentBlock).annotations is None
+    # leniency nests: a bad field inside a good object only resets that field
+    data = {"type": "text", "text": "x", "annotations": {"priority": "high", "lastModified": "t"}}
+    assert converter.structure(data, acp.ContentBlock).annotations == acp.Annotations(
+        last_modified="t"
+    )
+
+
+def test_lenient_default_object_falls_back_to_default() -> None:
+    req = converter.structure(
+        {"protocolVersion": 1, "clientCapabilities": {"fs": "yes", "terminal": "no"}},
+        acp.InitializeRequest,
+    )
+    assert req.client_capabilities.fs == acp.FileSystemCapabilities()
+    assert req.client_capabilities.terminal is False
+    broken = converter.structure(
+        {"protocolVersion": 1, "clientCapabilities": []}, acp.InitializeRequest
+    )
+    assert broken.client_capabilities == acp.ClientCapabilities()
+
+
+def test_skip_invalid_items(caplog: pytest.LogCaptureFixture) -> None:
+    data = {
+        "sessionId": "s",
+        "command": "ls",
+        "args": ["-l", 3, "-a"],
+        "env": [{"name": "A", "value": "1"}, {"name": "B"}, "junk"],
+    }
+    with caplog.at_level(logging.DEBUG, logger=SCHEMA_LOGGER):
+        req = converter.structure(data, acp.CreateTerminalRequest)
+    assert req.args == ["-l", "-a"]
+    assert req.env == [acp.EnvVariable(name="A", value="1")]
+    assert "dropping malformed item 1 of CreateTerminalRequest.args" in caplog.text
+
+
+def test_required_lenient_list_reads_missing_as_empty() -> None:
+    req = converter.structure({"cwd": "/w"}, acp.NewSessionRequest)
+    assert req.mcp_servers == []
+    req = converter.structure({"cwd": "/w", "mcpServers": None}, acp.NewSessionRequest)
+    assert req.mcp_servers == []
+    assert converter.unstructure(req) == {"cwd": "/w", "mcpServers": []}
+
+
+def test_non_lenient_field_is_an_error() -> None:
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure({"cwd": 5}, acp.ListSessionsRequest)
+    assert info.value.errors == ["$.cwd: expected a string, got integer"]
+
+
+# -- null, absent, UNSET and defaults ----------------------------------------------------
+
+
+def test_session_info_update_null_clears_and_absent_is_unchanged() -> None:
+    absent = converter.structure({"sessionUpdate": "session_info_update"}, acp.SessionUpdate)
+    assert isinstance(absent, acp.SessionInfoUpdate)
+    assert absent.title is UNSET
+    assert absent.updated_at is UNSET
+    cleared = round_trip({"sessionUpdate": "session_info_update", "title": None}, acp.SessionUpdate)
+    assert cleared.title is None
+    assert cleared.updated_at is UNSET
+    assert cleared.extra_ == {}
+    set_ = round_trip(
+        {"sessionUpdate": "session_info_update", "title": "T", "updatedAt": None},
+        acp.SessionUpdate,
+    )
+    assert (set_.title, set_.updated_at) == ("T", None)
+    assert converter.unstructure(acp.SessionInfoUpdate(title=None)) == {
+        "sessionUpdate": "session_info_update",
+        "title": None,
+    }
+    assert converter.unstructure(acp.SessionInfoUpdate()) == {
+        "sessionUpdate": "session_info_update"
+    }
+    assert not UNSET
+    assert repr(UNSET) == "UNSET"
+
+
+def test_unstable_compaction_update_patch_fields() -> None:
+    from acp_trio.schema import unstable
+
+    data = {"compactionId": "c", "status": "failed", "summary": None, "error": "boom"}
+    obj = unstable.converter.structure(data, unstable.CompactionUpdate)
+    assert obj.summary is None
+    assert obj.error == "boom"
+    assert obj.meta is UNSET
+    assert unstable.converter.unstructure(obj) == {"sessionUpdate": "compaction_update", **data}
+
+
+def test_python_objects_never_write_null() -> None:
+    call = acp.ToolCallUpdate(tool_call_id="t", title=None, content=None)
+    assert converter.unstructure(call) == {"toolCallId": "t"}
+    diff = acp.Diff(path="/new.py", new_text="x")
+    assert converter.unstructure(diff) == {"type": "diff", "path": "/new.py", "newText": "x"}
+
+
+def test_explicit_nulls_round_trip_exactly() -> None:
+    data = {"type": "diff", "path": "/new.py", "oldText": None, "newText": "x", "_meta": None}
+    diff = round_trip(data, acp.ToolCallContent)
+    assert diff.old_text is None
+    assert diff.meta is None
+
+
+def test_defaults_are_omitted_and_explicit_defaults_kept() -> None:
+    assert converter.unstructure(acp.ClientCapabilities()) == {}
+    assert converter.unstructure(acp.InitializeResponse(protocol_version=1)) == {
+        "protocolVersion": 1
+    }
+    caps = acp.ClientCapabilities(fs=acp.FileSystemCapabilities(read_text_file=True))
+    assert converter.unstructure(caps) == {"fs": {"readTextFile": True}}
+    explicit = {"fs": {"readTextFile": False}, "terminal": False, "auth": {}}
+    got = round_trip(explicit, acp.ClientCapabilities)
+    assert got == acp.ClientCapabilities()
+    assert got.fs.read_text_file is False
+    assert got.terminal is False
+    resp = round_trip({"protocolVersion": 1, "authMethods": []}, acp.InitializeResponse)
+    assert resp.auth_methods == []
+
+
+# -- no coercion -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["1", True, 1.0, None, [1]])
+def test_integer_fields_do_not_coerce(bad: Any) -> None:
+    with pytest.raises(SchemaValidationError):
+        converter.structure({"protocolVersion": bad}, acp.InitializeRequest)
+
+
+def test_number_fields_take_ints_but_not_bools() -> None:
+    cost = round_trip({"amount": 3, "currency": "EUR"}, acp.Cost)
+    assert type(cost.amount) is int
+    with pytest.raises(SchemaValidationError):
+        converter.structure({"amount": True, "currency": "EUR"}, acp.Cost)
+    with pytest.raises(SchemaValidationError):
+        converter.structure({"amount": "3", "currency": "EUR"}, acp.Cost)
+
+
+@pytest.mark.parametrize(
+    ("value", "cls"), [(1, str), ("1", int), (True, int), (1, bool), ("1.5", float), (True, float)]
+)
+def test_plain_targets_are_strict(value: Any, cls: type) -> None:
+    with pytest.raises(SchemaValidationError):
+        converter.structure(value, cls)
+
+
+def test_booleans_are_strict() -> None:
+    with pytest.raises(SchemaValidationError):
+        converter.structure({"output": "", "truncated": 0}, acp.TerminalOutputResponse)
+
+
+# -- converter plumbing ------------------------------------------------------------------
+
+
+def test_make_converter_and_configure_plain_cattrs() -> None:
+    import cattrs
+
+    plain = cattrs.Converter()
+    acp.configure_converter(plain)
+    note = plain.structure(CHUNK, acp.SessionNotification)
+    assert plain.unstructure(note) == CHUNK
+    with pytest.raises(SchemaValidationError):
+        plain.structure({"sessionId": 1}, acp.SessionNotification)
+    assert plain.structure("end_turn", acp.StopReason) == "end_turn"
+    fresh = acp.make_converter()
+    assert fresh is not converter
+    assert fresh.structure(CHUNK, acp.SessionNotification) == note
+
+
+def test_lists_and_nested_generic_targets() -> None:
+    blocks = [{"type": "text", "text": "a"}, {"type": "image", "data": "AA", "mimeType": "i/p"}]
+    objs = converter.structure(blocks, list[acp.ContentBlock])
+    assert [type(o) for o in objs] == [acp.TextContent, acp.ImageContent]
+    assert converter.unstructure(objs) == blocks
+
+
+def test_unstructure_rejects_a_non_member() -> None:
+    bad = acp.SessionNotification(
+        session_id="s", update=acp.ContentChunk(content=acp.TextContent(text="x"))
+    )  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not a SessionUpdate"):
+        converter.unstructure(bad)
+
+
+def test_public_names() -> None:
+    assert acp.PROTOCOL_VERSION == 1
+    assert acp.SCHEMA_VERSION == "1.21.0"
+    for name in ("PromptRequest", "SessionNotification", "ContentBlock", "converter", "METHODS"):
+        assert name in acp.__all__
+    assert set(acp.__all__) <= set(dir(acp))
