@@ -69,7 +69,7 @@ from acp_trio._jsonrpc import (
     request,
     response,
 )
-from acp_trio._outbox import Outbox
+from acp_trio._outbox import Inbox, Outbox
 from acp_trio._requests import (
     CancelCause,
     PendingRequest,
@@ -213,9 +213,7 @@ class Connection:
         self._trace = config.trace
         self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
         self._outbox = Outbox(config.outbox_limit)
-        self._notify_send, self._notify_receive = trio.open_memory_channel[_Queued](
-            config.max_queued_notifications
-        )
+        self._inbox: Inbox[_Queued] = Inbox(config.max_queued_notifications)
         self._notifications_received = 0
         self._notifications_handled = 0
         self._barrier_waiters: list[tuple[int, trio.Event]] = []
@@ -424,7 +422,7 @@ class Connection:
                 out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
         # The consumer handles what was already queued, then stops.
-        self._notify_send.close()
+        self._inbox.close()
         self._handler_slots.unpark_all()
 
     # ------------------------------------------------------------------
@@ -550,8 +548,7 @@ class Connection:
             _log.exception("error intercepting notification %s", method)
             return
         self._notifications_received += 1
-        with suppress(trio.ClosedResourceError):  # closing: nobody will handle it
-            await self._notify_send.send((self._notifications_received, method, message.params))
+        await self._inbox.put((self._notifications_received, method, message.params))
 
     def _on_response(self, message: Response | ErrorResponse) -> None:
         entry = self._table.response_received(message.id)
@@ -690,15 +687,15 @@ class Connection:
     async def _consumer(self) -> None:
         _in_notification_handler.set(True)
         try:
-            async with self._notify_receive:
-                async for seq, method, params in self._notify_receive:
-                    try:
-                        await self._handler.handle_notification(method, params)
-                    except Exception:
-                        _log.exception("error handling notification %s", method)
-                    self._notifications_handled = seq
-                    if self._barrier_waiters:
-                        self._wake_barrier_waiters(seq)
+            while (item := await self._inbox.get()) is not None:
+                seq, method, params = item
+                try:
+                    await self._handler.handle_notification(method, params)
+                except Exception:
+                    _log.exception("error handling notification %s", method)
+                self._notifications_handled = seq
+                if self._barrier_waiters:
+                    self._wake_barrier_waiters(seq)
         finally:
             self._wake_barrier_waiters(math.inf)
 

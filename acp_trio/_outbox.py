@@ -1,4 +1,6 @@
-"""The queue of frames between senders and the single writer task.
+"""The two queues of a connection: frames to write, notifications to handle.
+
+:class:`Outbox` sits between senders and the single writer task.
 
 Two lanes share one FIFO, so the wire order is the order of enqueueing:
 
@@ -12,21 +14,36 @@ Two lanes share one FIFO, so the wire order is the order of enqueueing:
 
 The writer takes everything queued at once and writes it with one
 ``send_all``, which coalesces bursts of small frames.
+
+:class:`Inbox` sits between the reader and the notification consumer: the
+reader waits (reading pauses) only while it is full.
+
+Both are cheaper than memory channels on the hot path: putting into a queue
+that has room does not switch tasks on every item, so a burst is handed over
+and written (or handled) in batches. ``Outbox.put`` still yields every
+:data:`YIELD_EVERY` frames so that a sender in a tight loop lets the writer
+run, and is always cancellable.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Final, Generic, TypeVar
 
 import trio
 
 from acp_trio._exceptions import ConnectionClosed
 
-__all__ = ["Outbox"]
+__all__ = ["YIELD_EVERY", "Inbox", "Outbox"]
+
+T = TypeVar("T")
+
+#: A sender yields to the scheduler at least once per this many frames.
+YIELD_EVERY: Final = 64
 
 
 class Outbox:
-    __slots__ = ("_closed", "_frames", "_limit", "_senders", "_writer")
+    __slots__ = ("_closed", "_frames", "_limit", "_senders", "_since_yield", "_writer")
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
@@ -36,6 +53,7 @@ class Outbox:
         self._closed = False
         self._writer = trio.lowlevel.ParkingLot()
         self._senders = trio.lowlevel.ParkingLot()
+        self._since_yield = 0
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -59,11 +77,18 @@ class Outbox:
         Raises :class:`ConnectionClosed` if the outbox is (or gets) closed.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        parked = False
         while len(self._frames) >= self._limit and not self._closed:
             await self._senders.park()
+            parked = True
         if not self.put_nowait(frame):
             raise ConnectionClosed("connection closed")
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        self._since_yield += 1
+        if parked:
+            self._since_yield = 0
+        elif self._since_yield >= YIELD_EVERY:
+            self._since_yield = 0
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def get_batch(self) -> list[bytes] | None:
         """Everything queued, in order; waits while empty. ``None`` once the
@@ -90,3 +115,53 @@ class Outbox:
         self._frames.clear()
         self._senders.unpark_all()
         return dropped
+
+
+class Inbox(Generic[T]):
+    """Items read but not yet handled, for one consumer, in order."""
+
+    __slots__ = ("_closed", "_consumer", "_items", "_limit", "_producer")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("inbox limit must be positive")
+        self._items: deque[T] = deque()
+        self._limit = limit
+        self._closed = False
+        self._consumer = trio.lowlevel.ParkingLot()
+        self._producer = trio.lowlevel.ParkingLot()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def put(self, item: T) -> bool:
+        """Queue ``item``, waiting while full; ``False`` once closed.
+
+        Not a schedule point when there is room (the caller, the reader,
+        reaches one at its next read)."""
+        while len(self._items) >= self._limit and not self._closed:
+            await self._producer.park()
+        if self._closed:
+            return False
+        self._items.append(item)
+        if self._consumer:
+            self._consumer.unpark()
+        return True
+
+    async def get(self) -> T | None:
+        """The next item, waiting while empty; ``None`` once closed and
+        drained."""
+        while not self._items:
+            if self._closed:
+                return None
+            await self._consumer.park()
+        item = self._items.popleft()
+        if self._producer:
+            self._producer.unpark()
+        return item
+
+    def close(self) -> None:
+        """No more items; the consumer drains what is queued."""
+        self._closed = True
+        self._consumer.unpark_all()
+        self._producer.unpark_all()
