@@ -1,0 +1,26 @@
+"""Generate ``acp_trio/schema/_generated_*.py`` from the ACP JSON Schema.
+
+Usage (from the repository root)::
+
+    python tools/gen_schema.py            # stable + unstable, from ../shared/acp-schema/v1
+    python tools/gen_schema.py --schema PATH/schema.json --meta PATH/meta.json \\
+        --schema-version 1.22.0           # a newer upstream release
+    python tools/gen_schema.py --check    # exit 1 if the committed files are stale
+
+The generator works in three steps, one group of modules each (in tools/schemagen/):
+
+1. *analysis* (``analysis``, building the ``model`` with the ``naming`` rules)
+   turns the schema's ``$defs`` into a small model (aliases, classes, unions,
+   methods), following the shape notes in ``shared/protocol-notes.md``
+   section 14;
+2. *emission* (``emit_types``, ``emit_codec`` with ``codec_values``,
+   ``emit_tables``, sharing ``emit_common``) writes four modules per schema
+   flavour: types (attrs classes and aliases), codec (specialised fast
+   structure/unstructure functions), tables (union, leniency and field tables,
+   also walked by the slow validator) and methods (the method table);
+3. the output is run through ``ruff format`` (``driver``) so it is
+   deterministic and already formatted; ``cli`` writes it or checks it.
+
+No description text from the schema is copied into the output: a class
+carries its name, its wire name and a link to the upstream schema page.
+"""

@@ -1,0 +1,520 @@
+"""Analysis: turn the schema's ``$defs`` (and ``meta.json``) into a :class:`Model`.
+
+It follows the shape notes in ``shared/protocol-notes.md`` section 14: which
+defs are aliases, classes, tagged or structural unions, how a union's common
+fields merge into its variants, which defs are routing envelopes, and which
+params/result types make up the method table. Anything it cannot model exits
+with a message rather than guessing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .model import AliasDef, ClassDef, Field, Method, Model, TExpr, UnionDef
+from .naming import EXTRA_ATTR, META_WIRE, common_prefix, common_suffix, pascal, snake
+
+# Fields where JSON ``null`` means "clear" and absence means "unchanged". The
+# schema cannot say this (protocol-notes section 14); these get an UNSET default.
+NULL_CLEARS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("SessionInfoUpdate", "title"),
+        ("SessionInfoUpdate", "updatedAt"),
+        ("CompactionUpdate", "summary"),
+        ("CompactionUpdate", "error"),
+        ("CompactionUpdate", "_meta"),
+    }
+)
+
+
+def ref_name(node: dict[str, Any]) -> str | None:
+    """The def a property points at: ``{$ref}`` or ``{allOf: [{$ref}]}``."""
+    if "$ref" in node:
+        return str(node["$ref"]).rsplit("/", 1)[-1]
+    all_of = node.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and "$ref" in all_of[0]:
+        return str(all_of[0]["$ref"]).rsplit("/", 1)[-1]
+    return None
+
+
+def _schema_keys(node: dict[str, Any]) -> set[str]:
+    return {k for k in node if k not in ("description", "title") and not k.startswith("x-")}
+
+
+def _const_branch(b: dict[str, Any]) -> bool:
+    return b.get("type") in ("string", "integer") and "const" in b
+
+
+class Analyzer:
+    """Turns ``$defs`` into a :class:`Model`. One method per kind of def."""
+
+    def __init__(self, schema: dict[str, Any], meta: dict[str, Any]) -> None:
+        self.schema = schema
+        self.defs: dict[str, dict[str, Any]] = schema["$defs"]
+        self.meta = meta
+        self.model = Model(protocol_version=int(meta.get("version", 1)))
+        self.field_refs: dict[str, int] = {}
+        self.variant_refs: dict[str, list[tuple[str, str]]] = {}
+        self.absorbed: set[str] = set()
+        self._pending_flatten_branch: set[str] = set()
+
+    # -- driver ---------------------------------------------------------------------
+
+    def run(self) -> Model:
+        self._count_refs()
+        for name, d in self.defs.items():
+            if d.get("x-docs-ignore"):
+                self.model.def_kinds[name] = ("routing", None)
+                continue
+            if self._is_union(d):
+                self._union(name, d)
+        for name, d in self.defs.items():
+            if name in self.model.def_kinds or name in self.absorbed:
+                continue
+            self._plain(name, d)
+        self._methods()
+        self._check_names()
+        return self.model
+
+    def _count_refs(self) -> None:
+        def walk(node: Any, in_union_branch: bool) -> None:
+            if isinstance(node, dict):
+                r = node.get("$ref")
+                if r and not in_union_branch:
+                    n = r.rsplit("/", 1)[-1]
+                    self.field_refs[n] = self.field_refs.get(n, 0) + 1
+                for v in node.values():
+                    walk(v, False)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v, in_union_branch)
+
+        for name, d in self.defs.items():
+            if d.get("x-docs-ignore"):
+                continue
+            branches = d.get("oneOf") or d.get("anyOf")
+            if self._is_union(d) and isinstance(branches, list) and self._tagged(branches):
+                walk(d.get("properties", {}), False)
+                for b in branches:
+                    # the payload ref of a tagged variant is not a field reference
+                    payload = self._payload(b)
+                    if payload:
+                        tag = self._tag_of(b)
+                        label = tag[1] if tag else ""
+                        self.variant_refs.setdefault(payload, []).append((name, label))
+                    rest = {k: v for k, v in b.items() if k != "allOf"}
+                    walk(rest, False)
+            else:
+                walk(d, False)
+
+    # -- classification ---------------------------------------------------------------
+
+    @staticmethod
+    def _branches(d: dict[str, Any]) -> list[dict[str, Any]] | None:
+        b = d.get("oneOf") or d.get("anyOf")
+        return b if isinstance(b, list) else None
+
+    def _is_enum(self, d: dict[str, Any]) -> bool:
+        b = self._branches(d)
+        if not b or "properties" in d:
+            return False
+        return all(
+            _const_branch(x) or (x.get("title") == "other" and _schema_keys(x) == {"type"})
+            for x in b
+        ) or all(x.get("type") == "integer" for x in b)
+
+    def _is_union(self, d: dict[str, Any]) -> bool:
+        b = self._branches(d)
+        if not b or self._is_enum(d):
+            return False
+        if "properties" in d:
+            return self._tagged(b)  # common fields + tagged variants; else a flattened field
+        return True
+
+    def _tag_of(self, b: dict[str, Any]) -> tuple[str, str] | None:
+        for key, p in b.get("properties", {}).items():
+            is_const = isinstance(p, dict) and p.get("type") == "string" and "const" in p
+            if is_const and key in b.get("required", []):
+                return key, str(p["const"])
+        return None
+
+    def _payload(self, b: dict[str, Any]) -> str | None:
+        all_of = b.get("allOf")
+        if isinstance(all_of, list) and len(all_of) == 1:
+            return ref_name(all_of[0])
+        return None
+
+    def _tagged(self, branches: list[dict[str, Any]]) -> bool:
+        return any(self._tag_of(b) for b in branches)
+
+    # -- types of properties ------------------------------------------------------------
+
+    def texpr(self, node: dict[str, Any]) -> tuple[TExpr, bool]:
+        """(type, nullable) of a property schema."""
+        r = ref_name(node)
+        if r is not None:
+            return self.def_texpr(r), False
+        any_of = node.get("anyOf")
+        if isinstance(any_of, list) and len(any_of) == 2 and {"type": "null"} in any_of:
+            other = next(x for x in any_of if x != {"type": "null"})
+            return self.texpr(other)[0], True
+        t = node.get("type")
+        nullable = False
+        if isinstance(t, list):
+            kinds = [x for x in t if x != "null"]
+            nullable = "null" in t
+            if len(kinds) != 1:
+                raise SystemExit(f"unsupported multi-type property {node}")
+            t = kinds[0]
+        if t is None:
+            if not _schema_keys(node):
+                return TExpr("any"), True  # any JSON value, null included
+            raise SystemExit(f"unsupported property schema {node}")
+        if t == "string":
+            return TExpr("str", min_length=node.get("minLength")), nullable
+        if t == "integer":
+            return TExpr("int", minimum=node.get("minimum"), maximum=node.get("maximum")), nullable
+        if t == "number":
+            return TExpr("num"), nullable
+        if t == "boolean":
+            return TExpr("bool"), nullable
+        if t == "array":
+            return TExpr("list", item=self.texpr(node["items"])[0]), nullable
+        if t == "object":
+            ap = node.get("additionalProperties", True)
+            if ap is True or ap == {}:
+                return TExpr("obj"), nullable
+            return TExpr("map", item=self.texpr(ap)[0]), nullable
+        raise SystemExit(f"unsupported property schema {node}")
+
+    def def_texpr(self, name: str) -> TExpr:
+        d = self.defs[name]
+        if self._is_union(d) or name in self.model.unions:
+            return TExpr("union", ref=name)
+        if self._is_enum(d):
+            b = self._branches(d) or []
+            if all(x.get("type") == "integer" for x in b):
+                return TExpr("int", ref=name)
+            values = tuple(str(x["const"]) for x in b if "const" in x)
+            return TExpr("lit", ref=name, values=values, open=any("const" not in x for x in b))
+        keys = _schema_keys(d)
+        if not keys:
+            return TExpr("any", ref=name)
+        if d.get("type") == "object" or "properties" in d:
+            return TExpr("class", ref=name)
+        t, _ = self.texpr({k: v for k, v in d.items() if k != "description"})
+        return TExpr(
+            t.kind, ref=name, minimum=t.minimum, maximum=t.maximum, min_length=t.min_length
+        )
+
+    # -- plain defs: aliases and classes --------------------------------------------------
+
+    def _plain(self, name: str, d: dict[str, Any]) -> None:
+        t = self.def_texpr(name)
+        if t.kind == "class":
+            self.model.def_kinds[name] = ("class", name)
+            self._add_class(
+                ClassDef(
+                    name,
+                    self._fields(name, d),
+                    def_name=name,
+                )
+            )
+            return
+        if t.kind == "lit":
+            ann = "Literal[" + ", ".join(json.dumps(v) for v in t.values) + "]"
+            if t.open:
+                ann += " | str"
+        else:
+            ann = {"str": "str", "int": "int", "num": "float", "bool": "bool", "any": "Any"}[t.kind]
+        self.model.def_kinds[name] = ("alias", name)
+        self.model.aliases[name] = AliasDef(name, t, ann)
+
+    def _fields(self, owner: str, d: dict[str, Any]) -> list[Field]:
+        out: list[Field] = []
+        required = set(d.get("required", []))
+        for wire, p in d.get("properties", {}).items():
+            t, nullable = self.texpr(p)
+            f = Field(
+                wire=wire,
+                attr=snake(wire),
+                type=t,
+                required=wire in required,
+                nullable=nullable,
+                lenient=bool(p.get("x-deserialize-default-on-error")),
+                skip=bool(p.get("x-deserialize-skip-invalid-items")),
+                null_clears=(owner, wire) in NULL_CLEARS,
+            )
+            if "default" in p:
+                f.has_default, f.default = True, p["default"]
+            if f.required and f.nullable:
+                raise SystemExit(f"{owner}.{wire}: required and nullable is not supported")
+            out.append(f)
+        flat = self._flatten_branches(d)
+        if flat:
+            out.append(self._flatten_field(flat))
+        return out
+
+    def _flatten_branches(self, d: dict[str, Any]) -> list[str] | None:
+        b = d.get("anyOf")
+        if "properties" not in d or not isinstance(b, list) or self._tagged(b):
+            return None
+        names = [self._payload(x) for x in b]
+        if not all(names):
+            raise SystemExit(f"unsupported inline anyOf {b}")
+        return [n for n in names if n]
+
+    def _flatten_field(self, branches: list[str]) -> Field:
+        prefix = common_prefix(branches)
+        suffix = common_suffix(branches)
+        if not suffix:
+            raise SystemExit(f"cannot name the flattened union of {branches}")
+        union = prefix + suffix
+        if union not in self.model.unions:
+            self.model.unions[union] = UnionDef(
+                union, members=list(branches), branches=[TExpr("class", ref=b) for b in branches]
+            )
+            for b in branches:
+                self._pending_flatten_branch.add(b)
+        return Field(
+            wire="",
+            attr=snake(suffix),
+            type=TExpr("union", ref=union),
+            required=True,
+            flatten=True,
+        )
+
+    def _add_class(self, c: ClassDef) -> None:
+        if c.name in self.model.classes:
+            raise SystemExit(f"duplicate class name {c.name}")
+        if c.name in self._pending_flatten_branch:
+            c.flatten_branch = True
+        self.model.classes[c.name] = c
+
+    # -- unions -------------------------------------------------------------------------
+
+    def _union(self, name: str, d: dict[str, Any]) -> None:
+        branches = self._branches(d) or []
+        self.model.def_kinds[name] = ("union", name)
+        if not self._tagged(branches):
+            self._structural_union(name, branches)
+            return
+        common = self._fields(name, {k: v for k, v in d.items() if k != "anyOf"})
+        u = UnionDef(name, members=[], def_name=name)
+        key = None
+        payload_count: dict[str, int] = {}
+        for b in branches:
+            p = self._payload(b)
+            if p and self._tag_of(b):
+                payload_count[p] = payload_count.get(p, 0) + 1
+        for b in branches:
+            tag = self._tag_of(b)
+            payload = self._payload(b)
+            if b.get("title") == "other" and not tag:
+                u.other = True
+                continue
+            if tag:
+                if key not in (None, tag[0]):
+                    raise SystemExit(f"{name}: mixed discriminators")
+                key = tag[0]
+                cls = self._variant_class(name, b, tag, payload, common, payload_count)
+                u.tags[tag[1]] = cls
+            else:
+                cls = self._fallback_class(name, b, payload, common)
+                u.fallback = cls
+            u.members.append(cls)
+        u.key = key
+        u.unknown = "Unknown" + name
+        self._add_class(ClassDef(u.unknown, [], def_name=name, unknown_of=name))
+        u.members.append(u.unknown)
+        self.model.unions[name] = u
+
+    def _variant_class(
+        self,
+        union: str,
+        b: dict[str, Any],
+        tag: tuple[str, str],
+        payload: str | None,
+        common: list[Field],
+        payload_count: dict[str, int],
+    ) -> str:
+        key, value = tag
+        inline = {k: v for k, v in b.get("properties", {}).items() if k != key}
+        if payload and payload_count[payload] == 1 and not inline:
+            shared_elsewhere = (
+                self.field_refs.get(payload, 0) > 0 or len(self.variant_refs.get(payload, [])) > 1
+            )
+            if common and shared_elsewhere:
+                raise SystemExit(f"{union}: cannot merge common fields into shared {payload}")
+            if payload in self.model.classes:
+                c = self.model.classes[payload]
+            else:
+                pd = self.defs[payload]
+                fields = self._merge(common, self._fields(payload, pd))
+                c = ClassDef(payload, fields, def_name=payload)
+                if common:
+                    self.absorbed.add(payload)
+                    self.model.def_kinds[payload] = ("merged", union)
+                else:
+                    self.model.def_kinds[payload] = ("class", payload)
+                self._add_class(c)
+            c.variant_of.append((union, key, value))
+            if not shared_elsewhere:
+                c.tag = (key, value)
+            return c.name
+        name = pascal(value) if payload and not inline else union + pascal(value)
+        if payload and payload_count[payload] > 1:
+            if common:
+                raise SystemExit(f"{union}: shared payload with common fields")
+            base = payload
+            if payload not in self.model.classes:
+                pd = self.defs[payload]
+                self._add_class(ClassDef(payload, self._fields(payload, pd), def_name=payload))
+                self.model.def_kinds[payload] = ("class", payload)
+            fields = list(self.model.classes[base].fields)
+        else:
+            base = None
+            pf = self._fields(payload, self.defs[payload]) if payload else []
+            fields = self._merge(
+                common,
+                pf,
+                self._fields(union, {"properties": inline, "required": b.get("required", [])}),
+            )
+        if name in self.defs:
+            raise SystemExit(f"{union}: variant name {name} collides with a def")
+        c = ClassDef(
+            name,
+            fields,
+            def_name=payload or union,
+            base=base,
+            tag=(key, value),
+        )
+        c.variant_of.append((union, key, value))
+        self._add_class(c)
+        return name
+
+    def _fallback_class(
+        self, union: str, b: dict[str, Any], payload: str | None, common: list[Field]
+    ) -> str:
+        if payload and not common and "properties" not in b:
+            if payload not in self.model.classes:
+                pd = self.defs[payload]
+                c = ClassDef(payload, self._fields(payload, pd), def_name=payload)
+                self._add_class(c)
+                self.model.def_kinds[payload] = ("class", payload)
+            return payload
+        name = union + pascal(str(b.get("title", "default")))
+        fields = self._merge(common, self._fields(union, b))
+        self._add_class(ClassDef(name, fields, def_name=union))
+        return name
+
+    @staticmethod
+    def _merge(*groups: list[Field]) -> list[Field]:
+        seen: dict[str, Field] = {}
+        for g in groups:
+            for f in g:
+                seen.setdefault(f.wire or f.attr, f)
+        meta = [f for f in seen.values() if f.wire == META_WIRE]
+        rest = [f for f in seen.values() if f.wire != META_WIRE and not f.flatten]
+        flat = [f for f in seen.values() if f.flatten]
+        return rest + flat + meta
+
+    def _structural_union(self, name: str, branches: list[dict[str, Any]]) -> None:
+        u = UnionDef(name, members=[], def_name=name)
+        for b in branches:
+            node = {k: v for k, v in b.items() if k not in ("title", "description")}
+            if node == {"type": "null"}:
+                u.branches.append(TExpr("null"))
+                continue
+            t, _ = self.texpr(node)
+            u.branches.append(t)
+        self.model.unions[name] = u
+
+    # -- methods -------------------------------------------------------------------------
+
+    def _routing_params(self, route: str) -> list[str]:
+        params = self.defs[route]["properties"]["params"]["anyOf"][0]["anyOf"]
+        return [n for n in (ref_name(p) for p in params) if n and "x-method" in self.defs[n]]
+
+    def _methods(self) -> None:
+        results: dict[str, str] = {}
+        for route in ("AgentResponse", "ClientResponse"):
+            for branch in self.defs[route]["anyOf"]:
+                res = branch.get("properties", {}).get("result")
+                for r in res.get("anyOf", []) if res else []:
+                    n = ref_name(r)
+                    if n and "x-method" in self.defs[n]:
+                        results[self.defs[n]["x-method"]] = n
+        sides: dict[str, set[str]] = {}
+        for group, side in (
+            ("agentMethods", "agent"),
+            ("clientMethods", "client"),
+            ("protocolMethods", "protocol"),
+        ):
+            for wire in self.meta.get(group, {}).values():
+                sides.setdefault(wire, set()).add(side)
+        protocol_params = []
+        for msg in self.schema.get("anyOf", []):
+            if msg.get("title") == "ProtocolLevel":
+                for p in msg["properties"]["params"]["anyOf"]:
+                    for inner in p.get("anyOf", []):
+                        n = ref_name(inner)
+                        if n:
+                            protocol_params.append(n)
+        routes = [
+            ("ClientRequest", "request"),
+            ("AgentRequest", "request"),
+            ("ClientNotification", "notification"),
+            ("AgentNotification", "notification"),
+        ]
+        found: dict[tuple[str, str], Method] = {}
+        for route, kind in routes:
+            for n in self._routing_params(route):
+                self._add_method(found, n, kind, sides, results)
+        for n in protocol_params:
+            self._add_method(found, n, "notification", sides, results)
+        missing = set(sides) - {w for w, _ in found}
+        if missing:
+            raise SystemExit(f"meta names without a params type: {sorted(missing)}")
+        self.model.methods = sorted(found.values(), key=lambda m: (m.name, m.kind))
+
+    def _add_method(
+        self,
+        found: dict[tuple[str, str], Method],
+        params: str,
+        kind: str,
+        sides: dict[str, set[str]],
+        results: dict[str, str],
+    ) -> None:
+        wire = self.defs[params]["x-method"]
+        s = sides.get(wire)
+        if not s:
+            raise SystemExit(f"{wire} is not listed in meta.json")
+        handled = "both" if {"agent", "client"} <= s else next(iter(sorted(s)))
+        result = results.get(wire) if kind == "request" else None
+        if kind == "request" and result is None:
+            raise SystemExit(f"no result type for {wire}")
+        found[(wire, kind)] = Method(wire, kind, handled, params, result)
+
+    # -- sanity ---------------------------------------------------------------------------
+
+    def _check_names(self) -> None:
+        seen: dict[str, str] = {}
+        for kind, names in (
+            ("alias", self.model.aliases),
+            ("class", self.model.classes),
+            ("union", self.model.unions),
+        ):
+            for n in names:
+                if n in seen:
+                    raise SystemExit(f"name clash: {n} is a {seen[n]} and a {kind}")
+                seen[n] = kind
+        for c in self.model.classes.values():
+            attrs_ = [f.attr for f in c.fields]
+            if len(set(attrs_)) != len(attrs_) or EXTRA_ATTR in attrs_:
+                raise SystemExit(f"{c.name}: attribute names clash: {attrs_}")
+
+
+def analyze(schema: dict[str, Any], meta: dict[str, Any]) -> Model:
+    return Analyzer(schema, meta).run()

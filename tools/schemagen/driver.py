@@ -1,0 +1,106 @@
+"""Drive one generation: read the schema files, analyse, emit, ``ruff format``.
+
+Holds the default locations (the schema snapshot beside the repository, the
+output package) and finds the schema release for the banners. Formatting with
+the repository's ruff settings makes the output deterministic and lint-clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .analysis import analyze
+from .emit_codec import CodecEmitter
+from .emit_tables import emit_methods, emit_tables
+from .emit_types import TypesEmitter
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_DIR = REPO_ROOT.parent / "shared" / "acp-schema" / "v1"
+OUT_DIR = REPO_ROOT / "acp_trio" / "schema"
+DOCS_URL = "https://agentclientprotocol.com/protocol/schema"
+UNSTABLE_DOCS_URL = "https://agentclientprotocol.com/protocol/draft/schema"
+
+
+def ruff_command() -> list[str]:
+    """``python -m ruff`` from this interpreter, else a ``ruff`` on PATH."""
+    if importlib.util.find_spec("ruff") is not None:
+        return [sys.executable, "-m", "ruff"]
+    found = shutil.which("ruff")
+    if found:
+        return [found]
+    raise SystemExit("ruff is needed to format the output: pip install ruff")
+
+
+def ruff_format(source: str, filename: str) -> str:
+    """Format with the repository's ruff settings (line length 100)."""
+    cmd = [*ruff_command(), "format", "--stdin-filename", filename, "-"]
+    proc = subprocess.run(
+        cmd, input=source, capture_output=True, text=True, cwd=REPO_ROOT, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ruff format failed on {filename}:\n{proc.stderr}")
+    return proc.stdout
+
+
+def detect_schema_version(schema_path: Path) -> str | None:
+    """The schema release, from the snapshot's README or an upstream checkout's Cargo.toml."""
+    readme = schema_path.parent.parent / "README.md"
+    if readme.is_file():
+        found = re.search(r"v1 schema version: `([^`]+)`", readme.read_text(encoding="utf-8"))
+        if found:
+            return found.group(1)
+    cargo = schema_path.parent / "Cargo.toml"  # upstream keeps schema/v1/Cargo.toml beside it
+    if cargo.is_file():
+        found = re.search(r'^version\s*=\s*"([^"]+)"', cargo.read_text(encoding="utf-8"), re.M)
+        if found:
+            return found.group(1)
+    return None
+
+
+def generate(
+    schema_path: Path, meta_path: Path, schema_version: str, flavour: str, docs: str
+) -> dict[str, str]:
+    """Return {file name: formatted source} for one schema flavour."""
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    model = analyze(schema, meta)
+    prefix = "_generated_" + ("unstable_" if flavour == "unstable" else "")
+    types_module = f"acp_trio.schema.{prefix}types"
+    source = f"{schema_path.name}, {meta_path.name}"
+    te = TypesEmitter(model, docs)
+    ce = CodecEmitter(model, types_module)
+    files = {
+        f"{prefix}types.py": te.emit(schema_version, source),
+        f"{prefix}codec.py": ce.emit(schema_version, source),
+    }
+    files[f"{prefix}tables.py"] = emit_tables(model, types_module, schema_version, source)
+    files[f"{prefix}methods.py"] = emit_methods(model, types_module, schema_version, source)
+    return {name: ruff_format(src, f"acp_trio/schema/{name}") for name, src in files.items()}
+
+
+def generate_all(args: argparse.Namespace) -> dict[str, str]:
+    schema = Path(args.schema)
+    meta = Path(args.meta) if args.meta else schema.with_name("meta.json")
+    version = args.schema_version or detect_schema_version(schema) or "unknown"
+    out = generate(schema, meta, version, "stable", DOCS_URL)
+    if not args.no_unstable:
+        unstable = (
+            Path(args.unstable_schema)
+            if args.unstable_schema
+            else schema.with_name("schema.unstable.json")
+        )
+        umeta = (
+            Path(args.unstable_meta)
+            if args.unstable_meta
+            else schema.with_name("meta.unstable.json")
+        )
+        if unstable.is_file() and umeta.is_file():
+            out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL))
+    return out
