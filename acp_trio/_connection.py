@@ -614,7 +614,9 @@ class Connection:
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
         entry = ctx._entry
         reply: dict[str, Any] | None = None
-        token = _current_request.set(ctx)
+        # This task runs in its own copy of the context (Trio copies it for
+        # every task), so the value needs no reset.
+        _current_request.set(ctx)
         try:
             with ctx.cancel_scope:
                 if ctx.cancel_cause is None:
@@ -628,7 +630,6 @@ class Connection:
             if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
-            _current_request.reset(token)
             if reply is None:
                 reply = error_response(entry.id, RequestError.request_cancelled())
             if self._table.finish_incoming(entry):
