@@ -9,6 +9,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SRC    := acp_trio tests tools examples benchmarks
 
+# The TypeScript SDK, for the interop tests (skipped where npm is missing).
+INTEROP_STAMP := tests/interop/node_modules/.installed
+
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
@@ -29,7 +32,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict acp_trio
 
-pytest: $(STAMP)
+$(INTEROP_STAMP): tests/interop/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/interop --no-audit --no-fund --silent && touch $@; \
+	else \
+		echo "npm not found: the TypeScript interop tests will be skipped"; \
+	fi
+
+pytest: $(STAMP) $(INTEROP_STAMP)
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)

@@ -31,8 +31,7 @@ from acp_trio._connection import Connection, ConnectionConfig, open_connection, 
 from acp_trio._dispatch import ExtensionHandlers, Peer, Route, SessionScopes, TypedHandler
 from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
-from acp_trio._jsonrpc import RequestId
-from acp_trio._requests import current_request
+from acp_trio._requests import RequestContext, current_request
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import (
     METHODS,
@@ -325,10 +324,9 @@ class _AgentHandler(TypedHandler):
         self.proxy = proxy
         self.turns = SessionScopes()
         self._turn_locks: dict[str, trio.Lock] = {}
-        # Ids of the prompt requests whose handler has started, and the
-        # sessions cancelled while a prompt was read but not started yet.
-        self._started_prompts: set[RequestId] = set()
-        self._early_cancels: dict[RequestId, set[str]] = {}
+        # The turn scope of each prompt, registered under its session as soon
+        # as the prompt is read (see request_received).
+        self._turn_of: dict[RequestContext, tuple[str, trio.CancelScope]] = {}
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in AGENT_METHODS.items():
@@ -353,33 +351,48 @@ class _AgentHandler(TypedHandler):
         self.proxy.capabilities = params.client_capabilities
         return await self.agent.initialize(params)
 
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        # Tie a prompt to its session the moment it is read, so that a
+        # session/cancel read right after it (even in the same chunk, before
+        # the prompt's task starts) or while it waits for the session's
+        # previous turn ends it too: every prompt sent before the cancel is
+        # cancelled.
+        if ctx.method == "session/prompt" and isinstance(params, dict):
+            session_id = params.get("sessionId")
+            if isinstance(session_id, str):
+                self._turn_of[ctx] = (session_id, self.turns.add(session_id))
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        # Also for a prompt cancelled before its handler ever ran.
+        found = self._turn_of.pop(ctx, None)
+        if found is not None:
+            self.turns.discard(*found)
+
     async def _prompt(self, params: PromptRequest) -> PromptResponse:
         session_id = params.session_id
         ctx = current_request()
-        request_id = None if ctx is None else ctx.id
-        self._started_prompts.add(request_id)
+        found = self._turn_of.get(ctx) if ctx is not None else None
+        if found is not None and found[0] == session_id:
+            turn = found[1]
+        else:  # not read by a connection (or params differ): register now
+            turn = self.turns.add(session_id)
         lock = self._turn_locks.setdefault(session_id, trio.Lock())
         try:
-            # Registered before waiting for the session's previous turn, so a
-            # cancel read after this prompt ends it even while it waits.
-            with self.turns.register(session_id) as turn:
-                if session_id in self._early_cancels.pop(request_id, ()):
-                    turn.cancel()
-                try:
-                    with turn:
-                        async with lock:
-                            result = await self.agent.prompt(params)
-                except Exception:
-                    # A library call aborted by the cancel may raise its own
-                    # error, alone or in a group (the scope took the Cancelled
-                    # out of it): the turn still ends "cancelled".
-                    if not turn.cancel_called:
-                        raise
-                if turn.cancel_called:
-                    return PromptResponse(stop_reason="cancelled")
-                return result
+            try:
+                with turn:
+                    async with lock:
+                        result = await self.agent.prompt(params)
+            except Exception:
+                # A library call aborted by the cancel may raise its own
+                # error, alone or in a group (the scope took the Cancelled
+                # out of it): the turn still ends "cancelled".
+                if not turn.cancel_called:
+                    raise
+            if turn.cancel_called:
+                return PromptResponse(stop_reason="cancelled")
+            return result
         finally:
-            self._started_prompts.discard(request_id)
+            self.turns.discard(session_id, turn)
             if not lock.locked():
                 self._turn_locks.pop(session_id, None)
 
@@ -394,21 +407,6 @@ class _AgentHandler(TypedHandler):
 
     def _cancel_session(self, session_id: str) -> None:
         self.turns.cancel(session_id)
-        # A prompt read before the cancel whose task has not started yet (a
-        # prompt and its cancel read in one chunk) has no scope to cancel:
-        # leave the cancel for it to find when it starts.
-        waiting = {
-            node.id
-            for node in self.proxy.connection.request_tree()
-            if node.direction == "incoming"
-            and node.method == "session/prompt"
-            and node.id not in self._started_prompts
-        }
-        self._early_cancels = {
-            rid: sessions for rid, sessions in self._early_cancels.items() if rid in waiting
-        }
-        for rid in waiting:
-            self._early_cancels.setdefault(rid, set()).add(session_id)
 
 
 def _agent_handler(

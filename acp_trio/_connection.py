@@ -122,6 +122,17 @@ class Handler:
         """
         _log.debug("ignoring notification %s", method)
 
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        """Called in the reader when a request is registered, before its
+        handler task starts; must not block. For work that a notification
+        read right after the request must already find (the typed agent ties
+        a prompt to its session here, for ``session/cancel``)."""
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        """Called once per request :meth:`request_received` saw, when its reply
+        has been decided (whether or not its handler ever ran); must not
+        block. Release here what ``request_received`` set up."""
+
     def intercept_notification(self, method: str, params: Any) -> bool:
         """Called in the reader for each notification before it is queued;
         return ``True`` to consume it there (it must not block). For the few
@@ -491,6 +502,10 @@ class Connection:
             return
         ctx = RequestContext(self, entry)
         entry.handle = ctx
+        try:
+            self._handler.request_received(ctx, message.params)
+        except Exception:
+            _log.exception("error in request_received for %s", message.method)
         if self.config.request_timeout is not None:
             ctx.cancel_scope.deadline = trio.current_time() + self.config.request_timeout
         limit = self.config.max_concurrent_requests
@@ -525,6 +540,13 @@ class Connection:
         if self._table.finish_incoming(entry):
             self._reply(entry.id, error_response(entry.id, RequestError.request_cancelled()))
         self._table.incoming_done(entry)
+        self._request_finished(ctx)
+
+    def _request_finished(self, ctx: RequestContext) -> None:
+        try:
+            self._handler.request_finished(ctx)
+        except Exception:
+            _log.exception("error in request_finished for %s", ctx.method)
 
     async def _on_notification(self, message: Notification) -> None:
         method = message.method
@@ -635,6 +657,7 @@ class Connection:
             if self._table.finish_incoming(entry):
                 self._reply(entry.id, reply)
             self._table.incoming_done(entry)
+            self._request_finished(ctx)
             self._running_handlers -= 1
             if self._queued or self._handler_slots:
                 self._start_queued()

@@ -89,19 +89,29 @@ class SessionScopes:
     def __init__(self) -> None:
         self._scopes: dict[str, set[trio.CancelScope]] = {}
 
+    def add(self, session_id: str) -> trio.CancelScope:
+        """A new scope registered under ``session_id``; the caller enters it
+        and must :meth:`discard` it when done. Cancelling a scope that was
+        not entered yet is fine: it is cancelled from the start."""
+        scope = trio.CancelScope()
+        self._scopes.setdefault(session_id, set()).add(scope)
+        return scope
+
+    def discard(self, session_id: str, scope: trio.CancelScope) -> None:
+        scopes = self._scopes.get(session_id)
+        if scopes is not None:
+            scopes.discard(scope)
+            if not scopes:
+                del self._scopes[session_id]
+
     @contextmanager
     def register(self, session_id: str) -> Iterator[trio.CancelScope]:
-        """A new scope registered under ``session_id`` for the block's
-        duration; the caller enters it."""
-        scope = trio.CancelScope()
-        scopes = self._scopes.setdefault(session_id, set())
-        scopes.add(scope)
+        """:meth:`add` for the duration of the block."""
+        scope = self.add(session_id)
         try:
             yield scope
         finally:
-            scopes.discard(scope)
-            if not scopes:
-                self._scopes.pop(session_id, None)
+            self.discard(session_id, scope)
 
     def cancel(self, session_id: str) -> int:
         """Cancel the session's registered work; return how many scopes."""
