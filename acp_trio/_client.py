@@ -281,6 +281,7 @@ class AgentProxy(Peer):
         return result
 
     def _caps(self, method: str) -> AgentCapabilities:
+        self.connection._check_open()  # ConnectionClosed, e.g. after a version mismatch
         if self.capabilities is None:
             raise LocalProtocolError(f"call initialize() before {method}")
         return self.capabilities

@@ -286,6 +286,7 @@ class Connection:
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification. Waits while the output queue is full."""
+        _check_params(params)
         frame = self._encode(notification(method, params))
         self._check_open()
         await self._outbox.put(frame)
@@ -673,6 +674,7 @@ class Connection:
     # Outgoing requests
 
     async def _send_request(self, method: str, params: Any) -> PendingRequest:
+        _check_params(params)
         self._check_open()
         entry = self._table.send_request(method)
         parent = _current_request.get()
@@ -745,6 +747,13 @@ class Connection:
             else:
                 keep.append((barrier, event))
         self._barrier_waiters = keep
+
+
+def _check_params(params: Any) -> None:
+    if params is not None and not isinstance(params, dict | list):
+        raise LocalProtocolError(
+            f"params must be a JSON object, an array or None, not {type(params).__name__}"
+        )
 
 
 def _single_leaf(exc: BaseException) -> BaseException:

@@ -44,3 +44,14 @@ async def test_deadline_is_the_cause_seen_inside_the_handler(autojump_clock: Any
             assert await peer.receive() == cancelled(1)
             assert trio.current_time() == 3
     assert causes == [CancelCause.DEADLINE]
+
+
+@pytest.mark.parametrize("params", [3, "text", True])
+async def test_scalar_params_are_refused_locally(autojump_clock: Any, params: Any) -> None:
+    with trio.fail_after(LIMIT):
+        async with raw_connection() as (conn, peer, _):
+            with pytest.raises(LocalProtocolError, match="params must be"):
+                await conn.call("x", params)
+            with pytest.raises(LocalProtocolError, match="params must be"):
+                await conn.notify("y", params)
+            await peer.expect_silence()
