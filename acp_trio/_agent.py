@@ -21,14 +21,14 @@ sent) the fs, terminal and elicitation calls the client did not advertise.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import ExtensionHandlers, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler
 from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._requests import RequestContext, current_request
@@ -232,7 +232,7 @@ def _not_found(method: str) -> RequestError:
     return RequestError.method_not_found(method)
 
 
-class Agent:
+class Agent(Extensible):
     """Base class of an ACP agent: override the methods you support.
 
     :attr:`client` is set by the SDK before any method is called.
@@ -242,27 +242,6 @@ class Agent:
     """
 
     client: ClientProxy
-
-    def __init__(self) -> None:
-        self._extensions = ExtensionHandlers()
-
-    def _extension_handlers(self) -> ExtensionHandlers:
-        # Subclasses may skip super().__init__(); be forgiving.
-        try:
-            return self._extensions
-        except AttributeError:
-            self._extensions = ExtensionHandlers()
-            return self._extensions
-
-    def add_extension_method(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
-        """Handle the ``_``-prefixed request ``method`` with ``func(params)``."""
-        self._extension_handlers().add_request(method, func)
-
-    def add_extension_notification(
-        self, method: str, func: Callable[[Any], Awaitable[None]]
-    ) -> None:
-        """Handle the ``_``-prefixed notification ``method`` with ``func(params)``."""
-        self._extension_handlers().add_notification(method, func)
 
     async def initialize(self, params: InitializeRequest) -> InitializeResponse:
         return InitializeResponse(protocol_version=PROTOCOL_VERSION)

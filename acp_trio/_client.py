@@ -23,7 +23,7 @@ not sent.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -31,7 +31,7 @@ import attrs
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import ExtensionHandlers, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler
 from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
@@ -123,33 +123,13 @@ def _not_found(method: str) -> RequestError:
     return RequestError.method_not_found(method)
 
 
-class Client:
+class Client(Extensible):
     """Base class of an ACP client: override what you handle.
 
     :attr:`agent` is set by the SDK when the connection opens.
     """
 
     agent: AgentProxy
-
-    def __init__(self) -> None:
-        self._extensions = ExtensionHandlers()
-
-    def _extension_handlers(self) -> ExtensionHandlers:
-        try:
-            return self._extensions
-        except AttributeError:
-            self._extensions = ExtensionHandlers()
-            return self._extensions
-
-    def add_extension_method(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
-        """Handle the ``_``-prefixed request ``method`` with ``func(params)``."""
-        self._extension_handlers().add_request(method, func)
-
-    def add_extension_notification(
-        self, method: str, func: Callable[[Any], Awaitable[None]]
-    ) -> None:
-        """Handle the ``_``-prefixed notification ``method`` with ``func(params)``."""
-        self._extension_handlers().add_notification(method, func)
 
     async def session_update(self, params: SessionNotification) -> None:
         """Streamed output of a session, in wire order. Ignored by default."""

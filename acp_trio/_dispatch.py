@@ -37,6 +37,7 @@ from acp_trio._requests import RequestContext
 from acp_trio.schema import SchemaConverter, SchemaValidationError, converter
 
 __all__ = [
+    "Extensible",
     "ExtensionHandlers",
     "Peer",
     "Route",
@@ -76,6 +77,32 @@ class ExtensionHandlers:
     def add_notification(self, method: str, func: Callable[[Any], Awaitable[None]]) -> None:
         _check_extension_name(method)
         self.notifications[method] = lambda _name, params: func(params)
+
+
+class Extensible:
+    """Extension-method registration, shared by :class:`Agent` and
+    :class:`Client`."""
+
+    def __init__(self) -> None:
+        self._extensions = ExtensionHandlers()
+
+    def _extension_handlers(self) -> ExtensionHandlers:
+        # Subclasses may skip super().__init__(); be forgiving.
+        try:
+            return self._extensions
+        except AttributeError:
+            self._extensions = ExtensionHandlers()
+            return self._extensions
+
+    def add_extension_method(self, method: str, func: Callable[[Any], Awaitable[Any]]) -> None:
+        """Handle the ``_``-prefixed request ``method`` with ``func(params)``."""
+        self._extension_handlers().add_request(method, func)
+
+    def add_extension_notification(
+        self, method: str, func: Callable[[Any], Awaitable[None]]
+    ) -> None:
+        """Handle the ``_``-prefixed notification ``method`` with ``func(params)``."""
+        self._extension_handlers().add_notification(method, func)
 
 
 def _check_extension_name(method: str) -> None:
