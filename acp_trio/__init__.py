@@ -12,6 +12,8 @@ Layers, bottom to top:
 - ``acp_trio._agent``, ``acp_trio._client``: the typed Agent and Client APIs
   (schema classes in and out, ``session/cancel`` built in, capability
   checks), over the connection.
+- ``acp_trio._workspace``, ``acp_trio._terminals``: safe handlers a client
+  can serve an agent's file and terminal requests with.
 - ``acp_trio.schema``: attrs classes generated from the ACP JSON Schema and the
   cattrs converter that maps them to and from wire JSON.
 
@@ -54,10 +56,16 @@ from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest
 from acp_trio._requests import RequestContext as RequestContext
 from acp_trio._requests import current_request as current_request
+from acp_trio._terminals import ApproveFunc as ApproveFunc
+from acp_trio._terminals import TerminalManager as TerminalManager
+from acp_trio._terminals import TerminalsMixin as TerminalsMixin
+from acp_trio._terminals import open_terminal_manager as open_terminal_manager
 from acp_trio._transports import AgentProcess as AgentProcess
 from acp_trio._transports import open_agent_process as open_agent_process
 from acp_trio._transports import open_stdio_stream as open_stdio_stream
 from acp_trio._transports import open_tcp_stream as open_tcp_stream
 from acp_trio._transports import serve_tcp as serve_tcp
+from acp_trio._workspace import WorkspaceFiles as WorkspaceFiles
+from acp_trio._workspace import WorkspaceFilesMixin as WorkspaceFilesMixin
 
 __version__ = "0.1.0.dev0"

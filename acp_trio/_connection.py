@@ -50,6 +50,7 @@ from acp_trio._exceptions import (
     RequestError,
 )
 from acp_trio._framed import FramedStream
+from acp_trio._groups import plain_exceptions, single_leaf
 from acp_trio._jsonrpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     ErrorResponse,
@@ -664,7 +665,7 @@ class Connection:
                 self._start_queued()
 
     def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any]:
-        leaf = _single_leaf(exc)
+        leaf = single_leaf(exc)
         if isinstance(leaf, RequestError):
             return error_response(ctx.id, leaf)
         _log.error("handler for %s (id %r) failed", ctx.method, ctx.id, exc_info=exc)
@@ -756,32 +757,6 @@ def _check_params(params: Any) -> None:
         )
 
 
-def _single_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _collapse_group(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception a public call raises instead of a group."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    if len(leaves) == 1:
-        return leaves[0]
-    non_cancel = [e for e in leaves if not isinstance(e, trio.Cancelled)]
-    if len(non_cancel) == 1:
-        return non_cancel[0]
-    return group
-
-
 async def serve_connection(
     stream: trio.abc.Stream | FramedStream,
     handler: HandlerArg = None,
@@ -817,15 +792,10 @@ async def open_connection(
     Leaving the block closes it (see :meth:`Connection.aclose`). Errors come
     out as one plain exception, never an ``ExceptionGroup`` of one.
     """
-    try:
+    with plain_exceptions():
         async with trio.open_nursery() as nursery:
             conn = await connect_connection(nursery, stream, handler, config=config)
             try:
                 yield conn
             finally:
                 conn.close_soon()
-    except BaseExceptionGroup as group:
-        collapsed = _collapse_group(group)
-        if collapsed is group:
-            raise
-        raise collapsed from collapsed.__cause__

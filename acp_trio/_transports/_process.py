@@ -25,6 +25,8 @@ from typing import Literal, final
 
 import trio
 
+from acp_trio._groups import plain_exceptions
+
 __all__ = ["AgentProcess", "open_agent_process"]
 
 StderrMode = Literal["inherit", "discard", "capture"]
@@ -107,9 +109,37 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def _group_running_sync(pgid: int) -> bool:
+    if not _signal_group(pgid, 0):
+        return False
+    # Zombies count for kill(2) but run nothing: orphans wait there until
+    # init reaps them, which some inits do only every second or so. On
+    # Linux, look for a member that is not a zombie.
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    if "self" not in entries:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                data = file.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...", where comm may hold anything.
+        fields = data[data.rfind(b")") + 1 :].split()
+        if len(fields) > 2 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
 async def _wait_group_gone(pgid: int, seconds: float) -> bool:
     with trio.move_on_after(seconds):
-        while _signal_group(pgid, 0):  # noqa: ASYNC110 - no event exists for this
+        # No event exists for this: poll.
+        while await trio.to_thread.run_sync(_group_running_sync, pgid):  # noqa: ASYNC110
             await trio.sleep(0.02)
         return True
     return False
@@ -131,7 +161,7 @@ async def _shutdown(
         _signal_group(pgid, signal.SIGKILL)
         await process.wait()
     # Children the agent left behind in its group (npx-style wrappers).
-    if _signal_group(pgid, 0):
+    if await trio.to_thread.run_sync(_group_running_sync, pgid):
         _signal_group(pgid, signal.SIGTERM)
         if not await _wait_group_gone(pgid, term_grace):
             _signal_group(pgid, signal.SIGKILL)
@@ -177,19 +207,20 @@ async def open_agent_process(
     stdout: trio.abc.ReceiveStream = _ProcessStdout(process.stdout, process)
     stream = trio.StapledStream(process.stdin, stdout)
     agent = AgentProcess(process, stream, tail)
-    async with trio.open_nursery() as nursery:
-        if tail is not None and process.stderr is not None:
-            nursery.start_soon(_drain, process.stderr, tail)
-        try:
-            yield agent
-        finally:
-            with trio.CancelScope(shield=True):
-                await _shutdown(process, process.stdin, shutdown_grace, terminate_grace)
-                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    await process.stdout.aclose()
-            # The drain task ends at the stderr EOF; don't wait long on
-            # grandchildren that may still hold the pipe open.
-            nursery.cancel_scope.deadline = trio.current_time() + 0.5
+    with plain_exceptions():
+        async with trio.open_nursery() as nursery:
+            if tail is not None and process.stderr is not None:
+                nursery.start_soon(_drain, process.stderr, tail)
+            try:
+                yield agent
+            finally:
+                with trio.CancelScope(shield=True):
+                    await _shutdown(process, process.stdin, shutdown_grace, terminate_grace)
+                    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                        await process.stdout.aclose()
+                # The drain task ends at the stderr EOF; don't wait long on
+                # grandchildren that may still hold the pipe open.
+                nursery.cancel_scope.deadline = trio.current_time() + 0.5
 
 
 async def _drain(stream: trio.abc.ReceiveStream, tail: _TailBuffer) -> None:
