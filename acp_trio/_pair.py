@@ -5,9 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import trio
-import trio.testing
-
 from acp_trio._agent import Agent, ClientProxy, open_agent
 from acp_trio._client import AgentProxy, Client, open_client
 from acp_trio._connection import ConnectionConfig
@@ -26,6 +23,8 @@ async def open_agent_client_pair(
     """Serve ``agent`` to ``client`` in this process, for tests and
     embedding. Yields ``(client.agent, agent.client)``: the proxy a client
     uses, and the one the agent uses. Not initialized yet."""
+    import trio.testing  # not at import time: it costs every `import acp_trio`
+
     client_end, agent_end = trio.testing.memory_stream_pair()
     async with (
         open_agent(agent, agent_end, config=agent_config) as to_client,

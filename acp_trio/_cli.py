@@ -1,0 +1,182 @@
+"""``python -m acp_trio``: the command line.
+
+- ``check-agent [--json] [--only NAMES] [--scenario] [--timeout S] [--schema PATH] -- CMD...``
+  runs the conformance checks against any stdio ACP agent; exit status 1
+  if a required check failed.
+- ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
+- ``scenario-agent``: serves the reference scenario agent on stdio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+import trio
+
+__all__ = ["main"]
+
+
+def _command(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        parser.error("give the agent's command after --")
+    return words
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_trio",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="tool", required=True, metavar="TOOL")
+
+    check = sub.add_parser(
+        "check-agent",
+        help="run the conformance checks against a stdio ACP agent",
+        description="Spawn a stdio ACP agent (any SDK) and check its conformance. "
+        "Exit status 1 if a required check failed, 2 for usage errors.",
+    )
+    check.add_argument("--json", action="store_true", help="print one JSON document")
+    check.add_argument(
+        "--only",
+        action="append",
+        metavar="NAMES",
+        help="comma-separated checks to run (repeatable); initialize and session-new always run",
+    )
+    check.add_argument(
+        "--scenario",
+        action="store_true",
+        help="run the scenario checks even if `echo <token>` does not detect the vocabulary",
+    )
+    check.add_argument("--no-scenario", action="store_true", help="skip the scenario checks")
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds each wait of a check may take (default 5)",
+    )
+    check.add_argument(
+        "--schema",
+        metavar="PATH",
+        help="the ACP v1 schema.json (default: ../shared/acp-schema/v1/schema.json "
+        "relative to the current directory or to the repository)",
+    )
+    check.add_argument(
+        "--cancel-prompt",
+        default="wait_for_cancel",
+        metavar="TEXT",
+        help="the prompt session-cancel sends and then cancels; it must keep the agent "
+        "busy for a moment (default: wait_for_cancel)",
+    )
+    check.add_argument("--list", action="store_true", help="list the checks and exit")
+    check.add_argument("--verbose", "-v", action="store_true", help="show acp_trio's log")
+    check.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
+
+    trace = sub.add_parser(
+        "trace",
+        help="a logging stdio proxy between a client and an agent",
+        description="Forward stdin/stdout between a client (us) and the agent CMD unchanged, "
+        "pass its stderr through, and log every message as JSON lines to FILE. "
+        "Exits with the agent's exit code.",
+    )
+    trace.add_argument("--log", required=True, metavar="FILE", help="where to write the log")
+    trace.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds the agent gets to exit after the client closed its stdin (default 2)",
+    )
+    trace.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
+
+    agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
+    return parser, {"check-agent": check, "trace": trace, "scenario-agent": agent}
+
+
+def _list_checks() -> str:
+    from acp_trio.testing import CHECKS
+
+    width = max(len(info.name) for info in CHECKS)
+    return "\n".join(
+        f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}"
+        for info in CHECKS
+    )
+
+
+def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from acp_trio.testing import CHECKS, check_agent
+
+    if args.list:
+        print(_list_checks())
+        return 0
+    command = _command(parser, args.command)
+    only = _names(args.only)
+    if only is not None:
+        known = {info.name for info in CHECKS}
+        unknown = [name for name in only if name not in known]
+        if unknown:
+            parser.error(f"unknown checks: {', '.join(unknown)} (see --list)")
+    if args.scenario and args.no_scenario:
+        parser.error("--scenario and --no-scenario exclude each other")
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    if not args.verbose:
+        # Replies to the checker's malformed input are logged as warnings.
+        logging.getLogger("acp_trio").addHandler(logging.NullHandler())
+        logging.getLogger("acp_trio").propagate = False
+    scenario = True if args.scenario else False if args.no_scenario else None
+    run = functools.partial(
+        check_agent,
+        command,
+        only=only,
+        scenario=scenario,
+        timeout=args.timeout,
+        schema=args.schema,
+        cancel_prompt=args.cancel_prompt,
+    )
+    report = trio.run(run)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.format_table())
+    return report.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser, tools = _parser()
+    args = parser.parse_args(argv)
+    if args.tool == "check-agent":
+        return _check_agent(tools["check-agent"], args)
+    if args.tool == "trace":
+        from acp_trio._trace import run_trace
+
+        command = _command(tools["trace"], args.command)
+        try:
+            log = open(args.log, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            tools["trace"].error(f"cannot open the log {args.log}: {exc}")
+        with log:
+            return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
+    from acp_trio.testing import run_scenario_agent
+
+    trio.run(run_scenario_agent)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The acp_trio test kit: what the project's own tests use, shipped.
+
+- :func:`open_memory_pair`: an agent and a client connected in memory (the
+  scenario agent and test client by default), initialized.
+- :class:`ScenarioAgent` / :class:`ScenarioClient`: the reference agent of
+  the shared scenario vocabulary, and its matching test client (subclass
+  either). ``python -m acp_trio scenario-agent`` serves the agent on stdio.
+- :class:`ScriptedPeer`: write exact bytes, read exact replies, expect
+  silence; over memory (:func:`open_scripted_client`,
+  :func:`open_scripted_agent`) or a spawned agent
+  (:func:`open_scripted_process`).
+- :func:`check_agent`: the conformance checks for any stdio agent, without
+  pytest (``python -m acp_trio check-agent -- CMD...`` on the command line).
+- ``acp_trio.testing.pytest_plugin``: pytest-trio fixtures over all this.
+
+This module only re-exports.
+"""
+
+from acp_trio.testing._check import CHECKS as CHECKS
+from acp_trio.testing._check import CheckInfo as CheckInfo
+from acp_trio.testing._check import check_agent as check_agent
+from acp_trio.testing._check_report import CheckReport as CheckReport
+from acp_trio.testing._check_report import CheckResult as CheckResult
+from acp_trio.testing._check_report import Level as Level
+from acp_trio.testing._check_report import Verdict as Verdict
+from acp_trio.testing._memory import AgentClientPair as AgentClientPair
+from acp_trio.testing._memory import open_memory_pair as open_memory_pair
+from acp_trio.testing._peer import NOT_JSON as NOT_JSON
+from acp_trio.testing._peer import ExpectationFailed as ExpectationFailed
+from acp_trio.testing._peer import PeerEvent as PeerEvent
+from acp_trio.testing._peer import ScriptedPeer as ScriptedPeer
+from acp_trio.testing._peer import open_scripted_agent as open_scripted_agent
+from acp_trio.testing._peer import open_scripted_client as open_scripted_client
+from acp_trio.testing._peer import open_scripted_process as open_scripted_process
+from acp_trio.testing._scenario import HOLD_PATH as HOLD_PATH
+from acp_trio.testing._scenario import SCENARIO_AGENT_COMMAND as SCENARIO_AGENT_COMMAND
+from acp_trio.testing._scenario import SCENARIO_CLIENT_CAPABILITIES as SCENARIO_CLIENT_CAPABILITIES
+from acp_trio.testing._scenario import ScenarioAgent as ScenarioAgent
+from acp_trio.testing._scenario import ScenarioClient as ScenarioClient
+from acp_trio.testing._scenario import run_scenario_agent as run_scenario_agent
+from acp_trio.testing._schema_check import find_schema as find_schema

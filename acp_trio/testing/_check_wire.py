@@ -1,0 +1,347 @@
+"""What ``check_agent`` uses to talk to an agent and watch the wire.
+
+Each agent process the checker starts is an :class:`AgentSession`: the
+process (stderr captured), a JSON-level :class:`~acp_trio.Connection` whose
+handler plays the matching test client of the scenario vocabulary, and a way
+to write raw bytes between the connection's frames (for malformed input).
+Every line both ways goes into one :class:`Transcript`, so that checks can
+wait for what the agent sends and the final checks can judge all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import attrs
+import trio
+
+from acp_trio._connection import Connection, ConnectionConfig, Handler, open_connection
+from acp_trio._exceptions import RequestError
+from acp_trio._framed import FramedStream
+from acp_trio._requests import RequestContext
+from acp_trio._transports import AgentProcess, open_agent_process
+from acp_trio.testing._peer import NOT_JSON
+from acp_trio.testing._scenario import HOLD_PATH
+
+__all__ = ["AgentSession", "Transcript", "WireEntry", "start_session"]
+
+Direction = Literal["sent", "received"]
+
+_CANCELLED_OUTCOME: Final = {"outcome": {"outcome": "cancelled"}}
+
+
+@attrs.frozen
+class WireEntry:
+    """One line on the wire between the checker and an agent process."""
+
+    session: int
+    direction: Direction
+    time: float
+    data: bytes
+    message: Any  # the decoded JSON value, or NOT_JSON
+    raw: bool = False  # written by the checker as raw bytes
+
+    @property
+    def is_response(self) -> bool:
+        m = self.message
+        return isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m)
+
+    @property
+    def method(self) -> str | None:
+        m = self.message
+        method = m.get("method") if isinstance(m, dict) else None
+        return method if isinstance(method, str) else None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and "id" in self.message
+
+    @property
+    def is_notification(self) -> bool:
+        return self.method is not None and "id" not in self.message
+
+    @property
+    def params(self) -> Any:
+        return self.message.get("params") if isinstance(self.message, dict) else None
+
+
+def _decode(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return NOT_JSON
+
+
+def same_id(a: Any, b: Any) -> bool:
+    """JSON-RPC id equality: ``1`` and ``"1"`` differ, ``True`` is no id."""
+    return type(a) is type(b) and a == b
+
+
+class Transcript:
+    """Every line between the checker and the agent processes, in order."""
+
+    def __init__(self) -> None:
+        self.entries: list[WireEntry] = []
+        self._changed = trio.Event()
+
+    def add(self, entry: WireEntry) -> None:
+        self.entries.append(entry)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def mark(self) -> int:
+        """A position: :meth:`since` and :meth:`wait_for` look after it."""
+        return len(self.entries)
+
+    def since(self, mark: int, session: int | None = None) -> list[WireEntry]:
+        return [e for e in self.entries[mark:] if session in (None, e.session)]
+
+    def received(self, session: int | None = None, mark: int = 0) -> list[WireEntry]:
+        return [e for e in self.since(mark, session) if e.direction == "received"]
+
+    async def wait_for(self, match: Callable[[WireEntry], bool], mark: int = 0) -> WireEntry:
+        """The first entry after ``mark`` that matches, waiting for it.
+        Bound it with a timeout."""
+        index = mark
+        while True:
+            while index < len(self.entries):
+                entry = self.entries[index]
+                index += 1
+                if match(entry):
+                    return entry
+            await self._changed.wait()
+
+    def cancels_received(self, session: int, mark: int = 0) -> list[Any]:
+        """The ``requestId`` of each ``$/cancel_request`` the agent sent."""
+        out: list[Any] = []
+        for entry in self.received(session, mark):
+            if entry.method == "$/cancel_request" and isinstance(entry.params, dict):
+                out.append(entry.params.get("requestId"))
+        return out
+
+
+@attrs.define
+class IncomingRequest:
+    """A request the agent made to the checker-client."""
+
+    id: Any
+    method: str
+    params: Any
+    time: float
+    answered: str = ""  # how the checker answered it, once it did
+
+
+class CheckerClient(Handler):
+    """The matching test client of the scenario vocabulary, at the JSON level.
+
+    Reads of any path but ``/hold`` get 64 ``x``; writes get ``{}``; reads
+    of ``/hold``, ``terminal/create`` and ``session/request_permission`` are
+    held until the agent cancels them (the connection answers ``-32800``)
+    or, for a permission request, until the checker cancels the session
+    (answered ``cancelled``, as ACP requires of a client).
+    """
+
+    def __init__(self) -> None:
+        self.incoming: list[IncomingRequest] = []
+        self._permissions: dict[str, list[trio.Event]] = {}
+        self._changed = trio.Event()
+
+    def _record(self, request: IncomingRequest) -> None:
+        self.incoming.append(request)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def requests_of(self, session_id: str, method: str | None = None) -> list[IncomingRequest]:
+        return [
+            r
+            for r in self.incoming
+            if isinstance(r.params, dict)
+            and r.params.get("sessionId") == session_id
+            and method in (None, r.method)
+        ]
+
+    async def wait_for_requests(
+        self, session_id: str, methods: Sequence[str]
+    ) -> dict[str, IncomingRequest]:
+        """Wait until a request of each of ``methods`` came for the session."""
+        while True:
+            found = {m: rs[0] for m in methods if (rs := self.requests_of(session_id, m))}
+            if len(found) == len(methods):
+                return found
+            await self._changed.wait()
+
+    def cancel_permissions(self, session_id: str) -> int:
+        """Answer the session's pending permission requests ``cancelled``."""
+        events = self._permissions.pop(session_id, [])
+        for event in events:
+            event.set()
+        return len(events)
+
+    async def _hold(self, request: IncomingRequest) -> None:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            request.answered = "-32800"
+            raise
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        request = IncomingRequest(ctx.id, method, params, trio.current_time())
+        self._record(request)
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if method == "fs/read_text_file":
+            if isinstance(params, dict) and params.get("path") == HOLD_PATH:
+                await self._hold(request)
+            request.answered = "content"
+            return {"content": "x" * 64}
+        if method == "fs/write_text_file":
+            request.answered = "{}"
+            return {}
+        if method == "terminal/create":
+            await self._hold(request)
+        if method == "session/request_permission" and isinstance(session_id, str):
+            event = trio.Event()
+            self._permissions.setdefault(session_id, []).append(event)
+            try:
+                await event.wait()
+            except trio.Cancelled:
+                request.answered = "-32800"
+                raise
+            request.answered = "cancelled"
+            return _CANCELLED_OUTCOME
+        request.answered = "-32601"
+        raise RequestError.method_not_found(method)
+
+
+class _LockedSend(trio.abc.SendStream):
+    """A send stream two writers share whole writes of: the connection's
+    writer (whole frames) and the checker's raw bytes."""
+
+    def __init__(self, inner: trio.abc.SendStream) -> None:
+        self._inner = inner
+        self._lock = trio.StrictFIFOLock()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        async with self._lock:
+            await self._inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class AgentSession:
+    """One agent process, its connection, and the checker-client it talks to.
+
+    It lives in a task of its own (see :func:`start_session`), so that its
+    process and connection outlive the cancel scopes of the checks using it.
+    """
+
+    def __init__(self, index: int, transcript: Transcript, process: AgentProcess) -> None:
+        self.index = index
+        self.transcript = transcript
+        self.process = process
+        self.client = CheckerClient()
+        self._send = _LockedSend(process.stream.send_stream)
+        self.framed = FramedStream(self._send, process.stream.receive_stream)
+        self.conn: Connection | None = None
+        self.initialize_result: Any = None
+        self.session_id: str | None = None
+        self._close = trio.Event()
+        self._closed = trio.Event()
+
+    @property
+    def connection(self) -> Connection:
+        assert self.conn is not None
+        return self.conn
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None and not self.conn.closed
+
+    def trace(self, direction: Literal["send", "recv"], frame: bytes) -> None:
+        entry = WireEntry(
+            self.index,
+            "sent" if direction == "send" else "received",
+            trio.current_time(),
+            bytes(frame),
+            _decode(frame),
+        )
+        self.transcript.add(entry)
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write ``data`` exactly, between the connection's frames."""
+        now = trio.current_time()
+        for line in data.splitlines():
+            self.transcript.add(WireEntry(self.index, "sent", now, line, _decode(line), True))
+        await self._send.send_all(data)
+
+    def exit_summary(self) -> str:
+        """The exit code and stderr tail, if the agent exited."""
+        code = self.process.returncode
+        if code is None:
+            return ""
+        text = f"the agent exited with code {code}"
+        tail = (self.process.stderr_tail() or b"").decode("utf-8", "replace").strip()
+        if tail:
+            lines = tail.splitlines()[-3:]
+            text += "; stderr: " + " | ".join(line.strip() for line in lines)[-300:]
+        return text
+
+    async def aclose(self) -> None:
+        """Close the connection and stop the agent; waits until it is done."""
+        self._close.set()
+        with trio.CancelScope(shield=True):
+            await self._closed.wait()
+
+
+async def _host(
+    index: int,
+    transcript: Transcript,
+    command: Sequence[str],
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    *,
+    task_status: trio.TaskStatus[AgentSession],
+) -> None:
+    session: AgentSession | None = None
+    try:
+        async with open_agent_process(
+            command,
+            cwd=cwd,
+            env=env,
+            stderr="capture",
+            shutdown_grace=1.0,
+            terminate_grace=1.0,
+        ) as process:
+            session = AgentSession(index, transcript, process)
+            config = ConnectionConfig(
+                trace=session.trace, exit_details=process.exit_details, close_timeout=1.0
+            )
+            async with open_connection(session.framed, session.client, config=config) as conn:
+                session.conn = conn
+                task_status.started(session)
+                await session._close.wait()
+    finally:
+        if session is not None:
+            session._closed.set()
+
+
+async def start_session(
+    nursery: trio.Nursery,
+    index: int,
+    transcript: Transcript,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+) -> AgentSession:
+    """Spawn the agent and connect to it, in a task of ``nursery``. Raises
+    ``OSError`` if it cannot be started. Close it with
+    :meth:`AgentSession.aclose`."""
+    session: AgentSession = await nursery.start(_host, index, transcript, command, cwd, env)
+    return session

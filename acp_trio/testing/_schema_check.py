@@ -1,0 +1,161 @@
+"""Validating what an agent sends against the ACP v1 JSON Schema.
+
+``jsonschema`` is a test dependency, not a runtime one: it is imported only
+here, only when a validation is asked for. The schema's root is loose (its
+extension branches accept any object), so each message is also checked
+against the definition of its own method: the params of a request or
+notification, the result of a response (found from the request it
+answers), the error object of an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from acp_trio._jsonrpc import ErrorResponse, Notification, Request, Response, classify
+from acp_trio.schema import METHODS
+
+__all__ = ["DEFAULT_SCHEMA", "MessageValidator", "find_schema"]
+
+#: Where the schema is looked for, relative to the cwd and to the repository.
+DEFAULT_SCHEMA: Final = os.path.join("..", "shared", "acp-schema", "v1", "schema.json")
+
+# Methods an agent may send (requests and notifications it makes).
+_AGENT_SENDS: Final = frozenset(
+    name for name, info in METHODS.items() if info.handled_by in ("client", "protocol", "both")
+)
+
+
+def find_schema(path: str | os.PathLike[str] | None = None) -> tuple[Path | None, list[Path]]:
+    """The schema file to use, and every place looked at.
+
+    An explicit ``path`` is taken as is; otherwise :data:`DEFAULT_SCHEMA`
+    relative to the current directory, then to the source checkout this
+    package lives in.
+    """
+    if path is not None:
+        candidates = [Path(path)]
+    else:
+        repo = Path(__file__).resolve().parent.parent.parent
+        candidates = [Path.cwd() / DEFAULT_SCHEMA, repo / DEFAULT_SCHEMA]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve(), candidates
+    return None, candidates
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _telling(error: Any) -> Any:
+    """For a union, the error of the branch the instance meant: branches
+    whose tag (``const``/``enum``) did not match are set aside, then the
+    deepest error wins."""
+    while error.context:
+        branches: dict[Any, list[Any]] = {}
+        for sub in error.context:
+            key = sub.relative_schema_path[0] if sub.relative_schema_path else None
+            branches.setdefault(key, []).append(sub)
+        meant = [
+            sub
+            for subs in branches.values()
+            if not any(e.validator in ("const", "enum") for e in subs)
+            for sub in subs
+        ]
+        error = max(meant or error.context, key=lambda e: len(e.absolute_path))
+    return error
+
+
+class MessageValidator:
+    """Checks agent→client messages against one schema file.
+
+    Build it with :meth:`load`, which returns a reason string instead when
+    validation cannot run (``jsonschema`` missing, schema unreadable).
+    """
+
+    def __init__(self, root: dict[str, Any], validator_class: Any, path: Path) -> None:
+        self.path = path
+        self._root = root
+        self._class = validator_class
+        self._defs: dict[str, Any] = root.get("$defs", {})
+        self._cache: dict[str, Any] = {}
+        self._root_validator = validator_class(root)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> MessageValidator | str:
+        try:
+            validators = importlib.import_module("jsonschema.validators")
+        except ImportError:
+            return "jsonschema is not installed (pip install jsonschema)"
+        found, tried = find_schema(path)
+        if found is None:
+            return "schema not found (looked at " + ", ".join(str(p) for p in tried) + ")"
+        try:
+            root = json.loads(found.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"cannot read the schema {found}: {exc}"
+        if not isinstance(root, dict) or not isinstance(root.get("$defs"), dict):
+            return f"{found} does not look like the ACP JSON Schema"
+        return cls(root, validators.validator_for(root), found)
+
+    def _validator(self, name: str) -> Any:
+        validator = self._cache.get(name)
+        if validator is None:
+            schema = {"$defs": self._defs, "$ref": f"#/$defs/{name}"}
+            if "$schema" in self._root:
+                schema["$schema"] = self._root["$schema"]
+            validator = self._cache[name] = self._class(schema)
+        return validator
+
+    def _problem(self, validator: Any, instance: Any, where: str) -> str | None:
+        best_match = importlib.import_module("jsonschema.exceptions").best_match
+        error = best_match(validator.iter_errors(instance))
+        if error is None:
+            return None
+        error = _telling(error)
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        return f"{where}{path}: {_short(error.message)}"
+
+    def check_definition(self, name: str, instance: Any, where: str) -> str | None:
+        if name not in self._defs:
+            return None
+        return self._problem(self._validator(name), instance, where)
+
+    def check(self, message: Any, answered_method: str | None = None) -> str | None:
+        """The first problem of one message from the agent, or ``None``.
+
+        ``answered_method`` is the method of the request a response answers
+        (``None`` when unknown, e.g. a reply to malformed input).
+        """
+        problem = self._problem(self._root_validator, message, "message")
+        if problem is not None:
+            return problem
+        parsed = classify(message)
+        if isinstance(parsed, Request | Notification):
+            method = parsed.method
+            if method.startswith("_"):
+                return None  # extension: any JSON
+            info = METHODS.get(method)
+            kind = "request" if isinstance(parsed, Request) else "notification"
+            if info is None or method not in _AGENT_SENDS or info.kind != kind:
+                return f"{method}: not a {kind} an agent sends in ACP v1"
+            if parsed.params is None and "params" not in message:
+                return self.check_definition(info.params_name, {}, f"{method} params")
+            return self.check_definition(info.params_name, parsed.params, f"{method} params")
+        if isinstance(parsed, ErrorResponse):
+            return self.check_definition("Error", message["error"], "error")
+        if isinstance(parsed, Response):
+            if answered_method is None or answered_method.startswith("_"):
+                return None
+            info = METHODS.get(answered_method)
+            if info is None or info.result_name is None:
+                return None
+            where = f"result of {answered_method}"
+            return self.check_definition(info.result_name, parsed.result, where)
+        return f"not a JSON-RPC message: {parsed.error.data}"

@@ -1,0 +1,172 @@
+"""A small scenario agent on the raw JSON-level ``acp_trio.Connection``,
+with one planted fault chosen by name.
+
+It speaks just enough of the scenario vocabulary for ``check-agent``:
+``echo``, ``wait_for_cancel``, ``nested``, ``deadline``, ``sleep``. It is an
+implementation independent of the typed ``ScenarioAgent``: without a fault
+it passes every check. The faults:
+
+- ``ignore-cancel-request``: ``$/cancel_request`` of a prompt does nothing.
+- ``end-turn-after-cancel``: a turn ended by ``session/cancel`` answers
+  ``end_turn``.
+- ``answer-notifications``: unknown notifications get an error reply.
+- ``no-nested-cancel``: nested requests are never cancelled on the wire.
+- ``die-on-batch``: a batch array kills the process.
+- ``print-stdout``: a line of text goes to stdout, inside the protocol.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+from typing import Any
+
+import trio
+
+import acp_trio
+from acp_trio import Connection, FramedStream, Handler, RequestContext, RequestError
+
+FAULTS = {
+    "",
+    "ignore-cancel-request",
+    "end-turn-after-cancel",
+    "answer-notifications",
+    "no-nested-cancel",
+    "die-on-batch",
+    "print-stdout",
+}
+KNOWN_NOTIFICATIONS = {"session/cancel", "$/cancel_request"}
+
+
+class FaultyStream(FramedStream):
+    """The protocol stream, with a way to write bytes between frames."""
+
+    def __init__(self, stream: Any, fault: str) -> None:
+        super().__init__(stream, stream)
+        self.fault = fault
+        self.lock = trio.StrictFIFOLock()
+
+    async def receive_frame(self) -> Any:
+        frame = await super().receive_frame()
+        if self.fault == "die-on-batch" and isinstance(frame, bytes) and frame.startswith(b"["):
+            os.write(2, b"mini agent: cannot handle a list, giving up\n")
+            os._exit(1)
+        return frame
+
+    async def send_frames(self, data: bytes) -> None:
+        async with self.lock:
+            await super().send_frames(data)
+
+
+class MiniAgent(Handler):
+    def __init__(self, conn: Connection, stream: FaultyStream) -> None:
+        self.conn = conn
+        self.stream = stream
+        self.fault = stream.fault
+        self.ids = itertools.count(1)
+        self.turns: dict[str, trio.CancelScope] = {}
+        self.capabilities: dict[str, Any] = {}
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "initialize":
+            self.capabilities = params.get("clientCapabilities") or {}
+            if self.fault == "print-stdout":
+                await self.stream.send_frames(b"mini agent: initialized\n")
+            return {
+                "protocolVersion": 1,
+                "agentCapabilities": {},
+                "agentInfo": {"name": "mini-agent", "version": self.fault or "clean"},
+            }
+        if method == "session/new":
+            if not isinstance(params, dict) or not isinstance(params.get("cwd"), str):
+                raise RequestError.invalid_params({"cwd": "must be a string"})
+            if not isinstance(params.get("mcpServers"), list):
+                raise RequestError.invalid_params({"mcpServers": "must be an array"})
+            return {"sessionId": f"mini-{next(self.ids)}"}
+        if method == "session/prompt":
+            return await self.prompt(ctx, params)
+        raise RequestError.method_not_found(method)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        if method == "session/cancel" and isinstance(params, dict):
+            turn = self.turns.get(params.get("sessionId", ""))
+            if turn is not None:
+                turn.cancel()
+        return False
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        if self.fault == "answer-notifications" and method not in KNOWN_NOTIFICATIONS:
+            reply = {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": method}}
+            await self.stream.send_frames(json.dumps(reply).encode() + b"\n")
+
+    async def prompt(self, ctx: RequestContext, params: dict[str, Any]) -> Any:
+        session_id = params["sessionId"]
+        text = params["prompt"][0]["text"].strip()
+        words = text.split()
+        if self.fault == "ignore-cancel-request":
+            ctx.cooperative = True  # and never look at ctx.cancel_requested
+        with trio.CancelScope() as turn:
+            self.turns[session_id] = turn
+            try:
+                await self.command(session_id, text, words)
+            finally:
+                del self.turns[session_id]
+        if turn.cancelled_caught:
+            stop = "end_turn" if self.fault == "end-turn-after-cancel" else "cancelled"
+            return {"stopReason": stop}
+        return {"stopReason": "end_turn"}
+
+    async def say(self, session_id: str, text: str) -> None:
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        await self.conn.notify("session/update", {"sessionId": session_id, "update": update})
+
+    async def call(self, method: str, params: Any) -> Any:
+        if self.fault != "no-nested-cancel":
+            return await self.conn.call(method, params)
+        async with self.conn.open_request(method, params) as pending:
+            pending.detach()  # never cancelled on the wire
+            return await pending.result()
+
+    async def command(self, session_id: str, text: str, words: list[str]) -> None:
+        command, args = (words[0], words[1:]) if words else ("", [])
+        if command == "echo":
+            await self.say(session_id, text[5:])
+        elif command == "wait_for_cancel":
+            await trio.sleep_forever()
+        elif command == "sleep":
+            await trio.sleep(int(args[0]) / 1000)
+        elif command == "nested":
+            hold = {"sessionId": session_id, "path": "/hold"}
+            permission = {
+                "sessionId": session_id,
+                "toolCall": {"toolCallId": "mini-call"},
+                "options": [
+                    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+                ],
+            }
+            terminal = {"sessionId": session_id, "command": "sleep", "args": ["3600"]}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.call, "fs/read_text_file", hold)
+                nursery.start_soon(self.call, "session/request_permission", permission)
+                nursery.start_soon(self.call, "terminal/create", terminal)
+        elif command == "deadline":
+            with trio.move_on_after(int(args[0]) / 1000):
+                await self.call("fs/read_text_file", {"sessionId": session_id, "path": "/hold"})
+                return
+            raise RequestError.request_cancelled()
+        else:
+            await self.say(session_id, "unknown command")
+
+
+async def serve(fault: str) -> None:
+    assert fault in FAULTS, fault
+    async with acp_trio.open_stdio_stream() as stdio:
+        stream = FaultyStream(stdio, fault)
+        await acp_trio.serve_connection(stream, lambda conn: MiniAgent(conn, stream))
+
+
+def main(fault: str = "") -> None:
+    trio.run(serve, fault if fault else (sys.argv[1] if len(sys.argv) > 1 else ""))

@@ -1,0 +1,5 @@
+"""A planted fault: an agent that never answers (and never reads)."""
+
+import time
+
+time.sleep(3600)

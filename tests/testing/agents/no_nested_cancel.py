@@ -1,0 +1,5 @@
+"""A planted fault for check-agent: an agent that never cancels its nested requests on the wire."""
+
+import _mini
+
+_mini.main("no-nested-cancel")
