@@ -469,3 +469,17 @@ async def test_ts_client_cancel_request_against_trio_agent() -> None:
     assert err["code"] == -32800, err
     assert log.step(1)["result"] == {"stopReason": "end_turn"}
     check_nested_cancelled(log, 0, "request")
+
+
+async def test_check_agent_judges_the_ts_scenario_agent() -> None:
+    from acp_trio.testing import Verdict, check_agent
+
+    with trio.fail_after(60):
+        report = await check_agent([NODE or "node", str(TS_AGENT)])
+    verdicts = {result.name: result.verdict for result in report.results}
+    assert report.ok, report.format_table()
+    # The TS agent speaks the scenario vocabulary, so the cancellation checks
+    # ran (and passed) rather than being skipped.
+    for name in ("cancel-request-prompt", "nested-session-cancel", "nested-cancel-request"):
+        assert verdicts[name] is Verdict.PASS, report.format_table()
+    assert Verdict.SKIP not in verdicts.values(), report.format_table()
