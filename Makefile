@@ -15,7 +15,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo bench bench-framing bench-connection bench-schema regen clean
+.PHONY: test lint typecheck pytest demo bench bench-framing bench-connection bench-schema bench-sdks regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,7 +53,7 @@ $(BENCH_STAMP): pyproject.toml
 	$(BENCH_VENV)/bin/python -m pip install --quiet -e . agent-client-protocol
 	touch $(BENCH_STAMP)
 
-bench: bench-framing bench-connection bench-schema
+bench: bench-framing bench-connection bench-schema bench-sdks
 
 bench-framing: $(STAMP)
 	$(BIN)/python benchmarks/bench_framing.py
@@ -63,6 +63,11 @@ bench-connection: $(STAMP)
 
 bench-schema: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_schema.py
+
+# acp_trio, the official Python SDK, the TypeScript SDK and a standard-library
+# floor, client x agent over OS pipes (stream, read, cancel latency).
+bench-sdks: $(BENCH_STAMP) $(INTEROP_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/bench_sdks.py
 
 # Regenerate acp_trio/schema/_generated_*.py from ../shared/acp-schema.
 regen: $(STAMP)

@@ -138,10 +138,21 @@ class ClientProxy(Peer):
             raise TypeError("session_update(session_id, update) needs an update")
         else:
             params = SessionNotification(session_id=session_id, update=update)
-        await self._notify("session/update", params)
+        await self.connection.notify("session/update", self.converter.unstructure(params))
 
     async def send_text(self, session_id: str, text: str) -> None:
         """Stream a piece of the agent's reply (an ``agent_message_chunk``)."""
+        if self.converter is converter and type(session_id) is str and type(text) is str:
+            # The hot path of streaming: the exact JSON the default converter
+            # makes of SessionNotification(session_id, AgentMessageChunk(
+            # TextContent(text))), without building and unstructuring the
+            # three objects: about half of the agent's cost per chunk.
+            content = {"type": "text", "text": text}
+            update = {"sessionUpdate": "agent_message_chunk", "content": content}
+            await self.connection.notify(
+                "session/update", {"sessionId": session_id, "update": update}
+            )
+            return
         chunk = AgentMessageChunk(content=TextContent(text=text))
         await self._notify(
             "session/update", SessionNotification(session_id=session_id, update=chunk)

@@ -25,3 +25,22 @@ async def test_calls_after_a_version_mismatch_raise_connection_closed() -> None:
             assert (info.value.version, info.value.supported) == (2, 1)
             with pytest.raises(ConnectionClosed):
                 await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+
+
+@pytest.mark.parametrize("text", ["", "hello", "naïve ✓ \n \u2028", "x" * 10_000])
+async def test_send_text_fast_path_writes_what_the_converter_would(text: str) -> None:
+    sent: list[tuple[str, object]] = []
+
+    class Recorder:
+        async def notify(self, method: str, params: object) -> None:
+            sent.append((method, params))
+
+    proxy = acp_trio.ClientProxy(Recorder(), schema.converter)  # type: ignore[arg-type]
+    await proxy.send_text("s-1", text)
+    expected = schema.converter.unstructure(
+        schema.SessionNotification(
+            session_id="s-1",
+            update=schema.AgentMessageChunk(content=schema.TextContent(text=text)),
+        )
+    )
+    assert sent == [("session/update", expected)]

@@ -1,0 +1,486 @@
+"""ACP SDKs compared end to end: client x agent pairs over OS pipes.
+
+Each pair is one benchmark client (``benchmarks/peers/``) that spawns one
+agent and talks to it over the agent's stdio, as an editor does. The SDKs:
+
+- ``acp_trio``: the typed API (``peers/trio_client.py``; the reference
+  scenario agent, ``python -m acp_trio scenario-agent``);
+- ``official``: the official Python SDK ``agent-client-protocol`` (module
+  ``acp``, asyncio + pydantic; ``peers/official_client.py``,
+  ``peers/official_agent.py``);
+- ``ts``: the official TypeScript SDK (``@agentclientprotocol/sdk``, installed
+  by ``npm ci --prefix tests/interop``; ``peers/ts_client.mjs``,
+  ``tests/interop/ts_agent.mjs``);
+- ``floor``: the same lines with the standard library only (blocking reads
+  and writes, ``json``): what any Python implementation pays at least.
+
+Workloads (the shared scenario vocabulary):
+
+- ``stream``: ``stream 20000``, chunks per second agent → client, from
+  sending the prompt to its answer with every chunk seen by the client's
+  handler;
+- ``read``: ``read 5000``, ``fs/read_text_file`` round trips per second
+  agent → client (the client answers 64 ``x``);
+- ``cancel``: latency from the client's ``session/cancel`` to the prompt's
+  answer, on a ``nested`` prompt whose three nested requests (permission,
+  read of ``/hold``, ``terminal/create``) are held by the client;
+- ``connection``: re-runs ``bench_connection.py``'s cascade and memory
+  measurements (acp_trio, in process) so every target is in one table.
+
+Runs are interleaved (each repeat runs every pair once) and each run is a
+fresh pair of processes; the tables show medians with min-max and the ratio
+to the official Python SDK pair of the same run.
+
+Run: ``make bench-sdks``, or ``.venv-bench/bin/python benchmarks/bench_sdks.py``
+(``--quick`` for a smoke run, ``--only stream,acp_trio:official`` to pick
+workloads and pairs, ``--pairs all`` for every client x agent combination).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PEERS = HERE / "peers"
+ROOT = HERE.parent
+INTEROP = ROOT / "tests" / "interop"
+PY = sys.executable
+
+SDKS = ("acp_trio", "official", "ts", "floor")
+WORKLOADS = ("stream", "read", "cancel", "connection")
+FULL_N = {"stream": 20_000, "read": 5_000, "cancel": 50}
+QUICK_N = {"stream": 2_000, "read": 500, "cancel": 10}
+RUN_TIMEOUT = 300.0
+
+Pair = tuple[str, str]  # (client SDK, agent SDK)
+
+
+def _trio_agent() -> list[str]:
+    if importlib.util.find_spec("acp_trio.__main__") is not None:
+        return [PY, "-m", "acp_trio", "scenario-agent"]
+    code = "import trio; from acp_trio.testing import run_scenario_agent as r; trio.run(r)"
+    return [PY, "-c", code]
+
+
+def _commands() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    clients = {
+        "acp_trio": [PY, str(PEERS / "trio_client.py")],
+        "official": [PY, str(PEERS / "official_client.py")],
+        "ts": ["node", str(PEERS / "ts_client.mjs")],
+        "floor": [PY, str(PEERS / "floor_client.py")],
+    }
+    agents = {
+        "acp_trio": _trio_agent(),
+        "official": [PY, str(PEERS / "official_agent.py")],
+        "ts": ["node", str(INTEROP / "ts_agent.mjs")],
+        "floor": [PY, str(PEERS / "floor_agent.py")],
+    }
+    return clients, agents
+
+
+def _available() -> dict[str, str | None]:
+    """SDK -> None if usable, else why not."""
+    why: dict[str, str | None] = {sdk: None for sdk in SDKS}
+    if importlib.util.find_spec("acp") is None:
+        why["official"] = f"`import acp` fails in {PY} (run with .venv-bench)"
+    if importlib.util.find_spec("acp_trio") is None:
+        why["acp_trio"] = f"`import acp_trio` fails in {PY}"
+    if shutil.which("node") is None:
+        why["ts"] = "node not found"
+    elif not (INTEROP / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
+        why["ts"] = "TS SDK not installed (npm ci --prefix tests/interop)"
+    return why
+
+
+def _versions() -> str:
+    parts = [f"Python {platform.python_version()}"]
+    try:
+        import trio
+
+        import acp_trio
+
+        parts.append(f"acp_trio {acp_trio.__version__} (trio {trio.__version__})")
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        parts.append(f"agent-client-protocol {version('agent-client-protocol')}")
+    except Exception:
+        pass
+    pkg = INTEROP / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+    if pkg.is_file():
+        parts.append(f"@agentclientprotocol/sdk {json.loads(pkg.read_text())['version']}")
+    if shutil.which("node"):
+        node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+        parts.append(f"node {node.stdout.strip()}")
+    return ", ".join(parts)
+
+
+def _cores() -> str:
+    total = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else total
+    extra = f" ({usable} usable by this process)" if usable != total else ""
+    return f"{total} cores{extra}"
+
+
+# ----------------------------------------------------------------------
+# Running pairs
+
+
+def run_pair(
+    clients: dict[str, list[str]],
+    agents: dict[str, list[str]],
+    pair: Pair,
+    workload: str,
+    n: int,
+) -> dict[str, Any]:
+    """One run: the client spawns the agent; returns the client's JSON line,
+    or ``{"error": ...}``."""
+    client, agent = pair
+    command = [*clients[client], "--workload", workload, "--n", str(n), "--", *agents[agent]]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            cwd=ROOT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {RUN_TIMEOUT:.0f} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {done.returncode}: " + " | ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def _skip_reason(pair: Pair, workload: str, why: dict[str, str | None]) -> str | None:
+    client, agent = pair
+    for sdk in pair:
+        if why[sdk]:
+            return why[sdk]
+    if workload == "cancel" and client == "official" and agent == "ts":
+        # The TS agent lets cancelled nested requests settle (<= 2 s) before
+        # it answers; the official client can never answer them.
+        return "TS agent waits 2 s for answers the official client cannot give"
+    return None
+
+
+# ----------------------------------------------------------------------
+# Formatting
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _name(pair: Pair) -> str:
+    return f"{pair[0]} x {pair[1]}"
+
+
+CANCEL_NOTES = {
+    "official_agent": "nested abandoned, not cancelled on the wire (SDK has no $/cancel_request)",
+    "official_client": "client cannot answer $/cancel_request: held requests stay open",
+}
+
+
+def _cancel_note(pair: Pair) -> str:
+    notes = []
+    if pair[1] == "official":
+        notes.append(CANCEL_NOTES["official_agent"])
+    if pair[0] == "official" and pair[1] != "official":
+        notes.append(CANCEL_NOTES["official_client"])
+    return "; ".join(notes)
+
+
+def print_rate_table(
+    workload: str, n: int, pairs: list[Pair], results: dict[Pair, list[dict[str, Any]]]
+) -> dict[Pair, float]:
+    unit = "chunks/s" if workload == "stream" else "round trips/s"
+    title = {
+        "stream": f"stream {n:,}: session/update text chunks per second, agent → client",
+        "read": f"read {n:,}: fs/read_text_file round trips per second, agent → client",
+    }[workload]
+    print(title)
+    base = _median_rate(results.get(("official", "official"), []))
+    header = f"  {'client x agent':<22} {'median ' + unit:>22} {'min-max':>21} {'vs official':>12}"
+    print(header)
+    medians: dict[Pair, float] = {}
+    for pair in pairs:
+        runs = results.get(pair, [])
+        rates = [r["per_second"] for r in runs if "per_second" in r]
+        errors = [r["error"] for r in runs if "error" in r]
+        if not rates:
+            reason = errors[0] if errors else "not run"
+            print(f"  {_name(pair):<22} {'—':>22}   {reason}")
+            continue
+        median = statistics.median(rates)
+        medians[pair] = median
+        span = f"{min(rates):,.0f}-{max(rates):,.0f}"
+        ratio = f"{median / base:.2f}x" if base else "—"
+        failed = f"  ({len(errors)} failed: {errors[0]})" if errors else ""
+        print(f"  {_name(pair):<22} {median:>22,.0f} {span:>21} {ratio:>12}{failed}")
+    print()
+    return medians
+
+
+def _median_rate(runs: list[dict[str, Any]]) -> float | None:
+    rates = [r["per_second"] for r in runs if "per_second" in r]
+    return statistics.median(rates) if rates else None
+
+
+def print_cancel_table(
+    n: int, pairs: list[Pair], results: dict[Pair, list[dict[str, Any]]]
+) -> dict[Pair, tuple[float, float]]:
+    print(
+        f"cancel latency: client's session/cancel → prompt answer, `nested` prompt with 3 held "
+        f"nested requests, {n} cycles per run"
+    )
+    base_runs = results.get(("official", "official"), [])
+    base_all = [x for r in base_runs for x in r.get("latencies_ms", [])]
+    base = statistics.median(base_all) if base_all else None
+    print(
+        f"  {'client x agent':<22} {'p50 ms':>8} {'p90 ms':>8} {'run p50 min-max':>17} "
+        f"{'vs official':>12}  notes"
+    )
+    out: dict[Pair, tuple[float, float]] = {}
+    for pair in pairs:
+        runs = results.get(pair, [])
+        latencies = [x for r in runs for x in r.get("latencies_ms", [])]
+        errors = [r["error"] for r in runs if "error" in r]
+        if not latencies:
+            reason = errors[0] if errors else "not run"
+            print(f"  {_name(pair):<22} {'—':>8}   {reason}")
+            continue
+        p50, p90 = _pct(latencies, 0.5), _pct(latencies, 0.9)
+        out[pair] = (p50, p90)
+        run_p50 = [statistics.median(r["latencies_ms"]) for r in runs if "latencies_ms" in r]
+        span = f"{min(run_p50):.3f}-{max(run_p50):.3f}"
+        ratio = f"{base / p50:.2f}x" if base else "—"
+        note = _cancel_note(pair)
+        if errors:
+            note = f"{note}; {len(errors)} failed: {errors[0]}".lstrip("; ")
+        print(f"  {_name(pair):<22} {p50:>8.3f} {p90:>8.3f} {span:>17} {ratio:>12}  {note}")
+    print("  (vs official: the official pair's p50 / this pair's p50; higher is faster)")
+    print()
+    return out
+
+
+# ----------------------------------------------------------------------
+# bench_connection.py, re-run
+
+
+def run_connection(quick: bool) -> dict[str, Any]:
+    import trio
+
+    sys.path.insert(0, str(HERE))
+    import bench_connection as bc
+
+    repeats = 1 if quick else 3
+    out: dict[str, Any] = {}
+    for kind in ("fan", "chain"):
+        out[kind] = [trio.run(bc.cascade, kind, 1000) * 1000 for _ in range(repeats)]
+    n_mem = 2_000 if quick else 10_000
+    out["n_mem"] = n_mem
+    out["memory"] = trio.run(bc.memory_in_flight, n_mem)
+    out["n_churn"] = 10_000 if quick else 100_000
+    out["churn"] = trio.run(bc.churn, out["n_churn"])
+    return out
+
+
+def print_connection(conn: dict[str, Any]) -> None:
+    print("acp_trio connection (bench_connection.py, memory stream pair, in process)")
+    for kind, what in (("fan", "fan-out (one handler, 1,000 nested)"), ("chain", "chain")):
+        ms = conn[kind]
+        print(
+            f"  cancel a {what} tree of 1,000 in-flight requests: median "
+            f"{statistics.median(ms):.1f} ms (min {min(ms):.1f}, max {max(ms):.1f})"
+        )
+    serving, calling, both = conn["memory"]
+    print(
+        f"  memory per in-flight request ({conn['n_mem']:,} in flight): serving side "
+        f"{serving:,.0f} B, calling side {calling:,.0f} B; both sides with a caller task "
+        f"each {both:,.0f} B"
+    )
+    start, early, end = conn["churn"]
+    print(
+        f"  memory after {conn['n_churn']:,} requests with random cancellation: start "
+        f"{start:,} B, after 10% {early:,} B, after 100% {end:,} B "
+        f"(growth over the last 90%: {end - early:+,} B)"
+    )
+    print()
+
+
+# ----------------------------------------------------------------------
+# Targets
+
+
+def print_targets(
+    rates: dict[str, dict[Pair, float]],
+    cancel: dict[Pair, tuple[float, float]],
+    conn: dict[str, Any] | None,
+) -> None:
+    trio_pair, official = ("acp_trio", "acp_trio"), ("official", "official")
+    lines: list[tuple[str, str, bool | None]] = []
+
+    def ratio_target(workload: str, goal: float) -> None:
+        table = rates.get(workload, {})
+        what = f"{workload}: acp_trio pair ≥ {goal}x the official pair"
+        if trio_pair in table and official in table:
+            ratio = table[trio_pair] / table[official]
+            lines.append((what, f"{ratio:.2f}x ({ratio / goal - 1:+.0%} vs target)", ratio >= goal))
+        elif workload in rates:
+            lines.append((what, "not measured (needs both pairs)", None))
+
+    ratio_target("stream", 3.0)
+    ratio_target("read", 1.8)
+    if trio_pair in cancel:
+        p50 = cancel[trio_pair][0]
+        lines.append(("cancel latency p50 < 2 ms (acp_trio pair)", f"{p50:.3f} ms", p50 < 2.0))
+    if conn is not None:
+        worst = max(statistics.median(conn["fan"]), statistics.median(conn["chain"]))
+        lines.append(
+            ("cascade of 1,000 < 100 ms (slower of fan/chain)", f"{worst:.1f} ms", worst < 100)
+        )
+        serving, calling, _ = conn["memory"]
+        top = max(serving, calling)
+        lines.append(
+            ("< 3 KB (3,072 B) per in-flight request, each side", f"{top:,.0f} B", top < 3072)
+        )
+        _start, early, end = conn["churn"]
+        growth = end - early
+        # "Flat": less than 1 B per request over the last 90%, and at least
+        # 64 KiB of slack (a one-off warm-up of ~35 KB and run-to-run noise
+        # of about +-50 KB are not growth).
+        requests = conn["n_churn"] * 0.9
+        flat = growth < max(65_536, requests)
+        value = f"{growth:+,} B over the last 90% ({growth / requests:+.2f} B/request)"
+        lines.append(("no memory growth after churn (< 1 B/request)", value, flat))
+    if not lines:
+        return
+    print("targets")
+    for what, value, ok in lines:
+        verdict = {True: "MET", False: "MISSED", None: "—"}[ok]
+        print(f"  {what:<52} {value:<46} {verdict}")
+    print()
+
+
+# ----------------------------------------------------------------------
+# Main
+
+
+def _select(only: list[str], pairs_mode: str) -> tuple[list[str], list[Pair]]:
+    tokens = [t.strip() for value in only for t in value.split(",") if t.strip()]
+    workloads = [t for t in tokens if t in WORKLOADS] or list(WORKLOADS)
+    named = [t for t in tokens if t not in WORKLOADS]
+    if pairs_mode == "all":
+        pairs = [(c, a) for c in SDKS for a in SDKS]
+    else:
+        pairs = [(sdk, sdk) for sdk in SDKS]
+        if pairs_mode == "default":
+            pairs += [("acp_trio", a) for a in SDKS if a != "acp_trio"]
+            pairs += [(c, "acp_trio") for c in SDKS if c != "acp_trio"]
+    if named:
+        chosen: list[Pair] = []
+        for token in named:
+            if ":" in token:
+                client, _, agent = token.partition(":")
+                if client not in SDKS or agent not in SDKS:
+                    sys.exit(f"unknown pair {token!r}; SDKs: {', '.join(SDKS)}")
+                chosen.append((client, agent))
+            elif token in SDKS:
+                chosen.append((token, token))
+            else:
+                sys.exit(f"unknown --only item {token!r}: workloads {WORKLOADS}, SDKs {SDKS}")
+        pairs = list(dict.fromkeys(chosen))
+
+    return workloads, pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run per pair")
+    parser.add_argument("--repeat", type=int, help="runs per pair (default 5; --quick: 1)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ITEMS",
+        help="comma-separated workloads (stream, read, cancel, connection) and/or pairs "
+        "(CLIENT:AGENT, or an SDK name for its own pair); SDKs: " + ", ".join(SDKS),
+    )
+    parser.add_argument(
+        "--pairs",
+        choices=("own", "default", "all"),
+        default="default",
+        help="own: each SDK with itself; default: own + every pair with one acp_trio side; "
+        "all: every client x agent",
+    )
+    args = parser.parse_args()
+    repeats = args.repeat or (1 if args.quick else 5)
+    sizes = QUICK_N if args.quick else FULL_N
+    workloads, pairs = _select(args.only, args.pairs)
+    why = _available()
+    clients, agents = _commands()
+
+    print("ACP SDK benchmarks: client x agent pairs over OS pipes (each client spawns its agent)")
+    print(f"machine: {_cores()}, {platform.system()} {platform.machine()}")
+    print(f"versions: {_versions()}")
+    for sdk, reason in why.items():
+        if reason:
+            print(f"skipped SDK {sdk}: {reason}")
+    print(
+        f"{repeats} run(s) per pair, interleaved; each run is a fresh client and agent process, "
+        "after a warm-up prompt in the same session"
+    )
+    print()
+
+    rates: dict[str, dict[Pair, float]] = {}
+    cancel: dict[Pair, tuple[float, float]] = {}
+    for workload in ("stream", "read", "cancel"):
+        if workload not in workloads:
+            continue
+        n = sizes[workload]
+        chosen = pairs
+        results: dict[Pair, list[dict[str, Any]]] = {p: [] for p in chosen}
+        started = time.perf_counter()
+        for _ in range(repeats):
+            for pair in chosen:
+                reason = _skip_reason(pair, workload, why)
+                if reason:
+                    results[pair] = [{"error": f"skipped: {reason}"}]
+                    continue
+                results[pair].append(run_pair(clients, agents, pair, workload, n))
+        if workload == "cancel":
+            cancel = print_cancel_table(n, chosen, results)
+        else:
+            rates[workload] = print_rate_table(workload, n, chosen, results)
+        print(f"  ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    conn = None
+    if "connection" in workloads and not why["acp_trio"]:
+        conn = run_connection(args.quick)
+        print_connection(conn)
+
+    print_targets(rates, cancel, conn)
+
+
+if __name__ == "__main__":
+    main()
