@@ -28,7 +28,7 @@ from typing import Any, Final
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler, implemented
 from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._requests import RequestContext, current_request
@@ -320,13 +320,16 @@ class _AgentHandler(TypedHandler):
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in AGENT_METHODS.items():
+            if attr not in ("initialize", "cancel") and not implemented(agent, Agent, attr):
+                continue  # -32601, whatever the params
             info = METHODS[wire]
-            func = getattr(agent, attr)
             table = requests if info.kind == "request" else notifications
-            table[wire] = Route(info.params, func)
+            table[wire] = Route(info.params, getattr(agent, attr))
         requests["initialize"] = Route(InitializeRequest, self._initialize)
-        requests["session/prompt"] = Route(PromptRequest, self._prompt)
-        requests["session/close"] = Route(CloseSessionRequest, self._close)
+        if "session/prompt" in requests:
+            requests["session/prompt"] = Route(PromptRequest, self._prompt)
+        if "session/close" in requests:
+            requests["session/close"] = Route(CloseSessionRequest, self._close)
         super().__init__(
             requests,
             notifications,

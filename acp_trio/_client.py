@@ -31,7 +31,7 @@ import attrs
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler
+from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler, implemented
 from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
@@ -193,11 +193,14 @@ class _ClientHandler(TypedHandler):
         notifications: dict[str, Route] = {}
         for wire, attr in CLIENT_METHODS.items():
             info = METHODS[wire]
+            if info.kind == "request" and not implemented(client, Client, attr):
+                continue  # -32601, whatever the params
             table = requests if info.kind == "request" else notifications
             table[wire] = Route(info.params, getattr(client, attr))
-        requests["session/request_permission"] = Route(
-            RequestPermissionRequest, self._request_permission
-        )
+        if "session/request_permission" in requests:
+            requests["session/request_permission"] = Route(
+                RequestPermissionRequest, self._request_permission
+            )
         super().__init__(
             requests,
             notifications,

@@ -38,6 +38,7 @@ from acp_trio.schema import SchemaConverter, SchemaValidationError, converter
 
 __all__ = [
     "Extensible",
+    "implemented",
     "ExtensionHandlers",
     "Peer",
     "Route",
@@ -108,6 +109,13 @@ class Extensible:
 def _check_extension_name(method: str) -> None:
     if not method.startswith("_"):
         raise ValueError(f"extension method names start with '_': {method!r}")
+
+
+def implemented(obj: object, base: type, attr: str) -> bool:
+    """Whether ``obj``'s class overrides ``base.attr`` (a method whose default
+    only answers "method not found": then the method is simply not routed,
+    and its params are not checked first)."""
+    return getattr(type(obj), attr, None) is not getattr(base, attr)
 
 
 class SessionScopes:

@@ -44,3 +44,19 @@ async def test_send_text_fast_path_writes_what_the_converter_would(text: str) ->
         )
     )
     assert sent == [("session/update", expected)]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("session/load", {}), ("session/list", {"cursor": 5}), ("authenticate", None)],
+)
+async def test_methods_an_agent_does_not_implement_are_not_found_whatever_the_params(
+    method: str, params: object
+) -> None:
+    from acp_trio.testing import open_scripted_client
+
+    with trio.fail_after(10):
+        async with open_scripted_client(acp_trio.Agent()) as peer:
+            request_id = await peer.request(method, params)
+            reply = await peer.receive_response(request_id)
+    assert reply["error"]["code"] == -32601
