@@ -21,6 +21,8 @@ sent) the fs, terminal and elicitation calls the client did not advertise.
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -31,6 +33,7 @@ from acp_trio._connection import Connection, ConnectionConfig, open_connection, 
 from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler, implemented
 from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
+from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import (
@@ -446,8 +449,38 @@ async def run_agent(
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
+    handle_signals: bool = True,
 ) -> None:
     """Serve ``agent`` on this process's stdin and stdout until the client
-    closes them. While it runs, ``print()`` goes to stderr."""
+    closes them. While it runs, ``print()`` goes to stderr.
+
+    With ``handle_signals`` (and called from the main thread), SIGTERM and
+    SIGINT shut the agent down in order instead of interrupting it wherever
+    it is: running requests are cancelled and answered ``-32800``, queued
+    output is flushed, then this returns; after SIGINT it then raises
+    ``KeyboardInterrupt``.
+    """
+    received: list[int] = []
     async with open_stdio_stream() as stream:
-        await serve_agent(agent, stream, config=config, schema_converter=schema_converter)
+        connection = Connection(stream, _agent_handler(agent, schema_converter), config)
+        with plain_exceptions():
+            async with trio.open_nursery() as nursery:
+                if handle_signals and threading.current_thread() is threading.main_thread():
+                    await nursery.start(_close_on_signal, connection, received)
+                await connection._run()
+                nursery.cancel_scope.cancel()
+    if signal.SIGINT in received:
+        raise KeyboardInterrupt
+
+
+async def _close_on_signal(
+    connection: Connection,
+    received: list[int],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signum)
+            connection.close_soon()
