@@ -44,6 +44,7 @@ import trio
 
 from acp_trio._exceptions import (
     ConnectionClosed,
+    ErrorCode,
     LocalProtocolError,
     MessageTooLarge,
     RemoteProtocolError,
@@ -98,6 +99,9 @@ CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 _in_notification_handler: Final[ContextVar[bool]] = ContextVar(
     "acp_trio_in_notification_handler", default=False
 )
+
+# How much of an unparsable frame is searched for the id of a reply.
+_PEEK_SIZE: Final = 64 * 1024
 
 TraceHook = Callable[[Literal["send", "recv"], bytes], None]
 
@@ -240,6 +244,7 @@ class Connection:
         self._finished = trio.Event()
         self._started = False
         self._closed = False
+        self._local_close = False
         self._close_reason = "connection closed"
         self._close_cause: BaseException | None = None
 
@@ -307,6 +312,7 @@ class Connection:
 
     def close_soon(self) -> None:
         """Start closing without waiting (safe from sync code)."""
+        self._local_close = True
         self._request_shutdown("connection closed locally", None)
 
     async def wait_closed(self) -> None:
@@ -434,7 +440,14 @@ class Connection:
             if out.handle is not None:
                 out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
-        # The consumer handles what was already queued, then stops.
+        if self._local_close or not self._shutdown.is_set():
+            # We are leaving (aclose, or our nursery was cancelled): nobody
+            # wants the notifications still queued.
+            dropped = self._inbox.clear()
+            if dropped:
+                _log.debug("closing: %d queued notifications dropped", dropped)
+        # The consumer handles what is still queued (after the peer closed:
+        # nothing is lost), then stops.
         self._inbox.close()
         self._handler_slots.unpark_all()
 
@@ -490,7 +503,7 @@ class Connection:
                     elif isinstance(message, Response | ErrorResponse):
                         self._on_response(message)
                     else:
-                        self._on_invalid(message)
+                        self._on_invalid(message, frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 reason = f"connection lost while reading: {exc!r}"
                 cause = exc
@@ -587,12 +600,21 @@ class Connection:
         else:
             entry.handle._settle(None, message.error, self._notifications_received)
 
-    def _on_invalid(self, message: InvalidMessage) -> None:
+    def _on_invalid(self, message: InvalidMessage, frame: bytes) -> None:
         _log.warning("invalid message from peer: %s", message.error)
         if message.response_id is None:
             # A malformed *response* is not answered (no reply to a reply):
             # failing its pending call below is the whole remedy.
             self._reply(message.reply_id, error_response(message.reply_id, message.error))
+            if message.error.code == ErrorCode.PARSE_ERROR:
+                # Unparsable (bad UTF-8, NaN, cut short), but its first bytes
+                # may still show it is the reply to one of our calls: fail
+                # that call rather than leave it waiting forever.
+                found = peek_id(frame[:_PEEK_SIZE])
+                if found is not None and found[0] == "response" and found[1] is not None:
+                    self._fail_pending(
+                        found[1], RemoteProtocolError(f"unparsable reply: {message.error.data}")
+                    )
         else:
             self._fail_pending(
                 message.response_id,

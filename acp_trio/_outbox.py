@@ -160,6 +160,13 @@ class Inbox(Generic[T]):
             self._producer.unpark()
         return item
 
+    def clear(self) -> int:
+        """Drop everything queued; return how many."""
+        dropped = len(self._items)
+        self._items.clear()
+        self._producer.unpark_all()
+        return dropped
+
     def close(self) -> None:
         """No more items; the consumer drains what is queued."""
         self._closed = True

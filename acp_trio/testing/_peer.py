@@ -68,7 +68,7 @@ def encode_line(message: Any) -> bytes:
 def _decode(line: bytes) -> Any:
     try:
         return json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return NOT_JSON
 
 
