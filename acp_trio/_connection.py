@@ -228,7 +228,12 @@ class Connection:
         self._handler: Handler = handler
         self._trace = config.trace
         self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
-        self._outbox = Outbox(config.outbox_limit)
+        trace = config.trace
+        self._outbox = Outbox(
+            config.outbox_limit,
+            direct_write=self._stream.direct_writer(),
+            trace=None if trace is None else lambda frame: trace("send", frame[:-1]),
+        )
         self._inbox: Inbox[_Queued] = Inbox(config.max_queued_notifications)
         self._notifications_received = 0
         self._notifications_handled = 0
@@ -457,9 +462,6 @@ class Connection:
     async def _writer(self) -> None:
         with self._writer_scope:
             while (batch := await self._outbox.get_batch()) is not None:
-                if self._trace is not None:
-                    for frame in batch:
-                        self._trace("send", frame[:-1])
                 try:
                     await self._stream.send_frames(b"".join(batch))
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

@@ -8,7 +8,9 @@ The sans-IO :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.
 
 from __future__ import annotations
 
+import os
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 
 import trio
@@ -21,6 +23,16 @@ __all__ = ["RECEIVE_SIZE", "FramedStream"]
 RECEIVE_SIZE = 256 * 1024
 
 
+def _raw_fd(stream: trio.abc.SendStream) -> int | None:
+    """The file descriptor under a Trio pipe stream (FdStream puts it in
+    non-blocking mode), if there is one."""
+    if isinstance(stream, trio.StapledStream):
+        stream = stream.send_stream
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return stream.fileno()
+    return None
+
+
 class FramedStream:
     """Frames in and out of a receive stream and a send stream.
 
@@ -28,7 +40,7 @@ class FramedStream:
     stdin). :meth:`aclose` closes both, once.
     """
 
-    __slots__ = ("_decoder", "_eof", "_frames", "_receive", "_send")
+    __slots__ = ("_decoder", "_eof", "_frames", "_receive", "_send", "_send_fd")
 
     def __init__(
         self,
@@ -42,6 +54,7 @@ class FramedStream:
         self._decoder = LineDecoder(max_message_size)
         self._frames: deque[bytes | OversizedFrame] = deque()
         self._eof = False
+        self._send_fd = _raw_fd(send_stream)
 
     @property
     def max_message_size(self) -> int:
@@ -74,12 +87,31 @@ class FramedStream:
         """A frame already decoded, if any, without reading (``None`` if none)."""
         return self._frames.popleft() if self._frames else None
 
+    def direct_writer(self) -> Callable[[bytes], int] | None:
+        """A function writing without blocking (``os.write`` on the send
+        stream's non-blocking file descriptor), or ``None`` when the send
+        stream has no descriptor. Only to be called while no ``send_frames``
+        is in progress."""
+        if self._send_fd is None:
+            return None
+        return self._write_now
+
+    def _write_now(self, data: bytes) -> int:
+        fd = self._send_fd
+        if fd is None:
+            return 0
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+
     async def send_frames(self, data: bytes) -> None:
         """Write whole frames (already joined)."""
         await self._send.send_all(data)
 
     async def aclose(self) -> None:
         """Close both streams (the send side first: the peer then sees EOF)."""
+        self._send_fd = None
         try:
             await self._send.aclose()
         finally:
