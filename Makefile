@@ -34,7 +34,8 @@ typecheck: $(STAMP)
 
 $(INTEROP_STAMP): tests/interop/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix tests/interop --no-audit --no-fund --silent && touch $@; \
+		npm ci --prefix tests/interop --no-audit --no-fund --silent && touch $@ \
+		|| echo "npm ci failed: the TypeScript interop tests will be skipped"; \
 	else \
 		echo "npm not found: the TypeScript interop tests will be skipped"; \
 	fi
