@@ -215,9 +215,9 @@ class TypedHandler(Handler):
                 _log.debug("ignoring unknown notification %s", method)
             return
         try:
-            typed = self.structure_params(params, route.params)
-        except RequestError as exc:
-            _log.warning("ignoring malformed %s notification: %s", method, exc.data)
+            typed = self.converter.structure({} if params is None else params, route.params)
+        except SchemaValidationError as exc:
+            _log.warning("ignoring malformed %s notification: %s", method, {"errors": exc.errors})
             return
         await route.func(typed)
 

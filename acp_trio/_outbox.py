@@ -170,6 +170,30 @@ class Inbox(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    # The consumer parks only on an empty inbox and the producer only on a
+    # full one, so only the item that ends either state may have to wake it.
+
+    def put_nowait(self, item: T) -> bool:
+        """Queue ``item`` if there is room; ``False`` (nothing queued) when
+        the inbox is full or closed."""
+        items = self._items
+        if self._closed or len(items) >= self._limit:
+            return False
+        items.append(item)
+        if len(items) == 1 and self._consumer:
+            self._consumer.unpark()
+        return True
+
+    def get_nowait(self) -> T | None:
+        """The next item if one is queued, else ``None``."""
+        items = self._items
+        if not items:
+            return None
+        item = items.popleft()
+        if len(items) == self._limit - 1 and self._producer:
+            self._producer.unpark()
+        return item
+
     async def put(self, item: T) -> bool:
         """Queue ``item``, waiting while full; ``False`` once closed.
 
@@ -180,7 +204,7 @@ class Inbox(Generic[T]):
         if self._closed:
             return False
         self._items.append(item)
-        if self._consumer:
+        if len(self._items) == 1 and self._consumer:
             self._consumer.unpark()
         return True
 
@@ -192,7 +216,7 @@ class Inbox(Generic[T]):
                 return None
             await self._consumer.park()
         item = self._items.popleft()
-        if self._producer:
+        if len(self._items) == self._limit - 1 and self._producer:
             self._producer.unpark()
         return item
 

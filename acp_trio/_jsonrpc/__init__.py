@@ -16,6 +16,7 @@ from acp_trio._jsonrpc._messages import Request as Request
 from acp_trio._jsonrpc._messages import RequestId as RequestId
 from acp_trio._jsonrpc._messages import Response as Response
 from acp_trio._jsonrpc._messages import classify as classify
+from acp_trio._jsonrpc._messages import decode_frame as decode_frame
 from acp_trio._jsonrpc._messages import encode_frame as encode_frame
 from acp_trio._jsonrpc._messages import error_response as error_response
 from acp_trio._jsonrpc._messages import is_request_id as is_request_id

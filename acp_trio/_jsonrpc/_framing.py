@@ -94,6 +94,7 @@ class LineDecoder:
         limit = self.max_message_size
         start = 0
         n = len(data)
+        bulk = n <= limit
         while start < n:
             nl = data.find(b"\n", start)
             end = n if nl < 0 else nl
@@ -111,6 +112,21 @@ class LineDecoder:
                     self._begin_discard(self._buf)
                     self._buf.clear()
             elif nl >= 0:
+                if bulk:
+                    # Fastest path, tried once: the chunk has no b"\r" and
+                    # cannot hold a line over the limit, so split it at once
+                    # (and drop the first line if it was just finished).
+                    bulk = False
+                    skip = 1 if start else 0
+                    if (not skip or start == data.find(b"\n") + 1) and b"\r" not in data:
+                        lines = data.split(b"\n")
+                        tail = lines.pop()
+                        if skip:
+                            del lines[0]
+                        out.extend([line for line in lines if line and not line.isspace()])
+                        if tail:
+                            self._buf += tail
+                        return out
                 # Fast path: a whole line inside this chunk, nothing buffered.
                 line = data[start:end]
                 if line.endswith(b"\r"):

@@ -27,6 +27,7 @@ The rules (JSON-RPC 2.0, as ACP v1 uses it):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final, TypeAlias
 
 import attrs
@@ -41,6 +42,7 @@ __all__ = [
     "Request",
     "RequestId",
     "Response",
+    "decode_frame",
     "encode_frame",
     "error_response",
     "is_request_id",
@@ -107,6 +109,8 @@ def _reject_constant(name: str) -> Any:
 
 
 _decoder: Final = json.JSONDecoder(parse_constant=_reject_constant)
+# The decoder's own scanner (what ``raw_decode`` calls), for the fast path.
+_scan_once: Final[Callable[[str, int], tuple[Any, int]]] = _decoder.scan_once  # type: ignore[attr-defined]
 _encoder: Final = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
 )
@@ -132,10 +136,31 @@ def _invalid(reason: str, obj: dict[str, Any] | None = None) -> InvalidMessage:
 
 def parse_frame(frame: bytes) -> Message | InvalidMessage:
     """Decode and classify one frame (one line, without its line end)."""
+    value = decode_frame(frame)
+    if type(value) is InvalidMessage:
+        return value
+    return classify(value)
+
+
+def decode_frame(frame: bytes) -> Any:
+    """The JSON value of one frame, or the :class:`InvalidMessage` answering
+    bytes that are not UTF-8 JSON (a decoded value is never one)."""
     try:
         text = frame.decode("utf-8")
     except UnicodeDecodeError as exc:
         return InvalidMessage(RequestError.parse_error(f"invalid UTF-8: {exc.reason}"))
+    # Fast path: the scanner alone, for a frame that is exactly one value
+    # (the usual case). Anything else (a BOM, surrounding whitespace, bad
+    # JSON) is left to the full decoder below, which also words the error.
+    try:
+        value, end = _scan_once(text, 0)
+    except RecursionError:
+        return InvalidMessage(RequestError.parse_error("JSON nested too deeply"))
+    except Exception:  # StopIteration, JSONDecodeError: see below
+        pass
+    else:
+        if end == len(text):
+            return value
     if text.startswith(_BOM):
         text = text[1:]
     try:
@@ -144,7 +169,7 @@ def parse_frame(frame: bytes) -> Message | InvalidMessage:
         return InvalidMessage(RequestError.parse_error(f"invalid JSON: {exc}"))
     except RecursionError:
         return InvalidMessage(RequestError.parse_error("JSON nested too deeply"))
-    return classify(value)
+    return value
 
 
 def classify(value: Any) -> Message | InvalidMessage:

@@ -144,6 +144,21 @@ def _s_Content(d: Any, t: str | None = None) -> Content:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(Content)
+        _set_Content_content(o, v_content)
+        _set_Content_meta(o, None)
+        _set_Content_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -201,6 +216,20 @@ def _s_Diff(d: Any, t: str | None = None) -> Diff:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        v_new_text = d["newText"]
+        if type(v_new_text) is not str:
+            raise Invalid
+        o = _new(Diff)
+        _set_Diff_path(o, v_path)
+        _set_Diff_old_text(o, None)
+        _set_Diff_new_text(o, v_new_text)
+        _set_Diff_meta(o, None)
+        _set_Diff_extra(o, EMPTY)
+        return o
     v_path = d["path"]
     if type(v_path) is not str:
         raise Invalid
@@ -265,6 +294,15 @@ def _s_Terminal(d: Any, t: str | None = None) -> Terminal:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(Terminal)
+        _set_Terminal_terminal_id(o, v_terminal_id)
+        _set_Terminal_meta(o, None)
+        _set_Terminal_extra(o, EMPTY)
+        return o
     v_terminal_id = d["terminalId"]
     if type(v_terminal_id) is not str:
         raise Invalid
@@ -329,6 +367,16 @@ def _s_TextContent(d: Any, t: str | None = None) -> TextContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(TextContent)
+        _set_TextContent_annotations(o, None)
+        _set_TextContent_text(o, v_text)
+        _set_TextContent_meta(o, None)
+        _set_TextContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -396,6 +444,21 @@ def _s_ImageContent(d: Any, t: str | None = None) -> ImageContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_data = d["data"]
+        if type(v_data) is not str:
+            raise Invalid
+        v_mime_type = d["mimeType"]
+        if type(v_mime_type) is not str:
+            raise Invalid
+        o = _new(ImageContent)
+        _set_ImageContent_annotations(o, None)
+        _set_ImageContent_data(o, v_data)
+        _set_ImageContent_mime_type(o, v_mime_type)
+        _set_ImageContent_uri(o, None)
+        _set_ImageContent_meta(o, None)
+        _set_ImageContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -477,6 +540,20 @@ def _s_AudioContent(d: Any, t: str | None = None) -> AudioContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_data = d["data"]
+        if type(v_data) is not str:
+            raise Invalid
+        v_mime_type = d["mimeType"]
+        if type(v_mime_type) is not str:
+            raise Invalid
+        o = _new(AudioContent)
+        _set_AudioContent_annotations(o, None)
+        _set_AudioContent_data(o, v_data)
+        _set_AudioContent_mime_type(o, v_mime_type)
+        _set_AudioContent_meta(o, None)
+        _set_AudioContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -553,6 +630,24 @@ def _s_ResourceLink(d: Any, t: str | None = None) -> ResourceLink:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(ResourceLink)
+        _set_ResourceLink_annotations(o, None)
+        _set_ResourceLink_description(o, None)
+        _set_ResourceLink_mime_type(o, None)
+        _set_ResourceLink_name(o, v_name)
+        _set_ResourceLink_size(o, None)
+        _set_ResourceLink_title(o, None)
+        _set_ResourceLink_uri(o, v_uri)
+        _set_ResourceLink_meta(o, None)
+        _set_ResourceLink_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -660,6 +755,15 @@ def _s_EmbeddedResource(d: Any, t: str | None = None) -> EmbeddedResource:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_resource = d["resource"]
+        v_resource = _s_EmbeddedResourceResource(v_resource)
+        o = _new(EmbeddedResource)
+        _set_EmbeddedResource_annotations(o, None)
+        _set_EmbeddedResource_resource(o, v_resource)
+        _set_EmbeddedResource_meta(o, None)
+        _set_EmbeddedResource_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -943,6 +1047,20 @@ def _s_StringPropertySchema(d: Any, t: str | None = None) -> StringPropertySchem
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(StringPropertySchema)
+        _set_StringPropertySchema_title(o, None)
+        _set_StringPropertySchema_description(o, None)
+        _set_StringPropertySchema_min_length(o, None)
+        _set_StringPropertySchema_max_length(o, None)
+        _set_StringPropertySchema_pattern(o, None)
+        _set_StringPropertySchema_format(o, None)
+        _set_StringPropertySchema_default(o, None)
+        _set_StringPropertySchema_enum(o, None)
+        _set_StringPropertySchema_one_of(o, None)
+        _set_StringPropertySchema_meta(o, None)
+        _set_StringPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1081,6 +1199,16 @@ def _s_NumberPropertySchema(d: Any, t: str | None = None) -> NumberPropertySchem
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NumberPropertySchema)
+        _set_NumberPropertySchema_title(o, None)
+        _set_NumberPropertySchema_description(o, None)
+        _set_NumberPropertySchema_minimum(o, None)
+        _set_NumberPropertySchema_maximum(o, None)
+        _set_NumberPropertySchema_default(o, None)
+        _set_NumberPropertySchema_meta(o, None)
+        _set_NumberPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1179,6 +1307,16 @@ def _s_IntegerPropertySchema(d: Any, t: str | None = None) -> IntegerPropertySch
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(IntegerPropertySchema)
+        _set_IntegerPropertySchema_title(o, None)
+        _set_IntegerPropertySchema_description(o, None)
+        _set_IntegerPropertySchema_minimum(o, None)
+        _set_IntegerPropertySchema_maximum(o, None)
+        _set_IntegerPropertySchema_default(o, None)
+        _set_IntegerPropertySchema_meta(o, None)
+        _set_IntegerPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1275,6 +1413,14 @@ def _s_BooleanPropertySchema(d: Any, t: str | None = None) -> BooleanPropertySch
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(BooleanPropertySchema)
+        _set_BooleanPropertySchema_title(o, None)
+        _set_BooleanPropertySchema_description(o, None)
+        _set_BooleanPropertySchema_default(o, None)
+        _set_BooleanPropertySchema_meta(o, None)
+        _set_BooleanPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1356,6 +1502,19 @@ def _s_MultiSelectPropertySchema(d: Any, t: str | None = None) -> MultiSelectPro
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_items = d["items"]
+        v_items = _s_MultiSelectItems(v_items)
+        o = _new(MultiSelectPropertySchema)
+        _set_MultiSelectPropertySchema_title(o, None)
+        _set_MultiSelectPropertySchema_description(o, None)
+        _set_MultiSelectPropertySchema_min_items(o, None)
+        _set_MultiSelectPropertySchema_max_items(o, None)
+        _set_MultiSelectPropertySchema_items(o, v_items)
+        _set_MultiSelectPropertySchema_default(o, None)
+        _set_MultiSelectPropertySchema_meta(o, None)
+        _set_MultiSelectPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1470,6 +1629,18 @@ def _s_StringMultiSelectItems(d: Any, t: str | None = None) -> StringMultiSelect
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_enum = d["enum"]
+        if type(v_enum) is not list:
+            raise Invalid
+        for i in v_enum:
+            if type(i) is not str:
+                raise Invalid
+        o = _new(StringMultiSelectItems)
+        _set_StringMultiSelectItems_enum(o, v_enum)
+        _set_StringMultiSelectItems_meta(o, None)
+        _set_StringMultiSelectItems_extra(o, EMPTY)
+        return o
     v_enum = d["enum"]
     if type(v_enum) is not list:
         raise Invalid
@@ -1524,6 +1695,16 @@ def _s_TitledMultiSelectItems(d: Any, t: str | None = None) -> TitledMultiSelect
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_any_of = d["anyOf"]
+        if type(v_any_of) is not list:
+            raise Invalid
+        v_any_of = [_s_EnumOption(i) for i in v_any_of]
+        o = _new(TitledMultiSelectItems)
+        _set_TitledMultiSelectItems_any_of(o, v_any_of)
+        _set_TitledMultiSelectItems_meta(o, None)
+        _set_TitledMultiSelectItems_extra(o, EMPTY)
+        return o
     v_any_of = d["anyOf"]
     if type(v_any_of) is not list:
         raise Invalid
@@ -1586,6 +1767,22 @@ def _s_AuthMethodTerminal(d: Any, t: str | None = None) -> AuthMethodTerminal:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(AuthMethodTerminal)
+        _set_AuthMethodTerminal_id(o, v_id)
+        _set_AuthMethodTerminal_name(o, v_name)
+        _set_AuthMethodTerminal_description(o, None)
+        _set_AuthMethodTerminal_args(o, None)
+        _set_AuthMethodTerminal_env(o, None)
+        _set_AuthMethodTerminal_meta(o, None)
+        _set_AuthMethodTerminal_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1687,6 +1884,20 @@ def _s_AuthMethodAgent(d: Any, t: str | None = None) -> AuthMethodAgent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(AuthMethodAgent)
+        _set_AuthMethodAgent_id(o, v_id)
+        _set_AuthMethodAgent_name(o, v_name)
+        _set_AuthMethodAgent_description(o, None)
+        _set_AuthMethodAgent_meta(o, None)
+        _set_AuthMethodAgent_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1762,6 +1973,28 @@ def _s_SessionConfigSelect(d: Any, t: str | None = None) -> SessionConfigSelect:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_current_value = d["currentValue"]
+        if type(v_current_value) is not str:
+            raise Invalid
+        v_options = d["options"]
+        v_options = _s_SessionConfigSelectOptions(v_options)
+        o = _new(SessionConfigSelect)
+        _set_SessionConfigSelect_id(o, v_id)
+        _set_SessionConfigSelect_name(o, v_name)
+        _set_SessionConfigSelect_description(o, None)
+        _set_SessionConfigSelect_category(o, None)
+        _set_SessionConfigSelect_current_value(o, v_current_value)
+        _set_SessionConfigSelect_options(o, v_options)
+        _set_SessionConfigSelect_meta(o, None)
+        _set_SessionConfigSelect_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1856,6 +2089,25 @@ def _s_SessionConfigBoolean(d: Any, t: str | None = None) -> SessionConfigBoolea
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_current_value = d["currentValue"]
+        if v_current_value is not True and v_current_value is not False:
+            raise Invalid
+        o = _new(SessionConfigBoolean)
+        _set_SessionConfigBoolean_id(o, v_id)
+        _set_SessionConfigBoolean_name(o, v_name)
+        _set_SessionConfigBoolean_description(o, None)
+        _set_SessionConfigBoolean_category(o, None)
+        _set_SessionConfigBoolean_current_value(o, v_current_value)
+        _set_SessionConfigBoolean_meta(o, None)
+        _set_SessionConfigBoolean_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1952,6 +2204,22 @@ def _s_ContentChunk(d: Any, t: str | None = None) -> ContentChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(ContentChunk)
+        _set_ContentChunk_content(o, v_content)
+        _set_ContentChunk_message_id(o, None)
+        _set_ContentChunk_meta(o, None)
+        _set_ContentChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2009,6 +2277,22 @@ def _s_UserMessageChunk(d: Any, t: str | None = None) -> UserMessageChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(UserMessageChunk)
+        _set_UserMessageChunk_content(o, v_content)
+        _set_UserMessageChunk_message_id(o, None)
+        _set_UserMessageChunk_meta(o, None)
+        _set_UserMessageChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2074,6 +2358,22 @@ def _s_AgentMessageChunk(d: Any, t: str | None = None) -> AgentMessageChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(AgentMessageChunk)
+        _set_AgentMessageChunk_content(o, v_content)
+        _set_AgentMessageChunk_message_id(o, None)
+        _set_AgentMessageChunk_meta(o, None)
+        _set_AgentMessageChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2139,6 +2439,22 @@ def _s_AgentThoughtChunk(d: Any, t: str | None = None) -> AgentThoughtChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(AgentThoughtChunk)
+        _set_AgentThoughtChunk_content(o, v_content)
+        _set_AgentThoughtChunk_message_id(o, None)
+        _set_AgentThoughtChunk_meta(o, None)
+        _set_AgentThoughtChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2222,6 +2538,25 @@ def _s_ToolCall(d: Any, t: str | None = None) -> ToolCall:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_tool_call_id = d["toolCallId"]
+        if type(v_tool_call_id) is not str:
+            raise Invalid
+        v_title = d["title"]
+        if type(v_title) is not str:
+            raise Invalid
+        o = _new(ToolCall)
+        _set_ToolCall_tool_call_id(o, v_tool_call_id)
+        _set_ToolCall_title(o, v_title)
+        _set_ToolCall_kind(o, None)
+        _set_ToolCall_status(o, None)
+        _set_ToolCall_content(o, None)
+        _set_ToolCall_locations(o, None)
+        _set_ToolCall_raw_input(o, None)
+        _set_ToolCall_raw_output(o, None)
+        _set_ToolCall_meta(o, None)
+        _set_ToolCall_extra(o, EMPTY)
+        return o
     v_tool_call_id = d["toolCallId"]
     if type(v_tool_call_id) is not str:
         raise Invalid
@@ -2362,6 +2697,22 @@ def _s_ToolCallUpdate(d: Any, t: str | None = None) -> ToolCallUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_tool_call_id = d["toolCallId"]
+        if type(v_tool_call_id) is not str:
+            raise Invalid
+        o = _new(ToolCallUpdate)
+        _set_ToolCallUpdate_tool_call_id(o, v_tool_call_id)
+        _set_ToolCallUpdate_kind(o, None)
+        _set_ToolCallUpdate_status(o, None)
+        _set_ToolCallUpdate_title(o, None)
+        _set_ToolCallUpdate_content(o, None)
+        _set_ToolCallUpdate_locations(o, None)
+        _set_ToolCallUpdate_raw_input(o, None)
+        _set_ToolCallUpdate_raw_output(o, None)
+        _set_ToolCallUpdate_meta(o, None)
+        _set_ToolCallUpdate_extra(o, EMPTY)
+        return o
     v_tool_call_id = d["toolCallId"]
     if type(v_tool_call_id) is not str:
         raise Invalid
@@ -2608,6 +2959,15 @@ def _s_CurrentModeUpdate(d: Any, t: str | None = None) -> CurrentModeUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_current_mode_id = d["currentModeId"]
+        if type(v_current_mode_id) is not str:
+            raise Invalid
+        o = _new(CurrentModeUpdate)
+        _set_CurrentModeUpdate_current_mode_id(o, v_current_mode_id)
+        _set_CurrentModeUpdate_meta(o, None)
+        _set_CurrentModeUpdate_extra(o, EMPTY)
+        return o
     v_current_mode_id = d["currentModeId"]
     if type(v_current_mode_id) is not str:
         raise Invalid
@@ -2725,6 +3085,13 @@ def _s_SessionInfoUpdate(d: Any, t: str | None = None) -> SessionInfoUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionInfoUpdate)
+        _set_SessionInfoUpdate_title(o, UNSET)
+        _set_SessionInfoUpdate_updated_at(o, UNSET)
+        _set_SessionInfoUpdate_meta(o, None)
+        _set_SessionInfoUpdate_extra(o, EMPTY)
+        return o
     v_title = d.get("title", UNSET)
     if v_title is not UNSET:
         n += 1
@@ -2792,6 +3159,20 @@ def _s_UsageUpdate(d: Any, t: str | None = None) -> UsageUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_used = d["used"]
+        if type(v_used) is not int or v_used < 0:
+            raise Invalid
+        v_size = d["size"]
+        if type(v_size) is not int or v_size < 0:
+            raise Invalid
+        o = _new(UsageUpdate)
+        _set_UsageUpdate_used(o, v_used)
+        _set_UsageUpdate_size(o, v_size)
+        _set_UsageUpdate_cost(o, None)
+        _set_UsageUpdate_meta(o, None)
+        _set_UsageUpdate_extra(o, EMPTY)
+        return o
     v_used = d["used"]
     if type(v_used) is not int or v_used < 0:
         raise Invalid
@@ -2874,6 +3255,24 @@ def _s_McpServerHttp(d: Any, t: str | None = None) -> McpServerHttp:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_url = d["url"]
+        if type(v_url) is not str:
+            raise Invalid
+        v_headers = d["headers"]
+        if type(v_headers) is not list:
+            raise Invalid
+        v_headers = [_s_HttpHeader(i) for i in v_headers]
+        o = _new(McpServerHttp)
+        _set_McpServerHttp_name(o, v_name)
+        _set_McpServerHttp_url(o, v_url)
+        _set_McpServerHttp_headers(o, v_headers)
+        _set_McpServerHttp_meta(o, None)
+        _set_McpServerHttp_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -2942,6 +3341,24 @@ def _s_McpServerSse(d: Any, t: str | None = None) -> McpServerSse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_url = d["url"]
+        if type(v_url) is not str:
+            raise Invalid
+        v_headers = d["headers"]
+        if type(v_headers) is not list:
+            raise Invalid
+        v_headers = [_s_HttpHeader(i) for i in v_headers]
+        o = _new(McpServerSse)
+        _set_McpServerSse_name(o, v_name)
+        _set_McpServerSse_url(o, v_url)
+        _set_McpServerSse_headers(o, v_headers)
+        _set_McpServerSse_meta(o, None)
+        _set_McpServerSse_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -3011,6 +3428,31 @@ def _s_McpServerStdio(d: Any, t: str | None = None) -> McpServerStdio:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_command = d["command"]
+        if type(v_command) is not str:
+            raise Invalid
+        v_args = d["args"]
+        if type(v_args) is not list:
+            raise Invalid
+        for i in v_args:
+            if type(i) is not str:
+                raise Invalid
+        v_env = d["env"]
+        if type(v_env) is not list:
+            raise Invalid
+        v_env = [_s_EnvVariable(i) for i in v_env]
+        o = _new(McpServerStdio)
+        _set_McpServerStdio_name(o, v_name)
+        _set_McpServerStdio_command(o, v_command)
+        _set_McpServerStdio_args(o, v_args)
+        _set_McpServerStdio_env(o, v_env)
+        _set_McpServerStdio_meta(o, None)
+        _set_McpServerStdio_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -3102,6 +3544,23 @@ def _s_SetSessionConfigOptionRequestBoolean(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_config_id = d["configId"]
+        if type(v_config_id) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if v_value is not True and v_value is not False:
+            raise Invalid
+        o = _new(SetSessionConfigOptionRequestBoolean)
+        _set_SetSessionConfigOptionRequestBoolean_session_id(o, v_session_id)
+        _set_SetSessionConfigOptionRequestBoolean_config_id(o, v_config_id)
+        _set_SetSessionConfigOptionRequestBoolean_value(o, v_value)
+        _set_SetSessionConfigOptionRequestBoolean_meta(o, None)
+        _set_SetSessionConfigOptionRequestBoolean_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -3187,6 +3646,23 @@ def _s_SetSessionConfigOptionRequestValueId(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_config_id = d["configId"]
+        if type(v_config_id) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(SetSessionConfigOptionRequestValueId)
+        _set_SetSessionConfigOptionRequestValueId_session_id(o, v_session_id)
+        _set_SetSessionConfigOptionRequestValueId_config_id(o, v_config_id)
+        _set_SetSessionConfigOptionRequestValueId_value(o, v_value)
+        _set_SetSessionConfigOptionRequestValueId_meta(o, None)
+        _set_SetSessionConfigOptionRequestValueId_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -3302,6 +3778,15 @@ def _s_SelectedPermissionOutcome(d: Any, t: str | None = None) -> SelectedPermis
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_option_id = d["optionId"]
+        if type(v_option_id) is not str:
+            raise Invalid
+        o = _new(SelectedPermissionOutcome)
+        _set_SelectedPermissionOutcome_option_id(o, v_option_id)
+        _set_SelectedPermissionOutcome_meta(o, None)
+        _set_SelectedPermissionOutcome_extra(o, EMPTY)
+        return o
     v_option_id = d["optionId"]
     if type(v_option_id) is not str:
         raise Invalid
@@ -3369,6 +3854,12 @@ def _s_ElicitationAcceptAction(d: Any, t: str | None = None) -> ElicitationAccep
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationAcceptAction)
+        _set_ElicitationAcceptAction_content(o, None)
+        _set_ElicitationAcceptAction_meta(o, None)
+        _set_ElicitationAcceptAction_extra(o, EMPTY)
+        return o
     v_content = d.get("content")
     if v_content is not None:
         n += 1
@@ -3426,6 +3917,11 @@ def _s_CreateElicitationResponseDecline(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CreateElicitationResponseDecline)
+        _set_CreateElicitationResponseDecline_meta(o, None)
+        _set_CreateElicitationResponseDecline_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -3474,6 +3970,11 @@ def _s_CreateElicitationResponseCancel(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CreateElicitationResponseCancel)
+        _set_CreateElicitationResponseCancel_meta(o, None)
+        _set_CreateElicitationResponseCancel_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -3539,6 +4040,23 @@ def _s_WriteTextFileRequest(d: Any, t: str | None = None) -> WriteTextFileReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        o = _new(WriteTextFileRequest)
+        _set_WriteTextFileRequest_session_id(o, v_session_id)
+        _set_WriteTextFileRequest_path(o, v_path)
+        _set_WriteTextFileRequest_content(o, v_content)
+        _set_WriteTextFileRequest_meta(o, None)
+        _set_WriteTextFileRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -3601,6 +4119,21 @@ def _s_ReadTextFileRequest(d: Any, t: str | None = None) -> ReadTextFileRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        o = _new(ReadTextFileRequest)
+        _set_ReadTextFileRequest_session_id(o, v_session_id)
+        _set_ReadTextFileRequest_path(o, v_path)
+        _set_ReadTextFileRequest_line(o, None)
+        _set_ReadTextFileRequest_limit(o, None)
+        _set_ReadTextFileRequest_meta(o, None)
+        _set_ReadTextFileRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -3674,6 +4207,23 @@ def _s_RequestPermissionRequest(d: Any, t: str | None = None) -> RequestPermissi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_tool_call = d["toolCall"]
+        v_tool_call = _s_ToolCallUpdate(v_tool_call)
+        v_options = d["options"]
+        if type(v_options) is not list:
+            raise Invalid
+        v_options = [_s_PermissionOption(i) for i in v_options]
+        o = _new(RequestPermissionRequest)
+        _set_RequestPermissionRequest_session_id(o, v_session_id)
+        _set_RequestPermissionRequest_tool_call(o, v_tool_call)
+        _set_RequestPermissionRequest_options(o, v_options)
+        _set_RequestPermissionRequest_meta(o, None)
+        _set_RequestPermissionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -3735,6 +4285,14 @@ def _s_Annotations(d: Any, t: str | None = None) -> Annotations:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(Annotations)
+        _set_Annotations_audience(o, None)
+        _set_Annotations_last_modified(o, None)
+        _set_Annotations_priority(o, None)
+        _set_Annotations_meta(o, None)
+        _set_Annotations_extra(o, EMPTY)
+        return o
     v_audience = d.get("audience")
     if v_audience is not None:
         n += 1
@@ -3810,6 +4368,20 @@ def _s_TextResourceContents(d: Any, t: str | None = None) -> TextResourceContent
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(TextResourceContents)
+        _set_TextResourceContents_mime_type(o, None)
+        _set_TextResourceContents_text(o, v_text)
+        _set_TextResourceContents_uri(o, v_uri)
+        _set_TextResourceContents_meta(o, None)
+        _set_TextResourceContents_extra(o, EMPTY)
+        return o
     v_mime_type = d.get("mimeType")
     if v_mime_type is not None:
         n += 1
@@ -3874,6 +4446,20 @@ def _s_BlobResourceContents(d: Any, t: str | None = None) -> BlobResourceContent
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_blob = d["blob"]
+        if type(v_blob) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(BlobResourceContents)
+        _set_BlobResourceContents_blob(o, v_blob)
+        _set_BlobResourceContents_mime_type(o, None)
+        _set_BlobResourceContents_uri(o, v_uri)
+        _set_BlobResourceContents_meta(o, None)
+        _set_BlobResourceContents_extra(o, EMPTY)
+        return o
     v_blob = d["blob"]
     if type(v_blob) is not str:
         raise Invalid
@@ -3937,6 +4523,16 @@ def _s_ToolCallLocation(d: Any, t: str | None = None) -> ToolCallLocation:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        o = _new(ToolCallLocation)
+        _set_ToolCallLocation_path(o, v_path)
+        _set_ToolCallLocation_line(o, None)
+        _set_ToolCallLocation_meta(o, None)
+        _set_ToolCallLocation_extra(o, EMPTY)
+        return o
     v_path = d["path"]
     if type(v_path) is not str:
         raise Invalid
@@ -3993,6 +4589,23 @@ def _s_PermissionOption(d: Any, t: str | None = None) -> PermissionOption:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_option_id = d["optionId"]
+        if type(v_option_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_kind = d["kind"]
+        if type(v_kind) is not str or v_kind not in _L4:
+            raise Invalid
+        o = _new(PermissionOption)
+        _set_PermissionOption_option_id(o, v_option_id)
+        _set_PermissionOption_name(o, v_name)
+        _set_PermissionOption_kind(o, v_kind)
+        _set_PermissionOption_meta(o, None)
+        _set_PermissionOption_extra(o, EMPTY)
+        return o
     v_option_id = d["optionId"]
     if type(v_option_id) is not str:
         raise Invalid
@@ -4055,6 +4668,23 @@ def _s_CreateTerminalRequest(d: Any, t: str | None = None) -> CreateTerminalRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_command = d["command"]
+        if type(v_command) is not str:
+            raise Invalid
+        o = _new(CreateTerminalRequest)
+        _set_CreateTerminalRequest_session_id(o, v_session_id)
+        _set_CreateTerminalRequest_command(o, v_command)
+        _set_CreateTerminalRequest_args(o, None)
+        _set_CreateTerminalRequest_env(o, None)
+        _set_CreateTerminalRequest_cwd(o, None)
+        _set_CreateTerminalRequest_output_byte_limit(o, None)
+        _set_CreateTerminalRequest_meta(o, None)
+        _set_CreateTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4155,6 +4785,19 @@ def _s_EnvVariable(d: Any, t: str | None = None) -> EnvVariable:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(EnvVariable)
+        _set_EnvVariable_name(o, v_name)
+        _set_EnvVariable_value(o, v_value)
+        _set_EnvVariable_meta(o, None)
+        _set_EnvVariable_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -4207,6 +4850,19 @@ def _s_TerminalOutputRequest(d: Any, t: str | None = None) -> TerminalOutputRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(TerminalOutputRequest)
+        _set_TerminalOutputRequest_session_id(o, v_session_id)
+        _set_TerminalOutputRequest_terminal_id(o, v_terminal_id)
+        _set_TerminalOutputRequest_meta(o, None)
+        _set_TerminalOutputRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4261,6 +4917,19 @@ def _s_ReleaseTerminalRequest(d: Any, t: str | None = None) -> ReleaseTerminalRe
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(ReleaseTerminalRequest)
+        _set_ReleaseTerminalRequest_session_id(o, v_session_id)
+        _set_ReleaseTerminalRequest_terminal_id(o, v_terminal_id)
+        _set_ReleaseTerminalRequest_meta(o, None)
+        _set_ReleaseTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4315,6 +4984,19 @@ def _s_WaitForTerminalExitRequest(d: Any, t: str | None = None) -> WaitForTermin
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(WaitForTerminalExitRequest)
+        _set_WaitForTerminalExitRequest_session_id(o, v_session_id)
+        _set_WaitForTerminalExitRequest_terminal_id(o, v_terminal_id)
+        _set_WaitForTerminalExitRequest_meta(o, None)
+        _set_WaitForTerminalExitRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4371,6 +5053,19 @@ def _s_KillTerminalRequest(d: Any, t: str | None = None) -> KillTerminalRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(KillTerminalRequest)
+        _set_KillTerminalRequest_session_id(o, v_session_id)
+        _set_KillTerminalRequest_terminal_id(o, v_terminal_id)
+        _set_KillTerminalRequest_meta(o, None)
+        _set_KillTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4424,6 +5119,15 @@ def _s_ElicitationSessionScope(d: Any, t: str | None = None) -> ElicitationSessi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(ElicitationSessionScope)
+        _set_ElicitationSessionScope_session_id(o, v_session_id)
+        _set_ElicitationSessionScope_tool_call_id(o, None)
+        _set_ElicitationSessionScope_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4536,6 +5240,16 @@ def _s_ElicitationSchema(d: Any, t: str | None = None) -> ElicitationSchema:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationSchema)
+        _set_ElicitationSchema_type(o, "object")
+        _set_ElicitationSchema_title(o, None)
+        _set_ElicitationSchema_properties(o, {})
+        _set_ElicitationSchema_required(o, None)
+        _set_ElicitationSchema_description(o, None)
+        _set_ElicitationSchema_meta(o, None)
+        _set_ElicitationSchema_extra(o, EMPTY)
+        return o
     v_type = d.get("type")
     if v_type is None:
         v_type = "object"
@@ -4632,6 +5346,20 @@ def _s_EnumOption(d: Any, t: str | None = None) -> EnumOption:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_const = d["const"]
+        if type(v_const) is not str:
+            raise Invalid
+        v_title = d["title"]
+        if type(v_title) is not str:
+            raise Invalid
+        o = _new(EnumOption)
+        _set_EnumOption_const(o, v_const)
+        _set_EnumOption_title(o, v_title)
+        _set_EnumOption_description(o, None)
+        _set_EnumOption_meta(o, None)
+        _set_EnumOption_extra(o, EMPTY)
+        return o
     v_const = d["const"]
     if type(v_const) is not str:
         raise Invalid
@@ -4694,6 +5422,14 @@ def _s_PromptCapabilities(d: Any, t: str | None = None) -> PromptCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(PromptCapabilities)
+        _set_PromptCapabilities_image(o, False)
+        _set_PromptCapabilities_audio(o, False)
+        _set_PromptCapabilities_embedded_context(o, False)
+        _set_PromptCapabilities_meta(o, None)
+        _set_PromptCapabilities_extra(o, EMPTY)
+        return o
     v_image = d.get("image")
     if v_image is None:
         v_image = False
@@ -4772,6 +5508,13 @@ def _s_McpCapabilities(d: Any, t: str | None = None) -> McpCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(McpCapabilities)
+        _set_McpCapabilities_http(o, False)
+        _set_McpCapabilities_sse(o, False)
+        _set_McpCapabilities_meta(o, None)
+        _set_McpCapabilities_extra(o, EMPTY)
+        return o
     v_http = d.get("http")
     if v_http is None:
         v_http = False
@@ -4841,6 +5584,16 @@ def _s_SessionCapabilities(d: Any, t: str | None = None) -> SessionCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionCapabilities)
+        _set_SessionCapabilities_list(o, None)
+        _set_SessionCapabilities_delete(o, None)
+        _set_SessionCapabilities_additional_directories(o, None)
+        _set_SessionCapabilities_resume(o, None)
+        _set_SessionCapabilities_close(o, None)
+        _set_SessionCapabilities_meta(o, None)
+        _set_SessionCapabilities_extra(o, EMPTY)
+        return o
     v_list = d.get("list")
     if v_list is not None:
         n += 1
@@ -4943,6 +5696,12 @@ def _s_AgentAuthCapabilities(d: Any, t: str | None = None) -> AgentAuthCapabilit
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AgentAuthCapabilities)
+        _set_AgentAuthCapabilities_logout(o, None)
+        _set_AgentAuthCapabilities_meta(o, None)
+        _set_AgentAuthCapabilities_extra(o, EMPTY)
+        return o
     v_logout = d.get("logout")
     if v_logout is not None:
         n += 1
@@ -5008,6 +5767,20 @@ def _s_AgentCapabilities(d: Any, t: str | None = None) -> AgentCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AgentCapabilities)
+        _set_AgentCapabilities_load_session(o, False)
+        _set_AgentCapabilities_prompt_capabilities(
+            o, _DEFAULT_AgentCapabilities_prompt_capabilities
+        )
+        _set_AgentCapabilities_mcp_capabilities(o, _DEFAULT_AgentCapabilities_mcp_capabilities)
+        _set_AgentCapabilities_session_capabilities(
+            o, _DEFAULT_AgentCapabilities_session_capabilities
+        )
+        _set_AgentCapabilities_auth(o, _DEFAULT_AgentCapabilities_auth)
+        _set_AgentCapabilities_meta(o, None)
+        _set_AgentCapabilities_extra(o, EMPTY)
+        return o
     v_load_session = d.get("loadSession")
     if v_load_session is None:
         v_load_session = False
@@ -5126,6 +5899,24 @@ def _s_InitializeResponse(d: Any, t: str | None = None) -> InitializeResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_protocol_version = d["protocolVersion"]
+        if (
+            type(v_protocol_version) is not int
+            or v_protocol_version < 0
+            or v_protocol_version > 65535
+        ):
+            raise Invalid
+        o = _new(InitializeResponse)
+        _set_InitializeResponse_protocol_version(o, v_protocol_version)
+        _set_InitializeResponse_agent_capabilities(
+            o, _DEFAULT_InitializeResponse_agent_capabilities
+        )
+        _set_InitializeResponse_auth_methods(o, [])
+        _set_InitializeResponse_agent_info(o, None)
+        _set_InitializeResponse_meta(o, None)
+        _set_InitializeResponse_extra(o, EMPTY)
+        return o
     v_protocol_version = d["protocolVersion"]
     if type(v_protocol_version) is not int or v_protocol_version < 0 or v_protocol_version > 65535:
         raise Invalid
@@ -5213,6 +6004,11 @@ def _s_SessionListCapabilities(d: Any, t: str | None = None) -> SessionListCapab
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionListCapabilities)
+        _set_SessionListCapabilities_meta(o, None)
+        _set_SessionListCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5249,6 +6045,11 @@ def _s_SessionDeleteCapabilities(d: Any, t: str | None = None) -> SessionDeleteC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionDeleteCapabilities)
+        _set_SessionDeleteCapabilities_meta(o, None)
+        _set_SessionDeleteCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5295,6 +6096,11 @@ def _s_SessionAdditionalDirectoriesCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionAdditionalDirectoriesCapabilities)
+        _set_SessionAdditionalDirectoriesCapabilities_meta(o, None)
+        _set_SessionAdditionalDirectoriesCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5335,6 +6141,11 @@ def _s_SessionResumeCapabilities(d: Any, t: str | None = None) -> SessionResumeC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionResumeCapabilities)
+        _set_SessionResumeCapabilities_meta(o, None)
+        _set_SessionResumeCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5371,6 +6182,11 @@ def _s_SessionCloseCapabilities(d: Any, t: str | None = None) -> SessionCloseCap
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionCloseCapabilities)
+        _set_SessionCloseCapabilities_meta(o, None)
+        _set_SessionCloseCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5407,6 +6223,11 @@ def _s_LogoutCapabilities(d: Any, t: str | None = None) -> LogoutCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutCapabilities)
+        _set_LogoutCapabilities_meta(o, None)
+        _set_LogoutCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5448,6 +6269,20 @@ def _s_Implementation(d: Any, t: str | None = None) -> Implementation:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_version = d["version"]
+        if type(v_version) is not str:
+            raise Invalid
+        o = _new(Implementation)
+        _set_Implementation_name(o, v_name)
+        _set_Implementation_title(o, None)
+        _set_Implementation_version(o, v_version)
+        _set_Implementation_meta(o, None)
+        _set_Implementation_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -5503,6 +6338,11 @@ def _s_AuthenticateResponse(d: Any, t: str | None = None) -> AuthenticateRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AuthenticateResponse)
+        _set_AuthenticateResponse_meta(o, None)
+        _set_AuthenticateResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5539,6 +6379,11 @@ def _s_LogoutResponse(d: Any, t: str | None = None) -> LogoutResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutResponse)
+        _set_LogoutResponse_meta(o, None)
+        _set_LogoutResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -5580,6 +6425,17 @@ def _s_NewSessionResponse(d: Any, t: str | None = None) -> NewSessionResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(NewSessionResponse)
+        _set_NewSessionResponse_session_id(o, v_session_id)
+        _set_NewSessionResponse_modes(o, None)
+        _set_NewSessionResponse_config_options(o, None)
+        _set_NewSessionResponse_meta(o, None)
+        _set_NewSessionResponse_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5716,6 +6572,20 @@ def _s_SessionMode(d: Any, t: str | None = None) -> SessionMode:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(SessionMode)
+        _set_SessionMode_id(o, v_id)
+        _set_SessionMode_name(o, v_name)
+        _set_SessionMode_description(o, None)
+        _set_SessionMode_meta(o, None)
+        _set_SessionMode_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -5778,6 +6648,20 @@ def _s_SessionConfigSelectOption(d: Any, t: str | None = None) -> SessionConfigS
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(SessionConfigSelectOption)
+        _set_SessionConfigSelectOption_value(o, v_value)
+        _set_SessionConfigSelectOption_name(o, v_name)
+        _set_SessionConfigSelectOption_description(o, None)
+        _set_SessionConfigSelectOption_meta(o, None)
+        _set_SessionConfigSelectOption_extra(o, EMPTY)
+        return o
     v_value = d["value"]
     if type(v_value) is not str:
         raise Invalid
@@ -5912,6 +6796,13 @@ def _s_LoadSessionResponse(d: Any, t: str | None = None) -> LoadSessionResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LoadSessionResponse)
+        _set_LoadSessionResponse_modes(o, None)
+        _set_LoadSessionResponse_config_options(o, None)
+        _set_LoadSessionResponse_meta(o, None)
+        _set_LoadSessionResponse_extra(o, EMPTY)
+        return o
     v_modes = d.get("modes")
     if v_modes is not None:
         n += 1
@@ -6049,6 +6940,22 @@ def _s_SessionInfo(d: Any, t: str | None = None) -> SessionInfo:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_cwd = d["cwd"]
+        if type(v_cwd) is not str:
+            raise Invalid
+        o = _new(SessionInfo)
+        _set_SessionInfo_session_id(o, v_session_id)
+        _set_SessionInfo_cwd(o, v_cwd)
+        _set_SessionInfo_additional_directories(o, None)
+        _set_SessionInfo_title(o, None)
+        _set_SessionInfo_updated_at(o, None)
+        _set_SessionInfo_meta(o, None)
+        _set_SessionInfo_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -6133,6 +7040,11 @@ def _s_DeleteSessionResponse(d: Any, t: str | None = None) -> DeleteSessionRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(DeleteSessionResponse)
+        _set_DeleteSessionResponse_meta(o, None)
+        _set_DeleteSessionResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6175,6 +7087,13 @@ def _s_ResumeSessionResponse(d: Any, t: str | None = None) -> ResumeSessionRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ResumeSessionResponse)
+        _set_ResumeSessionResponse_modes(o, None)
+        _set_ResumeSessionResponse_config_options(o, None)
+        _set_ResumeSessionResponse_meta(o, None)
+        _set_ResumeSessionResponse_extra(o, EMPTY)
+        return o
     v_modes = d.get("modes")
     if v_modes is not None:
         n += 1
@@ -6240,6 +7159,11 @@ def _s_CloseSessionResponse(d: Any, t: str | None = None) -> CloseSessionRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CloseSessionResponse)
+        _set_CloseSessionResponse_meta(o, None)
+        _set_CloseSessionResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6276,6 +7200,11 @@ def _s_SetSessionModeResponse(d: Any, t: str | None = None) -> SetSessionModeRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SetSessionModeResponse)
+        _set_SetSessionModeResponse_meta(o, None)
+        _set_SetSessionModeResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6382,6 +7311,15 @@ def _s_PromptResponse(d: Any, t: str | None = None) -> PromptResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_stop_reason = d["stopReason"]
+        if type(v_stop_reason) is not str or v_stop_reason not in _L6:
+            raise Invalid
+        o = _new(PromptResponse)
+        _set_PromptResponse_stop_reason(o, v_stop_reason)
+        _set_PromptResponse_meta(o, None)
+        _set_PromptResponse_extra(o, EMPTY)
+        return o
     v_stop_reason = d["stopReason"]
     if type(v_stop_reason) is not str or v_stop_reason not in _L6:
         raise Invalid
@@ -6424,6 +7362,19 @@ def _s_Error(d: Any, t: str | None = None) -> Error:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_code = d["code"]
+        if type(v_code) is not int:
+            raise Invalid
+        v_message = d["message"]
+        if type(v_message) is not str:
+            raise Invalid
+        o = _new(Error)
+        _set_Error_code(o, v_code)
+        _set_Error_message(o, v_message)
+        _set_Error_data(o, None)
+        _set_Error_extra(o, EMPTY)
+        return o
     v_code = d["code"]
     if type(v_code) is not int:
         raise Invalid
@@ -6474,6 +7425,25 @@ def _s_SessionNotification(d: Any, t: str | None = None) -> SessionNotification:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_update = d["update"]
+        v_update_f = (
+            _T_SessionUpdate.get(v_update.get("sessionUpdate")) if type(v_update) is dict else None
+        )
+        v_update = (
+            v_update_f(v_update, "sessionUpdate")
+            if v_update_f is not None
+            else _s_SessionUpdate(v_update)
+        )
+        o = _new(SessionNotification)
+        _set_SessionNotification_session_id(o, v_session_id)
+        _set_SessionNotification_update(o, v_update)
+        _set_SessionNotification_meta(o, None)
+        _set_SessionNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -6535,6 +7505,23 @@ def _s_PlanEntry(d: Any, t: str | None = None) -> PlanEntry:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        v_priority = d["priority"]
+        if type(v_priority) is not str or v_priority not in _L7:
+            raise Invalid
+        v_status = d["status"]
+        if type(v_status) is not str or v_status not in _L8:
+            raise Invalid
+        o = _new(PlanEntry)
+        _set_PlanEntry_content(o, v_content)
+        _set_PlanEntry_priority(o, v_priority)
+        _set_PlanEntry_status(o, v_status)
+        _set_PlanEntry_meta(o, None)
+        _set_PlanEntry_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     if type(v_content) is not str:
         raise Invalid
@@ -6594,6 +7581,20 @@ def _s_AvailableCommand(d: Any, t: str | None = None) -> AvailableCommand:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_description = d["description"]
+        if type(v_description) is not str:
+            raise Invalid
+        o = _new(AvailableCommand)
+        _set_AvailableCommand_name(o, v_name)
+        _set_AvailableCommand_description(o, v_description)
+        _set_AvailableCommand_input(o, None)
+        _set_AvailableCommand_meta(o, None)
+        _set_AvailableCommand_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -6652,6 +7653,15 @@ def _s_UnstructuredCommandInput(d: Any, t: str | None = None) -> UnstructuredCom
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_hint = d["hint"]
+        if type(v_hint) is not str:
+            raise Invalid
+        o = _new(UnstructuredCommandInput)
+        _set_UnstructuredCommandInput_hint(o, v_hint)
+        _set_UnstructuredCommandInput_meta(o, None)
+        _set_UnstructuredCommandInput_extra(o, EMPTY)
+        return o
     v_hint = d["hint"]
     if type(v_hint) is not str:
         raise Invalid
@@ -6696,6 +7706,19 @@ def _s_Cost(d: Any, t: str | None = None) -> Cost:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_amount = d["amount"]
+        if type(v_amount) is not float and type(v_amount) is not int:
+            raise Invalid
+        v_currency = d["currency"]
+        if type(v_currency) is not str:
+            raise Invalid
+        o = _new(Cost)
+        _set_Cost_amount(o, v_amount)
+        _set_Cost_currency(o, v_currency)
+        _set_Cost_meta(o, None)
+        _set_Cost_extra(o, EMPTY)
+        return o
     v_amount = d["amount"]
     if type(v_amount) is not float and type(v_amount) is not int:
         raise Invalid
@@ -6751,6 +7774,15 @@ def _s_CompleteElicitationNotification(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_elicitation_id = d["elicitationId"]
+        if type(v_elicitation_id) is not str:
+            raise Invalid
+        o = _new(CompleteElicitationNotification)
+        _set_CompleteElicitationNotification_elicitation_id(o, v_elicitation_id)
+        _set_CompleteElicitationNotification_meta(o, None)
+        _set_CompleteElicitationNotification_extra(o, EMPTY)
+        return o
     v_elicitation_id = d["elicitationId"]
     if type(v_elicitation_id) is not str:
         raise Invalid
@@ -6801,6 +7833,13 @@ def _s_FileSystemCapabilities(d: Any, t: str | None = None) -> FileSystemCapabil
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(FileSystemCapabilities)
+        _set_FileSystemCapabilities_read_text_file(o, False)
+        _set_FileSystemCapabilities_write_text_file(o, False)
+        _set_FileSystemCapabilities_meta(o, None)
+        _set_FileSystemCapabilities_extra(o, EMPTY)
+        return o
     v_read_text_file = d.get("readTextFile")
     if v_read_text_file is None:
         v_read_text_file = False
@@ -6870,6 +7909,12 @@ def _s_AuthCapabilities(d: Any, t: str | None = None) -> AuthCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AuthCapabilities)
+        _set_AuthCapabilities_terminal(o, False)
+        _set_AuthCapabilities_meta(o, None)
+        _set_AuthCapabilities_extra(o, EMPTY)
+        return o
     v_terminal = d.get("terminal")
     if v_terminal is None:
         v_terminal = False
@@ -6925,6 +7970,16 @@ def _s_ClientCapabilities(d: Any, t: str | None = None) -> ClientCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ClientCapabilities)
+        _set_ClientCapabilities_fs(o, _DEFAULT_ClientCapabilities_fs)
+        _set_ClientCapabilities_terminal(o, False)
+        _set_ClientCapabilities_session(o, None)
+        _set_ClientCapabilities_auth(o, _DEFAULT_ClientCapabilities_auth)
+        _set_ClientCapabilities_elicitation(o, None)
+        _set_ClientCapabilities_meta(o, None)
+        _set_ClientCapabilities_extra(o, EMPTY)
+        return o
     v_fs = d.get("fs")
     if v_fs is None:
         v_fs = _DEFAULT_ClientCapabilities_fs
@@ -7026,6 +8081,23 @@ def _s_InitializeRequest(d: Any, t: str | None = None) -> InitializeRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_protocol_version = d["protocolVersion"]
+        if (
+            type(v_protocol_version) is not int
+            or v_protocol_version < 0
+            or v_protocol_version > 65535
+        ):
+            raise Invalid
+        o = _new(InitializeRequest)
+        _set_InitializeRequest_protocol_version(o, v_protocol_version)
+        _set_InitializeRequest_client_capabilities(
+            o, _DEFAULT_InitializeRequest_client_capabilities
+        )
+        _set_InitializeRequest_client_info(o, None)
+        _set_InitializeRequest_meta(o, None)
+        _set_InitializeRequest_extra(o, EMPTY)
+        return o
     v_protocol_version = d["protocolVersion"]
     if type(v_protocol_version) is not int or v_protocol_version < 0 or v_protocol_version > 65535:
         raise Invalid
@@ -7099,6 +8171,12 @@ def _s_ClientSessionCapabilities(d: Any, t: str | None = None) -> ClientSessionC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ClientSessionCapabilities)
+        _set_ClientSessionCapabilities_config_options(o, None)
+        _set_ClientSessionCapabilities_meta(o, None)
+        _set_ClientSessionCapabilities_extra(o, EMPTY)
+        return o
     v_config_options = d.get("configOptions")
     if v_config_options is not None:
         n += 1
@@ -7155,6 +8233,12 @@ def _s_SessionConfigOptionsCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionConfigOptionsCapabilities)
+        _set_SessionConfigOptionsCapabilities_boolean(o, None)
+        _set_SessionConfigOptionsCapabilities_meta(o, None)
+        _set_SessionConfigOptionsCapabilities_extra(o, EMPTY)
+        return o
     v_boolean = d.get("boolean")
     if v_boolean is not None:
         n += 1
@@ -7206,6 +8290,11 @@ def _s_BooleanConfigOptionCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(BooleanConfigOptionCapabilities)
+        _set_BooleanConfigOptionCapabilities_meta(o, None)
+        _set_BooleanConfigOptionCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7250,6 +8339,13 @@ def _s_ElicitationCapabilities(d: Any, t: str | None = None) -> ElicitationCapab
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationCapabilities)
+        _set_ElicitationCapabilities_form(o, None)
+        _set_ElicitationCapabilities_url(o, None)
+        _set_ElicitationCapabilities_meta(o, None)
+        _set_ElicitationCapabilities_extra(o, EMPTY)
+        return o
     v_form = d.get("form")
     if v_form is not None:
         n += 1
@@ -7308,6 +8404,11 @@ def _s_ElicitationFormCapabilities(d: Any, t: str | None = None) -> ElicitationF
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationFormCapabilities)
+        _set_ElicitationFormCapabilities_meta(o, None)
+        _set_ElicitationFormCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7346,6 +8447,11 @@ def _s_ElicitationUrlCapabilities(d: Any, t: str | None = None) -> ElicitationUr
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationUrlCapabilities)
+        _set_ElicitationUrlCapabilities_meta(o, None)
+        _set_ElicitationUrlCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7385,6 +8491,15 @@ def _s_AuthenticateRequest(d: Any, t: str | None = None) -> AuthenticateRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_method_id = d["methodId"]
+        if type(v_method_id) is not str:
+            raise Invalid
+        o = _new(AuthenticateRequest)
+        _set_AuthenticateRequest_method_id(o, v_method_id)
+        _set_AuthenticateRequest_meta(o, None)
+        _set_AuthenticateRequest_extra(o, EMPTY)
+        return o
     v_method_id = d["methodId"]
     if type(v_method_id) is not str:
         raise Invalid
@@ -7427,6 +8542,11 @@ def _s_LogoutRequest(d: Any, t: str | None = None) -> LogoutRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutRequest)
+        _set_LogoutRequest_meta(o, None)
+        _set_LogoutRequest_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7546,6 +8666,19 @@ def _s_HttpHeader(d: Any, t: str | None = None) -> HttpHeader:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(HttpHeader)
+        _set_HttpHeader_name(o, v_name)
+        _set_HttpHeader_value(o, v_value)
+        _set_HttpHeader_meta(o, None)
+        _set_HttpHeader_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -7690,6 +8823,13 @@ def _s_ListSessionsRequest(d: Any, t: str | None = None) -> ListSessionsRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ListSessionsRequest)
+        _set_ListSessionsRequest_cwd(o, None)
+        _set_ListSessionsRequest_cursor(o, None)
+        _set_ListSessionsRequest_meta(o, None)
+        _set_ListSessionsRequest_extra(o, EMPTY)
+        return o
     v_cwd = d.get("cwd")
     if v_cwd is not None:
         n += 1
@@ -7745,6 +8885,15 @@ def _s_DeleteSessionRequest(d: Any, t: str | None = None) -> DeleteSessionReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(DeleteSessionRequest)
+        _set_DeleteSessionRequest_session_id(o, v_session_id)
+        _set_DeleteSessionRequest_meta(o, None)
+        _set_DeleteSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -7797,6 +8946,21 @@ def _s_ResumeSessionRequest(d: Any, t: str | None = None) -> ResumeSessionReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_cwd = d["cwd"]
+        if type(v_cwd) is not str:
+            raise Invalid
+        o = _new(ResumeSessionRequest)
+        _set_ResumeSessionRequest_session_id(o, v_session_id)
+        _set_ResumeSessionRequest_cwd(o, v_cwd)
+        _set_ResumeSessionRequest_additional_directories(o, None)
+        _set_ResumeSessionRequest_mcp_servers(o, None)
+        _set_ResumeSessionRequest_meta(o, None)
+        _set_ResumeSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -7882,6 +9046,15 @@ def _s_CloseSessionRequest(d: Any, t: str | None = None) -> CloseSessionRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(CloseSessionRequest)
+        _set_CloseSessionRequest_session_id(o, v_session_id)
+        _set_CloseSessionRequest_meta(o, None)
+        _set_CloseSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -7930,6 +9103,19 @@ def _s_SetSessionModeRequest(d: Any, t: str | None = None) -> SetSessionModeRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_mode_id = d["modeId"]
+        if type(v_mode_id) is not str:
+            raise Invalid
+        o = _new(SetSessionModeRequest)
+        _set_SetSessionModeRequest_session_id(o, v_session_id)
+        _set_SetSessionModeRequest_mode_id(o, v_mode_id)
+        _set_SetSessionModeRequest_meta(o, None)
+        _set_SetSessionModeRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -7984,6 +9170,20 @@ def _s_PromptRequest(d: Any, t: str | None = None) -> PromptRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_prompt = d["prompt"]
+        if type(v_prompt) is not list:
+            raise Invalid
+        v_prompt = [_s_ContentBlock(i) for i in v_prompt]
+        o = _new(PromptRequest)
+        _set_PromptRequest_session_id(o, v_session_id)
+        _set_PromptRequest_prompt(o, v_prompt)
+        _set_PromptRequest_meta(o, None)
+        _set_PromptRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8031,6 +9231,11 @@ def _s_WriteTextFileResponse(d: Any, t: str | None = None) -> WriteTextFileRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(WriteTextFileResponse)
+        _set_WriteTextFileResponse_meta(o, None)
+        _set_WriteTextFileResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8068,6 +9273,15 @@ def _s_ReadTextFileResponse(d: Any, t: str | None = None) -> ReadTextFileRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        o = _new(ReadTextFileResponse)
+        _set_ReadTextFileResponse_content(o, v_content)
+        _set_ReadTextFileResponse_meta(o, None)
+        _set_ReadTextFileResponse_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     if type(v_content) is not str:
         raise Invalid
@@ -8115,6 +9329,23 @@ def _s_RequestPermissionResponse(d: Any, t: str | None = None) -> RequestPermiss
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_outcome = d["outcome"]
+        v_outcome_f = (
+            _T_RequestPermissionOutcome.get(v_outcome.get("outcome"))
+            if type(v_outcome) is dict
+            else None
+        )
+        v_outcome = (
+            v_outcome_f(v_outcome, "outcome")
+            if v_outcome_f is not None
+            else _s_RequestPermissionOutcome(v_outcome)
+        )
+        o = _new(RequestPermissionResponse)
+        _set_RequestPermissionResponse_outcome(o, v_outcome)
+        _set_RequestPermissionResponse_meta(o, None)
+        _set_RequestPermissionResponse_extra(o, EMPTY)
+        return o
     v_outcome = d["outcome"]
     v_outcome_f = (
         _T_RequestPermissionOutcome.get(v_outcome.get("outcome"))
@@ -8170,6 +9401,15 @@ def _s_CreateTerminalResponse(d: Any, t: str | None = None) -> CreateTerminalRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(CreateTerminalResponse)
+        _set_CreateTerminalResponse_terminal_id(o, v_terminal_id)
+        _set_CreateTerminalResponse_meta(o, None)
+        _set_CreateTerminalResponse_extra(o, EMPTY)
+        return o
     v_terminal_id = d["terminalId"]
     if type(v_terminal_id) is not str:
         raise Invalid
@@ -8219,6 +9459,20 @@ def _s_TerminalOutputResponse(d: Any, t: str | None = None) -> TerminalOutputRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_output = d["output"]
+        if type(v_output) is not str:
+            raise Invalid
+        v_truncated = d["truncated"]
+        if v_truncated is not True and v_truncated is not False:
+            raise Invalid
+        o = _new(TerminalOutputResponse)
+        _set_TerminalOutputResponse_output(o, v_output)
+        _set_TerminalOutputResponse_truncated(o, v_truncated)
+        _set_TerminalOutputResponse_exit_status(o, None)
+        _set_TerminalOutputResponse_meta(o, None)
+        _set_TerminalOutputResponse_extra(o, EMPTY)
+        return o
     v_output = d["output"]
     if type(v_output) is not str:
         raise Invalid
@@ -8284,6 +9538,13 @@ def _s_TerminalExitStatus(d: Any, t: str | None = None) -> TerminalExitStatus:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(TerminalExitStatus)
+        _set_TerminalExitStatus_exit_code(o, None)
+        _set_TerminalExitStatus_signal(o, None)
+        _set_TerminalExitStatus_meta(o, None)
+        _set_TerminalExitStatus_extra(o, EMPTY)
+        return o
     v_exit_code = d.get("exitCode")
     if v_exit_code is not None:
         n += 1
@@ -8336,6 +9597,11 @@ def _s_ReleaseTerminalResponse(d: Any, t: str | None = None) -> ReleaseTerminalR
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ReleaseTerminalResponse)
+        _set_ReleaseTerminalResponse_meta(o, None)
+        _set_ReleaseTerminalResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8378,6 +9644,13 @@ def _s_WaitForTerminalExitResponse(d: Any, t: str | None = None) -> WaitForTermi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(WaitForTerminalExitResponse)
+        _set_WaitForTerminalExitResponse_exit_code(o, None)
+        _set_WaitForTerminalExitResponse_signal(o, None)
+        _set_WaitForTerminalExitResponse_meta(o, None)
+        _set_WaitForTerminalExitResponse_extra(o, EMPTY)
+        return o
     v_exit_code = d.get("exitCode")
     if v_exit_code is not None:
         n += 1
@@ -8434,6 +9707,11 @@ def _s_KillTerminalResponse(d: Any, t: str | None = None) -> KillTerminalRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(KillTerminalResponse)
+        _set_KillTerminalResponse_meta(o, None)
+        _set_KillTerminalResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8471,6 +9749,15 @@ def _s_CancelNotification(d: Any, t: str | None = None) -> CancelNotification:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(CancelNotification)
+        _set_CancelNotification_session_id(o, v_session_id)
+        _set_CancelNotification_meta(o, None)
+        _set_CancelNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8516,6 +9803,14 @@ def _s_CancelRequestNotification(d: Any, t: str | None = None) -> CancelRequestN
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_request_id = d["requestId"]
+        v_request_id = _s_RequestId(v_request_id)
+        o = _new(CancelRequestNotification)
+        _set_CancelRequestNotification_request_id(o, v_request_id)
+        _set_CancelRequestNotification_meta(o, None)
+        _set_CancelRequestNotification_extra(o, EMPTY)
+        return o
     v_request_id = d["requestId"]
     v_request_id = _s_RequestId(v_request_id)
     n += 1

@@ -197,6 +197,21 @@ def _s_Content(d: Any, t: str | None = None) -> Content:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(Content)
+        _set_Content_content(o, v_content)
+        _set_Content_meta(o, None)
+        _set_Content_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -254,6 +269,20 @@ def _s_Diff(d: Any, t: str | None = None) -> Diff:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        v_new_text = d["newText"]
+        if type(v_new_text) is not str:
+            raise Invalid
+        o = _new(Diff)
+        _set_Diff_path(o, v_path)
+        _set_Diff_old_text(o, None)
+        _set_Diff_new_text(o, v_new_text)
+        _set_Diff_meta(o, None)
+        _set_Diff_extra(o, EMPTY)
+        return o
     v_path = d["path"]
     if type(v_path) is not str:
         raise Invalid
@@ -318,6 +347,15 @@ def _s_Terminal(d: Any, t: str | None = None) -> Terminal:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(Terminal)
+        _set_Terminal_terminal_id(o, v_terminal_id)
+        _set_Terminal_meta(o, None)
+        _set_Terminal_extra(o, EMPTY)
+        return o
     v_terminal_id = d["terminalId"]
     if type(v_terminal_id) is not str:
         raise Invalid
@@ -382,6 +420,16 @@ def _s_TextContent(d: Any, t: str | None = None) -> TextContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(TextContent)
+        _set_TextContent_annotations(o, None)
+        _set_TextContent_text(o, v_text)
+        _set_TextContent_meta(o, None)
+        _set_TextContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -449,6 +497,21 @@ def _s_ImageContent(d: Any, t: str | None = None) -> ImageContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_data = d["data"]
+        if type(v_data) is not str:
+            raise Invalid
+        v_mime_type = d["mimeType"]
+        if type(v_mime_type) is not str:
+            raise Invalid
+        o = _new(ImageContent)
+        _set_ImageContent_annotations(o, None)
+        _set_ImageContent_data(o, v_data)
+        _set_ImageContent_mime_type(o, v_mime_type)
+        _set_ImageContent_uri(o, None)
+        _set_ImageContent_meta(o, None)
+        _set_ImageContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -530,6 +593,20 @@ def _s_AudioContent(d: Any, t: str | None = None) -> AudioContent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_data = d["data"]
+        if type(v_data) is not str:
+            raise Invalid
+        v_mime_type = d["mimeType"]
+        if type(v_mime_type) is not str:
+            raise Invalid
+        o = _new(AudioContent)
+        _set_AudioContent_annotations(o, None)
+        _set_AudioContent_data(o, v_data)
+        _set_AudioContent_mime_type(o, v_mime_type)
+        _set_AudioContent_meta(o, None)
+        _set_AudioContent_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -606,6 +683,24 @@ def _s_ResourceLink(d: Any, t: str | None = None) -> ResourceLink:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(ResourceLink)
+        _set_ResourceLink_annotations(o, None)
+        _set_ResourceLink_description(o, None)
+        _set_ResourceLink_mime_type(o, None)
+        _set_ResourceLink_name(o, v_name)
+        _set_ResourceLink_size(o, None)
+        _set_ResourceLink_title(o, None)
+        _set_ResourceLink_uri(o, v_uri)
+        _set_ResourceLink_meta(o, None)
+        _set_ResourceLink_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -713,6 +808,15 @@ def _s_EmbeddedResource(d: Any, t: str | None = None) -> EmbeddedResource:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_resource = d["resource"]
+        v_resource = _s_EmbeddedResourceResource(v_resource)
+        o = _new(EmbeddedResource)
+        _set_EmbeddedResource_annotations(o, None)
+        _set_EmbeddedResource_resource(o, v_resource)
+        _set_EmbeddedResource_meta(o, None)
+        _set_EmbeddedResource_extra(o, EMPTY)
+        return o
     v_annotations = d.get("annotations")
     if v_annotations is not None:
         n += 1
@@ -996,6 +1100,20 @@ def _s_StringPropertySchema(d: Any, t: str | None = None) -> StringPropertySchem
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(StringPropertySchema)
+        _set_StringPropertySchema_title(o, None)
+        _set_StringPropertySchema_description(o, None)
+        _set_StringPropertySchema_min_length(o, None)
+        _set_StringPropertySchema_max_length(o, None)
+        _set_StringPropertySchema_pattern(o, None)
+        _set_StringPropertySchema_format(o, None)
+        _set_StringPropertySchema_default(o, None)
+        _set_StringPropertySchema_enum(o, None)
+        _set_StringPropertySchema_one_of(o, None)
+        _set_StringPropertySchema_meta(o, None)
+        _set_StringPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1134,6 +1252,16 @@ def _s_NumberPropertySchema(d: Any, t: str | None = None) -> NumberPropertySchem
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NumberPropertySchema)
+        _set_NumberPropertySchema_title(o, None)
+        _set_NumberPropertySchema_description(o, None)
+        _set_NumberPropertySchema_minimum(o, None)
+        _set_NumberPropertySchema_maximum(o, None)
+        _set_NumberPropertySchema_default(o, None)
+        _set_NumberPropertySchema_meta(o, None)
+        _set_NumberPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1232,6 +1360,16 @@ def _s_IntegerPropertySchema(d: Any, t: str | None = None) -> IntegerPropertySch
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(IntegerPropertySchema)
+        _set_IntegerPropertySchema_title(o, None)
+        _set_IntegerPropertySchema_description(o, None)
+        _set_IntegerPropertySchema_minimum(o, None)
+        _set_IntegerPropertySchema_maximum(o, None)
+        _set_IntegerPropertySchema_default(o, None)
+        _set_IntegerPropertySchema_meta(o, None)
+        _set_IntegerPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1328,6 +1466,14 @@ def _s_BooleanPropertySchema(d: Any, t: str | None = None) -> BooleanPropertySch
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(BooleanPropertySchema)
+        _set_BooleanPropertySchema_title(o, None)
+        _set_BooleanPropertySchema_description(o, None)
+        _set_BooleanPropertySchema_default(o, None)
+        _set_BooleanPropertySchema_meta(o, None)
+        _set_BooleanPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1409,6 +1555,19 @@ def _s_MultiSelectPropertySchema(d: Any, t: str | None = None) -> MultiSelectPro
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_items = d["items"]
+        v_items = _s_MultiSelectItems(v_items)
+        o = _new(MultiSelectPropertySchema)
+        _set_MultiSelectPropertySchema_title(o, None)
+        _set_MultiSelectPropertySchema_description(o, None)
+        _set_MultiSelectPropertySchema_min_items(o, None)
+        _set_MultiSelectPropertySchema_max_items(o, None)
+        _set_MultiSelectPropertySchema_items(o, v_items)
+        _set_MultiSelectPropertySchema_default(o, None)
+        _set_MultiSelectPropertySchema_meta(o, None)
+        _set_MultiSelectPropertySchema_extra(o, EMPTY)
+        return o
     v_title = d.get("title")
     if v_title is not None:
         n += 1
@@ -1523,6 +1682,18 @@ def _s_StringMultiSelectItems(d: Any, t: str | None = None) -> StringMultiSelect
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_enum = d["enum"]
+        if type(v_enum) is not list:
+            raise Invalid
+        for i in v_enum:
+            if type(i) is not str:
+                raise Invalid
+        o = _new(StringMultiSelectItems)
+        _set_StringMultiSelectItems_enum(o, v_enum)
+        _set_StringMultiSelectItems_meta(o, None)
+        _set_StringMultiSelectItems_extra(o, EMPTY)
+        return o
     v_enum = d["enum"]
     if type(v_enum) is not list:
         raise Invalid
@@ -1577,6 +1748,16 @@ def _s_TitledMultiSelectItems(d: Any, t: str | None = None) -> TitledMultiSelect
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_any_of = d["anyOf"]
+        if type(v_any_of) is not list:
+            raise Invalid
+        v_any_of = [_s_EnumOption(i) for i in v_any_of]
+        o = _new(TitledMultiSelectItems)
+        _set_TitledMultiSelectItems_any_of(o, v_any_of)
+        _set_TitledMultiSelectItems_meta(o, None)
+        _set_TitledMultiSelectItems_extra(o, EMPTY)
+        return o
     v_any_of = d["anyOf"]
     if type(v_any_of) is not list:
         raise Invalid
@@ -1639,6 +1820,22 @@ def _s_AuthMethodTerminal(d: Any, t: str | None = None) -> AuthMethodTerminal:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(AuthMethodTerminal)
+        _set_AuthMethodTerminal_id(o, v_id)
+        _set_AuthMethodTerminal_name(o, v_name)
+        _set_AuthMethodTerminal_description(o, None)
+        _set_AuthMethodTerminal_args(o, None)
+        _set_AuthMethodTerminal_env(o, None)
+        _set_AuthMethodTerminal_meta(o, None)
+        _set_AuthMethodTerminal_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1740,6 +1937,20 @@ def _s_AuthMethodAgent(d: Any, t: str | None = None) -> AuthMethodAgent:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(AuthMethodAgent)
+        _set_AuthMethodAgent_id(o, v_id)
+        _set_AuthMethodAgent_name(o, v_name)
+        _set_AuthMethodAgent_description(o, None)
+        _set_AuthMethodAgent_meta(o, None)
+        _set_AuthMethodAgent_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1815,6 +2026,28 @@ def _s_SessionConfigSelect(d: Any, t: str | None = None) -> SessionConfigSelect:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_current_value = d["currentValue"]
+        if type(v_current_value) is not str:
+            raise Invalid
+        v_options = d["options"]
+        v_options = _s_SessionConfigSelectOptions(v_options)
+        o = _new(SessionConfigSelect)
+        _set_SessionConfigSelect_id(o, v_id)
+        _set_SessionConfigSelect_name(o, v_name)
+        _set_SessionConfigSelect_description(o, None)
+        _set_SessionConfigSelect_category(o, None)
+        _set_SessionConfigSelect_current_value(o, v_current_value)
+        _set_SessionConfigSelect_options(o, v_options)
+        _set_SessionConfigSelect_meta(o, None)
+        _set_SessionConfigSelect_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -1909,6 +2142,25 @@ def _s_SessionConfigBoolean(d: Any, t: str | None = None) -> SessionConfigBoolea
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_current_value = d["currentValue"]
+        if v_current_value is not True and v_current_value is not False:
+            raise Invalid
+        o = _new(SessionConfigBoolean)
+        _set_SessionConfigBoolean_id(o, v_id)
+        _set_SessionConfigBoolean_name(o, v_name)
+        _set_SessionConfigBoolean_description(o, None)
+        _set_SessionConfigBoolean_category(o, None)
+        _set_SessionConfigBoolean_current_value(o, v_current_value)
+        _set_SessionConfigBoolean_meta(o, None)
+        _set_SessionConfigBoolean_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -2007,6 +2259,25 @@ def _s_NesEditSuggestion(d: Any, t: str | None = None) -> NesEditSuggestion:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_edits = d["edits"]
+        if type(v_edits) is not list:
+            raise Invalid
+        v_edits = [_s_NesTextEdit(i) for i in v_edits]
+        o = _new(NesEditSuggestion)
+        _set_NesEditSuggestion_id(o, v_id)
+        _set_NesEditSuggestion_uri(o, v_uri)
+        _set_NesEditSuggestion_edits(o, v_edits)
+        _set_NesEditSuggestion_cursor_position(o, None)
+        _set_NesEditSuggestion_meta(o, None)
+        _set_NesEditSuggestion_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -2086,6 +2357,22 @@ def _s_NesJumpSuggestion(d: Any, t: str | None = None) -> NesJumpSuggestion:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_position = d["position"]
+        v_position = _s_Position(v_position)
+        o = _new(NesJumpSuggestion)
+        _set_NesJumpSuggestion_id(o, v_id)
+        _set_NesJumpSuggestion_uri(o, v_uri)
+        _set_NesJumpSuggestion_position(o, v_position)
+        _set_NesJumpSuggestion_meta(o, None)
+        _set_NesJumpSuggestion_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -2153,6 +2440,26 @@ def _s_NesRenameSuggestion(d: Any, t: str | None = None) -> NesRenameSuggestion:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_position = d["position"]
+        v_position = _s_Position(v_position)
+        v_new_name = d["newName"]
+        if type(v_new_name) is not str:
+            raise Invalid
+        o = _new(NesRenameSuggestion)
+        _set_NesRenameSuggestion_id(o, v_id)
+        _set_NesRenameSuggestion_uri(o, v_uri)
+        _set_NesRenameSuggestion_position(o, v_position)
+        _set_NesRenameSuggestion_new_name(o, v_new_name)
+        _set_NesRenameSuggestion_meta(o, None)
+        _set_NesRenameSuggestion_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -2229,6 +2536,28 @@ def _s_NesSearchAndReplaceSuggestion(d: Any, t: str | None = None) -> NesSearchA
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_search = d["search"]
+        if type(v_search) is not str:
+            raise Invalid
+        v_replace = d["replace"]
+        if type(v_replace) is not str:
+            raise Invalid
+        o = _new(NesSearchAndReplaceSuggestion)
+        _set_NesSearchAndReplaceSuggestion_id(o, v_id)
+        _set_NesSearchAndReplaceSuggestion_uri(o, v_uri)
+        _set_NesSearchAndReplaceSuggestion_search(o, v_search)
+        _set_NesSearchAndReplaceSuggestion_replace(o, v_replace)
+        _set_NesSearchAndReplaceSuggestion_is_regex(o, None)
+        _set_NesSearchAndReplaceSuggestion_meta(o, None)
+        _set_NesSearchAndReplaceSuggestion_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -2324,6 +2653,22 @@ def _s_ContentChunk(d: Any, t: str | None = None) -> ContentChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(ContentChunk)
+        _set_ContentChunk_content(o, v_content)
+        _set_ContentChunk_message_id(o, None)
+        _set_ContentChunk_meta(o, None)
+        _set_ContentChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2381,6 +2726,22 @@ def _s_UserMessageChunk(d: Any, t: str | None = None) -> UserMessageChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(UserMessageChunk)
+        _set_UserMessageChunk_content(o, v_content)
+        _set_UserMessageChunk_message_id(o, None)
+        _set_UserMessageChunk_meta(o, None)
+        _set_UserMessageChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2446,6 +2807,22 @@ def _s_AgentMessageChunk(d: Any, t: str | None = None) -> AgentMessageChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(AgentMessageChunk)
+        _set_AgentMessageChunk_content(o, v_content)
+        _set_AgentMessageChunk_message_id(o, None)
+        _set_AgentMessageChunk_meta(o, None)
+        _set_AgentMessageChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2511,6 +2888,22 @@ def _s_AgentThoughtChunk(d: Any, t: str | None = None) -> AgentThoughtChunk:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(AgentThoughtChunk)
+        _set_AgentThoughtChunk_content(o, v_content)
+        _set_AgentThoughtChunk_message_id(o, None)
+        _set_AgentThoughtChunk_meta(o, None)
+        _set_AgentThoughtChunk_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     v_content_f = _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
     v_content = (
@@ -2596,6 +2989,26 @@ def _s_ToolCall(d: Any, t: str | None = None) -> ToolCall:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_tool_call_id = d["toolCallId"]
+        if type(v_tool_call_id) is not str:
+            raise Invalid
+        v_title = d["title"]
+        if type(v_title) is not str:
+            raise Invalid
+        o = _new(ToolCall)
+        _set_ToolCall_tool_call_id(o, v_tool_call_id)
+        _set_ToolCall_title(o, v_title)
+        _set_ToolCall_name(o, None)
+        _set_ToolCall_kind(o, None)
+        _set_ToolCall_status(o, None)
+        _set_ToolCall_content(o, None)
+        _set_ToolCall_locations(o, None)
+        _set_ToolCall_raw_input(o, None)
+        _set_ToolCall_raw_output(o, None)
+        _set_ToolCall_meta(o, None)
+        _set_ToolCall_extra(o, EMPTY)
+        return o
     v_tool_call_id = d["toolCallId"]
     if type(v_tool_call_id) is not str:
         raise Invalid
@@ -2757,6 +3170,23 @@ def _s_ToolCallUpdate(d: Any, t: str | None = None) -> ToolCallUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_tool_call_id = d["toolCallId"]
+        if type(v_tool_call_id) is not str:
+            raise Invalid
+        o = _new(ToolCallUpdate)
+        _set_ToolCallUpdate_tool_call_id(o, v_tool_call_id)
+        _set_ToolCallUpdate_kind(o, None)
+        _set_ToolCallUpdate_status(o, None)
+        _set_ToolCallUpdate_title(o, None)
+        _set_ToolCallUpdate_name(o, None)
+        _set_ToolCallUpdate_content(o, None)
+        _set_ToolCallUpdate_locations(o, None)
+        _set_ToolCallUpdate_raw_input(o, None)
+        _set_ToolCallUpdate_raw_output(o, None)
+        _set_ToolCallUpdate_meta(o, None)
+        _set_ToolCallUpdate_extra(o, EMPTY)
+        return o
     v_tool_call_id = d["toolCallId"]
     if type(v_tool_call_id) is not str:
         raise Invalid
@@ -2935,6 +3365,15 @@ def _s_PlanUpdate(d: Any, t: str | None = None) -> PlanUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_plan = d["plan"]
+        v_plan_f = _T_PlanUpdateContent.get(v_plan.get("type")) if type(v_plan) is dict else None
+        v_plan = v_plan_f(v_plan, "type") if v_plan_f is not None else _s_PlanUpdateContent(v_plan)
+        o = _new(PlanUpdate)
+        _set_PlanUpdate_plan(o, v_plan)
+        _set_PlanUpdate_meta(o, None)
+        _set_PlanUpdate_extra(o, EMPTY)
+        return o
     v_plan = d["plan"]
     v_plan_f = _T_PlanUpdateContent.get(v_plan.get("type")) if type(v_plan) is dict else None
     v_plan = v_plan_f(v_plan, "type") if v_plan_f is not None else _s_PlanUpdateContent(v_plan)
@@ -2984,6 +3423,15 @@ def _s_PlanRemoved(d: Any, t: str | None = None) -> PlanRemoved:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_plan_id = d["planId"]
+        if type(v_plan_id) is not str:
+            raise Invalid
+        o = _new(PlanRemoved)
+        _set_PlanRemoved_plan_id(o, v_plan_id)
+        _set_PlanRemoved_meta(o, None)
+        _set_PlanRemoved_extra(o, EMPTY)
+        return o
     v_plan_id = d["planId"]
     if type(v_plan_id) is not str:
         raise Invalid
@@ -3110,6 +3558,15 @@ def _s_CurrentModeUpdate(d: Any, t: str | None = None) -> CurrentModeUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_current_mode_id = d["currentModeId"]
+        if type(v_current_mode_id) is not str:
+            raise Invalid
+        o = _new(CurrentModeUpdate)
+        _set_CurrentModeUpdate_current_mode_id(o, v_current_mode_id)
+        _set_CurrentModeUpdate_meta(o, None)
+        _set_CurrentModeUpdate_extra(o, EMPTY)
+        return o
     v_current_mode_id = d["currentModeId"]
     if type(v_current_mode_id) is not str:
         raise Invalid
@@ -3227,6 +3684,13 @@ def _s_SessionInfoUpdate(d: Any, t: str | None = None) -> SessionInfoUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionInfoUpdate)
+        _set_SessionInfoUpdate_title(o, UNSET)
+        _set_SessionInfoUpdate_updated_at(o, UNSET)
+        _set_SessionInfoUpdate_meta(o, None)
+        _set_SessionInfoUpdate_extra(o, EMPTY)
+        return o
     v_title = d.get("title", UNSET)
     if v_title is not UNSET:
         n += 1
@@ -3294,6 +3758,20 @@ def _s_UsageUpdate(d: Any, t: str | None = None) -> UsageUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_used = d["used"]
+        if type(v_used) is not int or v_used < 0:
+            raise Invalid
+        v_size = d["size"]
+        if type(v_size) is not int or v_size < 0:
+            raise Invalid
+        o = _new(UsageUpdate)
+        _set_UsageUpdate_used(o, v_used)
+        _set_UsageUpdate_size(o, v_size)
+        _set_UsageUpdate_cost(o, None)
+        _set_UsageUpdate_meta(o, None)
+        _set_UsageUpdate_extra(o, EMPTY)
+        return o
     v_used = d["used"]
     if type(v_used) is not int or v_used < 0:
         raise Invalid
@@ -3366,6 +3844,20 @@ def _s_Notice(d: Any, t: str | None = None) -> Notice:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_severity = d["severity"]
+        if type(v_severity) is not str:
+            raise Invalid
+        v_title = d["title"]
+        if type(v_title) is not str or len(v_title) < 1:
+            raise Invalid
+        o = _new(Notice)
+        _set_Notice_severity(o, v_severity)
+        _set_Notice_title(o, v_title)
+        _set_Notice_description(o, None)
+        _set_Notice_meta(o, None)
+        _set_Notice_extra(o, EMPTY)
+        return o
     v_severity = d["severity"]
     if type(v_severity) is not str:
         raise Invalid
@@ -3437,6 +3929,21 @@ def _s_CompactionUpdate(d: Any, t: str | None = None) -> CompactionUpdate:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_compaction_id = d["compactionId"]
+        if type(v_compaction_id) is not str:
+            raise Invalid
+        v_status = d["status"]
+        if type(v_status) is not str:
+            raise Invalid
+        o = _new(CompactionUpdate)
+        _set_CompactionUpdate_compaction_id(o, v_compaction_id)
+        _set_CompactionUpdate_status(o, v_status)
+        _set_CompactionUpdate_summary(o, UNSET)
+        _set_CompactionUpdate_error(o, UNSET)
+        _set_CompactionUpdate_meta(o, UNSET)
+        _set_CompactionUpdate_extra(o, EMPTY)
+        return o
     v_compaction_id = d["compactionId"]
     if type(v_compaction_id) is not str:
         raise Invalid
@@ -3521,6 +4028,25 @@ def _s_CompactionSummaryChunk(d: Any, t: str | None = None) -> CompactionSummary
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_compaction_id = d["compactionId"]
+        if type(v_compaction_id) is not str:
+            raise Invalid
+        v_content = d["content"]
+        v_content_f = (
+            _T_ContentBlock.get(v_content.get("type")) if type(v_content) is dict else None
+        )
+        v_content = (
+            v_content_f(v_content, "type")
+            if v_content_f is not None
+            else _s_ContentBlock(v_content)
+        )
+        o = _new(CompactionSummaryChunk)
+        _set_CompactionSummaryChunk_compaction_id(o, v_compaction_id)
+        _set_CompactionSummaryChunk_content(o, v_content)
+        _set_CompactionSummaryChunk_meta(o, None)
+        _set_CompactionSummaryChunk_extra(o, EMPTY)
+        return o
     v_compaction_id = d["compactionId"]
     if type(v_compaction_id) is not str:
         raise Invalid
@@ -3655,6 +4181,19 @@ def _s_PlanFile(d: Any, t: str | None = None) -> PlanFile:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_plan_id = d["planId"]
+        if type(v_plan_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(PlanFile)
+        _set_PlanFile_plan_id(o, v_plan_id)
+        _set_PlanFile_uri(o, v_uri)
+        _set_PlanFile_meta(o, None)
+        _set_PlanFile_extra(o, EMPTY)
+        return o
     v_plan_id = d["planId"]
     if type(v_plan_id) is not str:
         raise Invalid
@@ -3711,6 +4250,19 @@ def _s_PlanMarkdown(d: Any, t: str | None = None) -> PlanMarkdown:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_plan_id = d["planId"]
+        if type(v_plan_id) is not str:
+            raise Invalid
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        o = _new(PlanMarkdown)
+        _set_PlanMarkdown_plan_id(o, v_plan_id)
+        _set_PlanMarkdown_content(o, v_content)
+        _set_PlanMarkdown_meta(o, None)
+        _set_PlanMarkdown_extra(o, EMPTY)
+        return o
     v_plan_id = d["planId"]
     if type(v_plan_id) is not str:
         raise Invalid
@@ -3782,6 +4334,24 @@ def _s_McpServerHttp(d: Any, t: str | None = None) -> McpServerHttp:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_url = d["url"]
+        if type(v_url) is not str:
+            raise Invalid
+        v_headers = d["headers"]
+        if type(v_headers) is not list:
+            raise Invalid
+        v_headers = [_s_HttpHeader(i) for i in v_headers]
+        o = _new(McpServerHttp)
+        _set_McpServerHttp_name(o, v_name)
+        _set_McpServerHttp_url(o, v_url)
+        _set_McpServerHttp_headers(o, v_headers)
+        _set_McpServerHttp_meta(o, None)
+        _set_McpServerHttp_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -3850,6 +4420,24 @@ def _s_McpServerSse(d: Any, t: str | None = None) -> McpServerSse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_url = d["url"]
+        if type(v_url) is not str:
+            raise Invalid
+        v_headers = d["headers"]
+        if type(v_headers) is not list:
+            raise Invalid
+        v_headers = [_s_HttpHeader(i) for i in v_headers]
+        o = _new(McpServerSse)
+        _set_McpServerSse_name(o, v_name)
+        _set_McpServerSse_url(o, v_url)
+        _set_McpServerSse_headers(o, v_headers)
+        _set_McpServerSse_meta(o, None)
+        _set_McpServerSse_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -3913,6 +4501,19 @@ def _s_McpServerAcp(d: Any, t: str | None = None) -> McpServerAcp:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_server_id = d["serverId"]
+        if type(v_server_id) is not str:
+            raise Invalid
+        o = _new(McpServerAcp)
+        _set_McpServerAcp_name(o, v_name)
+        _set_McpServerAcp_server_id(o, v_server_id)
+        _set_McpServerAcp_meta(o, None)
+        _set_McpServerAcp_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -3975,6 +4576,31 @@ def _s_McpServerStdio(d: Any, t: str | None = None) -> McpServerStdio:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_command = d["command"]
+        if type(v_command) is not str:
+            raise Invalid
+        v_args = d["args"]
+        if type(v_args) is not list:
+            raise Invalid
+        for i in v_args:
+            if type(i) is not str:
+                raise Invalid
+        v_env = d["env"]
+        if type(v_env) is not list:
+            raise Invalid
+        v_env = [_s_EnvVariable(i) for i in v_env]
+        o = _new(McpServerStdio)
+        _set_McpServerStdio_name(o, v_name)
+        _set_McpServerStdio_command(o, v_command)
+        _set_McpServerStdio_args(o, v_args)
+        _set_McpServerStdio_env(o, v_env)
+        _set_McpServerStdio_meta(o, None)
+        _set_McpServerStdio_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -4066,6 +4692,23 @@ def _s_SetSessionConfigOptionRequestBoolean(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_config_id = d["configId"]
+        if type(v_config_id) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if v_value is not True and v_value is not False:
+            raise Invalid
+        o = _new(SetSessionConfigOptionRequestBoolean)
+        _set_SetSessionConfigOptionRequestBoolean_session_id(o, v_session_id)
+        _set_SetSessionConfigOptionRequestBoolean_config_id(o, v_config_id)
+        _set_SetSessionConfigOptionRequestBoolean_value(o, v_value)
+        _set_SetSessionConfigOptionRequestBoolean_meta(o, None)
+        _set_SetSessionConfigOptionRequestBoolean_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4151,6 +4794,23 @@ def _s_SetSessionConfigOptionRequestValueId(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_config_id = d["configId"]
+        if type(v_config_id) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(SetSessionConfigOptionRequestValueId)
+        _set_SetSessionConfigOptionRequestValueId_session_id(o, v_session_id)
+        _set_SetSessionConfigOptionRequestValueId_config_id(o, v_config_id)
+        _set_SetSessionConfigOptionRequestValueId_value(o, v_value)
+        _set_SetSessionConfigOptionRequestValueId_meta(o, None)
+        _set_SetSessionConfigOptionRequestValueId_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4266,6 +4926,15 @@ def _s_SelectedPermissionOutcome(d: Any, t: str | None = None) -> SelectedPermis
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_option_id = d["optionId"]
+        if type(v_option_id) is not str:
+            raise Invalid
+        o = _new(SelectedPermissionOutcome)
+        _set_SelectedPermissionOutcome_option_id(o, v_option_id)
+        _set_SelectedPermissionOutcome_meta(o, None)
+        _set_SelectedPermissionOutcome_extra(o, EMPTY)
+        return o
     v_option_id = d["optionId"]
     if type(v_option_id) is not str:
         raise Invalid
@@ -4333,6 +5002,12 @@ def _s_ElicitationAcceptAction(d: Any, t: str | None = None) -> ElicitationAccep
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationAcceptAction)
+        _set_ElicitationAcceptAction_content(o, None)
+        _set_ElicitationAcceptAction_meta(o, None)
+        _set_ElicitationAcceptAction_extra(o, EMPTY)
+        return o
     v_content = d.get("content")
     if v_content is not None:
         n += 1
@@ -4390,6 +5065,11 @@ def _s_CreateElicitationResponseDecline(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CreateElicitationResponseDecline)
+        _set_CreateElicitationResponseDecline_meta(o, None)
+        _set_CreateElicitationResponseDecline_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -4438,6 +5118,11 @@ def _s_CreateElicitationResponseCancel(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CreateElicitationResponseCancel)
+        _set_CreateElicitationResponseCancel_meta(o, None)
+        _set_CreateElicitationResponseCancel_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -4503,6 +5188,23 @@ def _s_WriteTextFileRequest(d: Any, t: str | None = None) -> WriteTextFileReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        o = _new(WriteTextFileRequest)
+        _set_WriteTextFileRequest_session_id(o, v_session_id)
+        _set_WriteTextFileRequest_path(o, v_path)
+        _set_WriteTextFileRequest_content(o, v_content)
+        _set_WriteTextFileRequest_meta(o, None)
+        _set_WriteTextFileRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4565,6 +5267,21 @@ def _s_ReadTextFileRequest(d: Any, t: str | None = None) -> ReadTextFileRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        o = _new(ReadTextFileRequest)
+        _set_ReadTextFileRequest_session_id(o, v_session_id)
+        _set_ReadTextFileRequest_path(o, v_path)
+        _set_ReadTextFileRequest_line(o, None)
+        _set_ReadTextFileRequest_limit(o, None)
+        _set_ReadTextFileRequest_meta(o, None)
+        _set_ReadTextFileRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4638,6 +5355,23 @@ def _s_RequestPermissionRequest(d: Any, t: str | None = None) -> RequestPermissi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_tool_call = d["toolCall"]
+        v_tool_call = _s_ToolCallUpdate(v_tool_call)
+        v_options = d["options"]
+        if type(v_options) is not list:
+            raise Invalid
+        v_options = [_s_PermissionOption(i) for i in v_options]
+        o = _new(RequestPermissionRequest)
+        _set_RequestPermissionRequest_session_id(o, v_session_id)
+        _set_RequestPermissionRequest_tool_call(o, v_tool_call)
+        _set_RequestPermissionRequest_options(o, v_options)
+        _set_RequestPermissionRequest_meta(o, None)
+        _set_RequestPermissionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -4699,6 +5433,14 @@ def _s_Annotations(d: Any, t: str | None = None) -> Annotations:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(Annotations)
+        _set_Annotations_audience(o, None)
+        _set_Annotations_last_modified(o, None)
+        _set_Annotations_priority(o, None)
+        _set_Annotations_meta(o, None)
+        _set_Annotations_extra(o, EMPTY)
+        return o
     v_audience = d.get("audience")
     if v_audience is not None:
         n += 1
@@ -4774,6 +5516,20 @@ def _s_TextResourceContents(d: Any, t: str | None = None) -> TextResourceContent
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(TextResourceContents)
+        _set_TextResourceContents_mime_type(o, None)
+        _set_TextResourceContents_text(o, v_text)
+        _set_TextResourceContents_uri(o, v_uri)
+        _set_TextResourceContents_meta(o, None)
+        _set_TextResourceContents_extra(o, EMPTY)
+        return o
     v_mime_type = d.get("mimeType")
     if v_mime_type is not None:
         n += 1
@@ -4838,6 +5594,20 @@ def _s_BlobResourceContents(d: Any, t: str | None = None) -> BlobResourceContent
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_blob = d["blob"]
+        if type(v_blob) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(BlobResourceContents)
+        _set_BlobResourceContents_blob(o, v_blob)
+        _set_BlobResourceContents_mime_type(o, None)
+        _set_BlobResourceContents_uri(o, v_uri)
+        _set_BlobResourceContents_meta(o, None)
+        _set_BlobResourceContents_extra(o, EMPTY)
+        return o
     v_blob = d["blob"]
     if type(v_blob) is not str:
         raise Invalid
@@ -4901,6 +5671,16 @@ def _s_ToolCallLocation(d: Any, t: str | None = None) -> ToolCallLocation:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_path = d["path"]
+        if type(v_path) is not str:
+            raise Invalid
+        o = _new(ToolCallLocation)
+        _set_ToolCallLocation_path(o, v_path)
+        _set_ToolCallLocation_line(o, None)
+        _set_ToolCallLocation_meta(o, None)
+        _set_ToolCallLocation_extra(o, EMPTY)
+        return o
     v_path = d["path"]
     if type(v_path) is not str:
         raise Invalid
@@ -4957,6 +5737,23 @@ def _s_PermissionOption(d: Any, t: str | None = None) -> PermissionOption:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_option_id = d["optionId"]
+        if type(v_option_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_kind = d["kind"]
+        if type(v_kind) is not str or v_kind not in _L4:
+            raise Invalid
+        o = _new(PermissionOption)
+        _set_PermissionOption_option_id(o, v_option_id)
+        _set_PermissionOption_name(o, v_name)
+        _set_PermissionOption_kind(o, v_kind)
+        _set_PermissionOption_meta(o, None)
+        _set_PermissionOption_extra(o, EMPTY)
+        return o
     v_option_id = d["optionId"]
     if type(v_option_id) is not str:
         raise Invalid
@@ -5019,6 +5816,23 @@ def _s_CreateTerminalRequest(d: Any, t: str | None = None) -> CreateTerminalRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_command = d["command"]
+        if type(v_command) is not str:
+            raise Invalid
+        o = _new(CreateTerminalRequest)
+        _set_CreateTerminalRequest_session_id(o, v_session_id)
+        _set_CreateTerminalRequest_command(o, v_command)
+        _set_CreateTerminalRequest_args(o, None)
+        _set_CreateTerminalRequest_env(o, None)
+        _set_CreateTerminalRequest_cwd(o, None)
+        _set_CreateTerminalRequest_output_byte_limit(o, None)
+        _set_CreateTerminalRequest_meta(o, None)
+        _set_CreateTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5119,6 +5933,19 @@ def _s_EnvVariable(d: Any, t: str | None = None) -> EnvVariable:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(EnvVariable)
+        _set_EnvVariable_name(o, v_name)
+        _set_EnvVariable_value(o, v_value)
+        _set_EnvVariable_meta(o, None)
+        _set_EnvVariable_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -5171,6 +5998,19 @@ def _s_TerminalOutputRequest(d: Any, t: str | None = None) -> TerminalOutputRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(TerminalOutputRequest)
+        _set_TerminalOutputRequest_session_id(o, v_session_id)
+        _set_TerminalOutputRequest_terminal_id(o, v_terminal_id)
+        _set_TerminalOutputRequest_meta(o, None)
+        _set_TerminalOutputRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5225,6 +6065,19 @@ def _s_ReleaseTerminalRequest(d: Any, t: str | None = None) -> ReleaseTerminalRe
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(ReleaseTerminalRequest)
+        _set_ReleaseTerminalRequest_session_id(o, v_session_id)
+        _set_ReleaseTerminalRequest_terminal_id(o, v_terminal_id)
+        _set_ReleaseTerminalRequest_meta(o, None)
+        _set_ReleaseTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5279,6 +6132,19 @@ def _s_WaitForTerminalExitRequest(d: Any, t: str | None = None) -> WaitForTermin
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(WaitForTerminalExitRequest)
+        _set_WaitForTerminalExitRequest_session_id(o, v_session_id)
+        _set_WaitForTerminalExitRequest_terminal_id(o, v_terminal_id)
+        _set_WaitForTerminalExitRequest_meta(o, None)
+        _set_WaitForTerminalExitRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5335,6 +6201,19 @@ def _s_KillTerminalRequest(d: Any, t: str | None = None) -> KillTerminalRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(KillTerminalRequest)
+        _set_KillTerminalRequest_session_id(o, v_session_id)
+        _set_KillTerminalRequest_terminal_id(o, v_terminal_id)
+        _set_KillTerminalRequest_meta(o, None)
+        _set_KillTerminalRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5388,6 +6267,15 @@ def _s_ElicitationSessionScope(d: Any, t: str | None = None) -> ElicitationSessi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(ElicitationSessionScope)
+        _set_ElicitationSessionScope_session_id(o, v_session_id)
+        _set_ElicitationSessionScope_tool_call_id(o, None)
+        _set_ElicitationSessionScope_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -5500,6 +6388,16 @@ def _s_ElicitationSchema(d: Any, t: str | None = None) -> ElicitationSchema:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationSchema)
+        _set_ElicitationSchema_type(o, "object")
+        _set_ElicitationSchema_title(o, None)
+        _set_ElicitationSchema_properties(o, {})
+        _set_ElicitationSchema_required(o, None)
+        _set_ElicitationSchema_description(o, None)
+        _set_ElicitationSchema_meta(o, None)
+        _set_ElicitationSchema_extra(o, EMPTY)
+        return o
     v_type = d.get("type")
     if v_type is None:
         v_type = "object"
@@ -5596,6 +6494,20 @@ def _s_EnumOption(d: Any, t: str | None = None) -> EnumOption:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_const = d["const"]
+        if type(v_const) is not str:
+            raise Invalid
+        v_title = d["title"]
+        if type(v_title) is not str:
+            raise Invalid
+        o = _new(EnumOption)
+        _set_EnumOption_const(o, v_const)
+        _set_EnumOption_title(o, v_title)
+        _set_EnumOption_description(o, None)
+        _set_EnumOption_meta(o, None)
+        _set_EnumOption_extra(o, EMPTY)
+        return o
     v_const = d["const"]
     if type(v_const) is not str:
         raise Invalid
@@ -5652,6 +6564,15 @@ def _s_ConnectMcpRequest(d: Any, t: str | None = None) -> ConnectMcpRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_server_id = d["serverId"]
+        if type(v_server_id) is not str:
+            raise Invalid
+        o = _new(ConnectMcpRequest)
+        _set_ConnectMcpRequest_server_id(o, v_server_id)
+        _set_ConnectMcpRequest_meta(o, None)
+        _set_ConnectMcpRequest_extra(o, EMPTY)
+        return o
     v_server_id = d["serverId"]
     if type(v_server_id) is not str:
         raise Invalid
@@ -5699,6 +6620,20 @@ def _s_MessageMcpRequest(d: Any, t: str | None = None) -> MessageMcpRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_connection_id = d["connectionId"]
+        if type(v_connection_id) is not str:
+            raise Invalid
+        v_method = d["method"]
+        if type(v_method) is not str:
+            raise Invalid
+        o = _new(MessageMcpRequest)
+        _set_MessageMcpRequest_connection_id(o, v_connection_id)
+        _set_MessageMcpRequest_method(o, v_method)
+        _set_MessageMcpRequest_params(o, None)
+        _set_MessageMcpRequest_meta(o, None)
+        _set_MessageMcpRequest_extra(o, EMPTY)
+        return o
     v_connection_id = d["connectionId"]
     if type(v_connection_id) is not str:
         raise Invalid
@@ -5759,6 +6694,15 @@ def _s_DisconnectMcpRequest(d: Any, t: str | None = None) -> DisconnectMcpReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_connection_id = d["connectionId"]
+        if type(v_connection_id) is not str:
+            raise Invalid
+        o = _new(DisconnectMcpRequest)
+        _set_DisconnectMcpRequest_connection_id(o, v_connection_id)
+        _set_DisconnectMcpRequest_meta(o, None)
+        _set_DisconnectMcpRequest_extra(o, EMPTY)
+        return o
     v_connection_id = d["connectionId"]
     if type(v_connection_id) is not str:
         raise Invalid
@@ -5808,6 +6752,14 @@ def _s_PromptCapabilities(d: Any, t: str | None = None) -> PromptCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(PromptCapabilities)
+        _set_PromptCapabilities_image(o, False)
+        _set_PromptCapabilities_audio(o, False)
+        _set_PromptCapabilities_embedded_context(o, False)
+        _set_PromptCapabilities_meta(o, None)
+        _set_PromptCapabilities_extra(o, EMPTY)
+        return o
     v_image = d.get("image")
     if v_image is None:
         v_image = False
@@ -5887,6 +6839,14 @@ def _s_McpCapabilities(d: Any, t: str | None = None) -> McpCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(McpCapabilities)
+        _set_McpCapabilities_http(o, False)
+        _set_McpCapabilities_sse(o, False)
+        _set_McpCapabilities_acp(o, False)
+        _set_McpCapabilities_meta(o, None)
+        _set_McpCapabilities_extra(o, EMPTY)
+        return o
     v_http = d.get("http")
     if v_http is None:
         v_http = False
@@ -5969,6 +6929,17 @@ def _s_SessionCapabilities(d: Any, t: str | None = None) -> SessionCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionCapabilities)
+        _set_SessionCapabilities_list(o, None)
+        _set_SessionCapabilities_delete(o, None)
+        _set_SessionCapabilities_additional_directories(o, None)
+        _set_SessionCapabilities_fork(o, None)
+        _set_SessionCapabilities_resume(o, None)
+        _set_SessionCapabilities_close(o, None)
+        _set_SessionCapabilities_meta(o, None)
+        _set_SessionCapabilities_extra(o, EMPTY)
+        return o
     v_list = d.get("list")
     if v_list is not None:
         n += 1
@@ -6082,6 +7053,12 @@ def _s_AgentAuthCapabilities(d: Any, t: str | None = None) -> AgentAuthCapabilit
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AgentAuthCapabilities)
+        _set_AgentAuthCapabilities_logout(o, None)
+        _set_AgentAuthCapabilities_meta(o, None)
+        _set_AgentAuthCapabilities_extra(o, EMPTY)
+        return o
     v_logout = d.get("logout")
     if v_logout is not None:
         n += 1
@@ -6153,6 +7130,23 @@ def _s_AgentCapabilities(d: Any, t: str | None = None) -> AgentCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AgentCapabilities)
+        _set_AgentCapabilities_load_session(o, False)
+        _set_AgentCapabilities_prompt_capabilities(
+            o, _DEFAULT_AgentCapabilities_prompt_capabilities
+        )
+        _set_AgentCapabilities_mcp_capabilities(o, _DEFAULT_AgentCapabilities_mcp_capabilities)
+        _set_AgentCapabilities_session_capabilities(
+            o, _DEFAULT_AgentCapabilities_session_capabilities
+        )
+        _set_AgentCapabilities_auth(o, _DEFAULT_AgentCapabilities_auth)
+        _set_AgentCapabilities_providers(o, None)
+        _set_AgentCapabilities_nes(o, None)
+        _set_AgentCapabilities_position_encoding(o, None)
+        _set_AgentCapabilities_meta(o, None)
+        _set_AgentCapabilities_extra(o, EMPTY)
+        return o
     v_load_session = d.get("loadSession")
     if v_load_session is None:
         v_load_session = False
@@ -6304,6 +7298,24 @@ def _s_InitializeResponse(d: Any, t: str | None = None) -> InitializeResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_protocol_version = d["protocolVersion"]
+        if (
+            type(v_protocol_version) is not int
+            or v_protocol_version < 0
+            or v_protocol_version > 65535
+        ):
+            raise Invalid
+        o = _new(InitializeResponse)
+        _set_InitializeResponse_protocol_version(o, v_protocol_version)
+        _set_InitializeResponse_agent_capabilities(
+            o, _DEFAULT_InitializeResponse_agent_capabilities
+        )
+        _set_InitializeResponse_auth_methods(o, [])
+        _set_InitializeResponse_agent_info(o, None)
+        _set_InitializeResponse_meta(o, None)
+        _set_InitializeResponse_extra(o, EMPTY)
+        return o
     v_protocol_version = d["protocolVersion"]
     if type(v_protocol_version) is not int or v_protocol_version < 0 or v_protocol_version > 65535:
         raise Invalid
@@ -6391,6 +7403,11 @@ def _s_SessionListCapabilities(d: Any, t: str | None = None) -> SessionListCapab
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionListCapabilities)
+        _set_SessionListCapabilities_meta(o, None)
+        _set_SessionListCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6427,6 +7444,11 @@ def _s_SessionDeleteCapabilities(d: Any, t: str | None = None) -> SessionDeleteC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionDeleteCapabilities)
+        _set_SessionDeleteCapabilities_meta(o, None)
+        _set_SessionDeleteCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6473,6 +7495,11 @@ def _s_SessionAdditionalDirectoriesCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionAdditionalDirectoriesCapabilities)
+        _set_SessionAdditionalDirectoriesCapabilities_meta(o, None)
+        _set_SessionAdditionalDirectoriesCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6513,6 +7540,11 @@ def _s_SessionForkCapabilities(d: Any, t: str | None = None) -> SessionForkCapab
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionForkCapabilities)
+        _set_SessionForkCapabilities_meta(o, None)
+        _set_SessionForkCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6549,6 +7581,11 @@ def _s_SessionResumeCapabilities(d: Any, t: str | None = None) -> SessionResumeC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionResumeCapabilities)
+        _set_SessionResumeCapabilities_meta(o, None)
+        _set_SessionResumeCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6585,6 +7622,11 @@ def _s_SessionCloseCapabilities(d: Any, t: str | None = None) -> SessionCloseCap
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionCloseCapabilities)
+        _set_SessionCloseCapabilities_meta(o, None)
+        _set_SessionCloseCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6621,6 +7663,11 @@ def _s_LogoutCapabilities(d: Any, t: str | None = None) -> LogoutCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutCapabilities)
+        _set_LogoutCapabilities_meta(o, None)
+        _set_LogoutCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6655,6 +7702,11 @@ def _s_ProvidersCapabilities(d: Any, t: str | None = None) -> ProvidersCapabilit
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ProvidersCapabilities)
+        _set_ProvidersCapabilities_meta(o, None)
+        _set_ProvidersCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6697,6 +7749,13 @@ def _s_NesCapabilities(d: Any, t: str | None = None) -> NesCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesCapabilities)
+        _set_NesCapabilities_events(o, None)
+        _set_NesCapabilities_context(o, None)
+        _set_NesCapabilities_meta(o, None)
+        _set_NesCapabilities_extra(o, EMPTY)
+        return o
     v_events = d.get("events")
     if v_events is not None:
         n += 1
@@ -6758,6 +7817,12 @@ def _s_NesEventCapabilities(d: Any, t: str | None = None) -> NesEventCapabilitie
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesEventCapabilities)
+        _set_NesEventCapabilities_document(o, None)
+        _set_NesEventCapabilities_meta(o, None)
+        _set_NesEventCapabilities_extra(o, EMPTY)
+        return o
     v_document = d.get("document")
     if v_document is not None:
         n += 1
@@ -6814,6 +7879,16 @@ def _s_NesDocumentEventCapabilities(d: Any, t: str | None = None) -> NesDocument
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDocumentEventCapabilities)
+        _set_NesDocumentEventCapabilities_did_open(o, None)
+        _set_NesDocumentEventCapabilities_did_change(o, None)
+        _set_NesDocumentEventCapabilities_did_close(o, None)
+        _set_NesDocumentEventCapabilities_did_save(o, None)
+        _set_NesDocumentEventCapabilities_did_focus(o, None)
+        _set_NesDocumentEventCapabilities_meta(o, None)
+        _set_NesDocumentEventCapabilities_extra(o, EMPTY)
+        return o
     v_did_open = d.get("didOpen")
     if v_did_open is not None:
         n += 1
@@ -6909,6 +7984,11 @@ def _s_NesDocumentDidOpenCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDocumentDidOpenCapabilities)
+        _set_NesDocumentDidOpenCapabilities_meta(o, None)
+        _set_NesDocumentDidOpenCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -6956,6 +8036,15 @@ def _s_NesDocumentDidChangeCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_sync_kind = d["syncKind"]
+        if type(v_sync_kind) is not str or v_sync_kind not in _L7:
+            raise Invalid
+        o = _new(NesDocumentDidChangeCapabilities)
+        _set_NesDocumentDidChangeCapabilities_sync_kind(o, v_sync_kind)
+        _set_NesDocumentDidChangeCapabilities_meta(o, None)
+        _set_NesDocumentDidChangeCapabilities_extra(o, EMPTY)
+        return o
     v_sync_kind = d["syncKind"]
     if type(v_sync_kind) is not str or v_sync_kind not in _L7:
         raise Invalid
@@ -7002,6 +8091,11 @@ def _s_NesDocumentDidCloseCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDocumentDidCloseCapabilities)
+        _set_NesDocumentDidCloseCapabilities_meta(o, None)
+        _set_NesDocumentDidCloseCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7042,6 +8136,11 @@ def _s_NesDocumentDidSaveCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDocumentDidSaveCapabilities)
+        _set_NesDocumentDidSaveCapabilities_meta(o, None)
+        _set_NesDocumentDidSaveCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7082,6 +8181,11 @@ def _s_NesDocumentDidFocusCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDocumentDidFocusCapabilities)
+        _set_NesDocumentDidFocusCapabilities_meta(o, None)
+        _set_NesDocumentDidFocusCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7150,6 +8254,17 @@ def _s_NesContextCapabilities(d: Any, t: str | None = None) -> NesContextCapabil
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesContextCapabilities)
+        _set_NesContextCapabilities_recent_files(o, None)
+        _set_NesContextCapabilities_related_snippets(o, None)
+        _set_NesContextCapabilities_edit_history(o, None)
+        _set_NesContextCapabilities_user_actions(o, None)
+        _set_NesContextCapabilities_open_files(o, None)
+        _set_NesContextCapabilities_diagnostics(o, None)
+        _set_NesContextCapabilities_meta(o, None)
+        _set_NesContextCapabilities_extra(o, EMPTY)
+        return o
     v_recent_files = d.get("recentFiles")
     if v_recent_files is not None:
         n += 1
@@ -7259,6 +8374,12 @@ def _s_NesRecentFilesCapabilities(d: Any, t: str | None = None) -> NesRecentFile
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesRecentFilesCapabilities)
+        _set_NesRecentFilesCapabilities_max_count(o, None)
+        _set_NesRecentFilesCapabilities_meta(o, None)
+        _set_NesRecentFilesCapabilities_extra(o, EMPTY)
+        return o
     v_max_count = d.get("maxCount")
     if v_max_count is not None:
         n += 1
@@ -7308,6 +8429,11 @@ def _s_NesRelatedSnippetsCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesRelatedSnippetsCapabilities)
+        _set_NesRelatedSnippetsCapabilities_meta(o, None)
+        _set_NesRelatedSnippetsCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7351,6 +8477,12 @@ def _s_NesEditHistoryCapabilities(d: Any, t: str | None = None) -> NesEditHistor
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesEditHistoryCapabilities)
+        _set_NesEditHistoryCapabilities_max_count(o, None)
+        _set_NesEditHistoryCapabilities_meta(o, None)
+        _set_NesEditHistoryCapabilities_extra(o, EMPTY)
+        return o
     v_max_count = d.get("maxCount")
     if v_max_count is not None:
         n += 1
@@ -7403,6 +8535,12 @@ def _s_NesUserActionsCapabilities(d: Any, t: str | None = None) -> NesUserAction
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesUserActionsCapabilities)
+        _set_NesUserActionsCapabilities_max_count(o, None)
+        _set_NesUserActionsCapabilities_meta(o, None)
+        _set_NesUserActionsCapabilities_extra(o, EMPTY)
+        return o
     v_max_count = d.get("maxCount")
     if v_max_count is not None:
         n += 1
@@ -7450,6 +8588,11 @@ def _s_NesOpenFilesCapabilities(d: Any, t: str | None = None) -> NesOpenFilesCap
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesOpenFilesCapabilities)
+        _set_NesOpenFilesCapabilities_meta(o, None)
+        _set_NesOpenFilesCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7486,6 +8629,11 @@ def _s_NesDiagnosticsCapabilities(d: Any, t: str | None = None) -> NesDiagnostic
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesDiagnosticsCapabilities)
+        _set_NesDiagnosticsCapabilities_meta(o, None)
+        _set_NesDiagnosticsCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7531,6 +8679,20 @@ def _s_Implementation(d: Any, t: str | None = None) -> Implementation:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_version = d["version"]
+        if type(v_version) is not str:
+            raise Invalid
+        o = _new(Implementation)
+        _set_Implementation_name(o, v_name)
+        _set_Implementation_title(o, None)
+        _set_Implementation_version(o, v_version)
+        _set_Implementation_meta(o, None)
+        _set_Implementation_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -7586,6 +8748,11 @@ def _s_AuthenticateResponse(d: Any, t: str | None = None) -> AuthenticateRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AuthenticateResponse)
+        _set_AuthenticateResponse_meta(o, None)
+        _set_AuthenticateResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7627,6 +8794,16 @@ def _s_ListProvidersResponse(d: Any, t: str | None = None) -> ListProvidersRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_providers = d["providers"]
+        if type(v_providers) is not list:
+            raise Invalid
+        v_providers = [_s_ProviderInfo(i) for i in v_providers]
+        o = _new(ListProvidersResponse)
+        _set_ListProvidersResponse_providers(o, v_providers)
+        _set_ListProvidersResponse_meta(o, None)
+        _set_ListProvidersResponse_extra(o, EMPTY)
+        return o
     v_providers = d["providers"]
     if type(v_providers) is not list:
         raise Invalid
@@ -7754,6 +8931,19 @@ def _s_ProviderCurrentConfig(d: Any, t: str | None = None) -> ProviderCurrentCon
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_api_type = d["apiType"]
+        if type(v_api_type) is not str:
+            raise Invalid
+        v_base_url = d["baseUrl"]
+        if type(v_base_url) is not str:
+            raise Invalid
+        o = _new(ProviderCurrentConfig)
+        _set_ProviderCurrentConfig_api_type(o, v_api_type)
+        _set_ProviderCurrentConfig_base_url(o, v_base_url)
+        _set_ProviderCurrentConfig_meta(o, None)
+        _set_ProviderCurrentConfig_extra(o, EMPTY)
+        return o
     v_api_type = d["apiType"]
     if type(v_api_type) is not str:
         raise Invalid
@@ -7802,6 +8992,11 @@ def _s_SetProviderResponse(d: Any, t: str | None = None) -> SetProviderResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SetProviderResponse)
+        _set_SetProviderResponse_meta(o, None)
+        _set_SetProviderResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7838,6 +9033,11 @@ def _s_DisableProviderResponse(d: Any, t: str | None = None) -> DisableProviderR
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(DisableProviderResponse)
+        _set_DisableProviderResponse_meta(o, None)
+        _set_DisableProviderResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7874,6 +9074,11 @@ def _s_LogoutResponse(d: Any, t: str | None = None) -> LogoutResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutResponse)
+        _set_LogoutResponse_meta(o, None)
+        _set_LogoutResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -7915,6 +9120,17 @@ def _s_NewSessionResponse(d: Any, t: str | None = None) -> NewSessionResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(NewSessionResponse)
+        _set_NewSessionResponse_session_id(o, v_session_id)
+        _set_NewSessionResponse_modes(o, None)
+        _set_NewSessionResponse_config_options(o, None)
+        _set_NewSessionResponse_meta(o, None)
+        _set_NewSessionResponse_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8051,6 +9267,20 @@ def _s_SessionMode(d: Any, t: str | None = None) -> SessionMode:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(SessionMode)
+        _set_SessionMode_id(o, v_id)
+        _set_SessionMode_name(o, v_name)
+        _set_SessionMode_description(o, None)
+        _set_SessionMode_meta(o, None)
+        _set_SessionMode_extra(o, EMPTY)
+        return o
     v_id = d["id"]
     if type(v_id) is not str:
         raise Invalid
@@ -8113,6 +9343,20 @@ def _s_SessionConfigSelectOption(d: Any, t: str | None = None) -> SessionConfigS
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(SessionConfigSelectOption)
+        _set_SessionConfigSelectOption_value(o, v_value)
+        _set_SessionConfigSelectOption_name(o, v_name)
+        _set_SessionConfigSelectOption_description(o, None)
+        _set_SessionConfigSelectOption_meta(o, None)
+        _set_SessionConfigSelectOption_extra(o, EMPTY)
+        return o
     v_value = d["value"]
     if type(v_value) is not str:
         raise Invalid
@@ -8247,6 +9491,13 @@ def _s_LoadSessionResponse(d: Any, t: str | None = None) -> LoadSessionResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LoadSessionResponse)
+        _set_LoadSessionResponse_modes(o, None)
+        _set_LoadSessionResponse_config_options(o, None)
+        _set_LoadSessionResponse_meta(o, None)
+        _set_LoadSessionResponse_extra(o, EMPTY)
+        return o
     v_modes = d.get("modes")
     if v_modes is not None:
         n += 1
@@ -8384,6 +9635,22 @@ def _s_SessionInfo(d: Any, t: str | None = None) -> SessionInfo:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_cwd = d["cwd"]
+        if type(v_cwd) is not str:
+            raise Invalid
+        o = _new(SessionInfo)
+        _set_SessionInfo_session_id(o, v_session_id)
+        _set_SessionInfo_cwd(o, v_cwd)
+        _set_SessionInfo_additional_directories(o, None)
+        _set_SessionInfo_title(o, None)
+        _set_SessionInfo_updated_at(o, None)
+        _set_SessionInfo_meta(o, None)
+        _set_SessionInfo_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8468,6 +9735,11 @@ def _s_DeleteSessionResponse(d: Any, t: str | None = None) -> DeleteSessionRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(DeleteSessionResponse)
+        _set_DeleteSessionResponse_meta(o, None)
+        _set_DeleteSessionResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8511,6 +9783,17 @@ def _s_ForkSessionResponse(d: Any, t: str | None = None) -> ForkSessionResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(ForkSessionResponse)
+        _set_ForkSessionResponse_session_id(o, v_session_id)
+        _set_ForkSessionResponse_modes(o, None)
+        _set_ForkSessionResponse_config_options(o, None)
+        _set_ForkSessionResponse_meta(o, None)
+        _set_ForkSessionResponse_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8586,6 +9869,13 @@ def _s_ResumeSessionResponse(d: Any, t: str | None = None) -> ResumeSessionRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ResumeSessionResponse)
+        _set_ResumeSessionResponse_modes(o, None)
+        _set_ResumeSessionResponse_config_options(o, None)
+        _set_ResumeSessionResponse_meta(o, None)
+        _set_ResumeSessionResponse_extra(o, EMPTY)
+        return o
     v_modes = d.get("modes")
     if v_modes is not None:
         n += 1
@@ -8651,6 +9941,11 @@ def _s_CloseSessionResponse(d: Any, t: str | None = None) -> CloseSessionRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CloseSessionResponse)
+        _set_CloseSessionResponse_meta(o, None)
+        _set_CloseSessionResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8687,6 +9982,11 @@ def _s_SetSessionModeResponse(d: Any, t: str | None = None) -> SetSessionModeRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SetSessionModeResponse)
+        _set_SetSessionModeResponse_meta(o, None)
+        _set_SetSessionModeResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -8798,6 +10098,16 @@ def _s_PromptResponse(d: Any, t: str | None = None) -> PromptResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_stop_reason = d["stopReason"]
+        if type(v_stop_reason) is not str or v_stop_reason not in _L8:
+            raise Invalid
+        o = _new(PromptResponse)
+        _set_PromptResponse_stop_reason(o, v_stop_reason)
+        _set_PromptResponse_usage(o, None)
+        _set_PromptResponse_meta(o, None)
+        _set_PromptResponse_extra(o, EMPTY)
+        return o
     v_stop_reason = d["stopReason"]
     if type(v_stop_reason) is not str or v_stop_reason not in _L8:
         raise Invalid
@@ -8869,6 +10179,26 @@ def _s_Usage(d: Any, t: str | None = None) -> Usage:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_total_tokens = d["totalTokens"]
+        if type(v_total_tokens) is not int or v_total_tokens < 0:
+            raise Invalid
+        v_input_tokens = d["inputTokens"]
+        if type(v_input_tokens) is not int or v_input_tokens < 0:
+            raise Invalid
+        v_output_tokens = d["outputTokens"]
+        if type(v_output_tokens) is not int or v_output_tokens < 0:
+            raise Invalid
+        o = _new(Usage)
+        _set_Usage_total_tokens(o, v_total_tokens)
+        _set_Usage_input_tokens(o, v_input_tokens)
+        _set_Usage_output_tokens(o, v_output_tokens)
+        _set_Usage_thought_tokens(o, None)
+        _set_Usage_cached_read_tokens(o, None)
+        _set_Usage_cached_write_tokens(o, None)
+        _set_Usage_meta(o, None)
+        _set_Usage_extra(o, EMPTY)
+        return o
     v_total_tokens = d["totalTokens"]
     if type(v_total_tokens) is not int or v_total_tokens < 0:
         raise Invalid
@@ -8949,6 +10279,15 @@ def _s_StartNesResponse(d: Any, t: str | None = None) -> StartNesResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(StartNesResponse)
+        _set_StartNesResponse_session_id(o, v_session_id)
+        _set_StartNesResponse_meta(o, None)
+        _set_StartNesResponse_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -8990,6 +10329,16 @@ def _s_SuggestNesResponse(d: Any, t: str | None = None) -> SuggestNesResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_suggestions = d["suggestions"]
+        if type(v_suggestions) is not list:
+            raise Invalid
+        v_suggestions = [_s_NesSuggestion(i) for i in v_suggestions]
+        o = _new(SuggestNesResponse)
+        _set_SuggestNesResponse_suggestions(o, v_suggestions)
+        _set_SuggestNesResponse_meta(o, None)
+        _set_SuggestNesResponse_extra(o, EMPTY)
+        return o
     v_suggestions = d["suggestions"]
     if type(v_suggestions) is not list:
         raise Invalid
@@ -9033,6 +10382,18 @@ def _s_NesTextEdit(d: Any, t: str | None = None) -> NesTextEdit:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_range = d["range"]
+        v_range = _s_Range(v_range)
+        v_new_text = d["newText"]
+        if type(v_new_text) is not str:
+            raise Invalid
+        o = _new(NesTextEdit)
+        _set_NesTextEdit_range(o, v_range)
+        _set_NesTextEdit_new_text(o, v_new_text)
+        _set_NesTextEdit_meta(o, None)
+        _set_NesTextEdit_extra(o, EMPTY)
+        return o
     v_range = d["range"]
     v_range = _s_Range(v_range)
     n += 1
@@ -9080,6 +10441,17 @@ def _s_Range(d: Any, t: str | None = None) -> Range:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_start = d["start"]
+        v_start = _s_Position(v_start)
+        v_end = d["end"]
+        v_end = _s_Position(v_end)
+        o = _new(Range)
+        _set_Range_start(o, v_start)
+        _set_Range_end(o, v_end)
+        _set_Range_meta(o, None)
+        _set_Range_extra(o, EMPTY)
+        return o
     v_start = d["start"]
     v_start = _s_Position(v_start)
     n += 1
@@ -9126,6 +10498,19 @@ def _s_Position(d: Any, t: str | None = None) -> Position:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_line = d["line"]
+        if type(v_line) is not int or v_line < 0:
+            raise Invalid
+        v_character = d["character"]
+        if type(v_character) is not int or v_character < 0:
+            raise Invalid
+        o = _new(Position)
+        _set_Position_line(o, v_line)
+        _set_Position_character(o, v_character)
+        _set_Position_meta(o, None)
+        _set_Position_extra(o, EMPTY)
+        return o
     v_line = d["line"]
     if type(v_line) is not int or v_line < 0:
         raise Invalid
@@ -9172,6 +10557,11 @@ def _s_CloseNesResponse(d: Any, t: str | None = None) -> CloseNesResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(CloseNesResponse)
+        _set_CloseNesResponse_meta(o, None)
+        _set_CloseNesResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -9208,6 +10598,19 @@ def _s_Error(d: Any, t: str | None = None) -> Error:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_code = d["code"]
+        if type(v_code) is not int:
+            raise Invalid
+        v_message = d["message"]
+        if type(v_message) is not str:
+            raise Invalid
+        o = _new(Error)
+        _set_Error_code(o, v_code)
+        _set_Error_message(o, v_message)
+        _set_Error_data(o, None)
+        _set_Error_extra(o, EMPTY)
+        return o
     v_code = d["code"]
     if type(v_code) is not int:
         raise Invalid
@@ -9258,6 +10661,25 @@ def _s_SessionNotification(d: Any, t: str | None = None) -> SessionNotification:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_update = d["update"]
+        v_update_f = (
+            _T_SessionUpdate.get(v_update.get("sessionUpdate")) if type(v_update) is dict else None
+        )
+        v_update = (
+            v_update_f(v_update, "sessionUpdate")
+            if v_update_f is not None
+            else _s_SessionUpdate(v_update)
+        )
+        o = _new(SessionNotification)
+        _set_SessionNotification_session_id(o, v_session_id)
+        _set_SessionNotification_update(o, v_update)
+        _set_SessionNotification_meta(o, None)
+        _set_SessionNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -9319,6 +10741,23 @@ def _s_PlanEntry(d: Any, t: str | None = None) -> PlanEntry:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        v_priority = d["priority"]
+        if type(v_priority) is not str or v_priority not in _L9:
+            raise Invalid
+        v_status = d["status"]
+        if type(v_status) is not str or v_status not in _L10:
+            raise Invalid
+        o = _new(PlanEntry)
+        _set_PlanEntry_content(o, v_content)
+        _set_PlanEntry_priority(o, v_priority)
+        _set_PlanEntry_status(o, v_status)
+        _set_PlanEntry_meta(o, None)
+        _set_PlanEntry_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     if type(v_content) is not str:
         raise Invalid
@@ -9378,6 +10817,20 @@ def _s_AvailableCommand(d: Any, t: str | None = None) -> AvailableCommand:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_description = d["description"]
+        if type(v_description) is not str:
+            raise Invalid
+        o = _new(AvailableCommand)
+        _set_AvailableCommand_name(o, v_name)
+        _set_AvailableCommand_description(o, v_description)
+        _set_AvailableCommand_input(o, None)
+        _set_AvailableCommand_meta(o, None)
+        _set_AvailableCommand_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -9436,6 +10889,15 @@ def _s_UnstructuredCommandInput(d: Any, t: str | None = None) -> UnstructuredCom
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_hint = d["hint"]
+        if type(v_hint) is not str:
+            raise Invalid
+        o = _new(UnstructuredCommandInput)
+        _set_UnstructuredCommandInput_hint(o, v_hint)
+        _set_UnstructuredCommandInput_meta(o, None)
+        _set_UnstructuredCommandInput_extra(o, EMPTY)
+        return o
     v_hint = d["hint"]
     if type(v_hint) is not str:
         raise Invalid
@@ -9480,6 +10942,19 @@ def _s_Cost(d: Any, t: str | None = None) -> Cost:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_amount = d["amount"]
+        if type(v_amount) is not float and type(v_amount) is not int:
+            raise Invalid
+        v_currency = d["currency"]
+        if type(v_currency) is not str:
+            raise Invalid
+        o = _new(Cost)
+        _set_Cost_amount(o, v_amount)
+        _set_Cost_currency(o, v_currency)
+        _set_Cost_meta(o, None)
+        _set_Cost_extra(o, EMPTY)
+        return o
     v_amount = d["amount"]
     if type(v_amount) is not float and type(v_amount) is not int:
         raise Invalid
@@ -9535,6 +11010,15 @@ def _s_CompleteElicitationNotification(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_elicitation_id = d["elicitationId"]
+        if type(v_elicitation_id) is not str:
+            raise Invalid
+        o = _new(CompleteElicitationNotification)
+        _set_CompleteElicitationNotification_elicitation_id(o, v_elicitation_id)
+        _set_CompleteElicitationNotification_meta(o, None)
+        _set_CompleteElicitationNotification_extra(o, EMPTY)
+        return o
     v_elicitation_id = d["elicitationId"]
     if type(v_elicitation_id) is not str:
         raise Invalid
@@ -9586,6 +11070,20 @@ def _s_MessageMcpNotification(d: Any, t: str | None = None) -> MessageMcpNotific
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_connection_id = d["connectionId"]
+        if type(v_connection_id) is not str:
+            raise Invalid
+        v_method = d["method"]
+        if type(v_method) is not str:
+            raise Invalid
+        o = _new(MessageMcpNotification)
+        _set_MessageMcpNotification_connection_id(o, v_connection_id)
+        _set_MessageMcpNotification_method(o, v_method)
+        _set_MessageMcpNotification_params(o, None)
+        _set_MessageMcpNotification_meta(o, None)
+        _set_MessageMcpNotification_extra(o, EMPTY)
+        return o
     v_connection_id = d["connectionId"]
     if type(v_connection_id) is not str:
         raise Invalid
@@ -9649,6 +11147,13 @@ def _s_FileSystemCapabilities(d: Any, t: str | None = None) -> FileSystemCapabil
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(FileSystemCapabilities)
+        _set_FileSystemCapabilities_read_text_file(o, False)
+        _set_FileSystemCapabilities_write_text_file(o, False)
+        _set_FileSystemCapabilities_meta(o, None)
+        _set_FileSystemCapabilities_extra(o, EMPTY)
+        return o
     v_read_text_file = d.get("readTextFile")
     if v_read_text_file is None:
         v_read_text_file = False
@@ -9718,6 +11223,12 @@ def _s_AuthCapabilities(d: Any, t: str | None = None) -> AuthCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(AuthCapabilities)
+        _set_AuthCapabilities_terminal(o, False)
+        _set_AuthCapabilities_meta(o, None)
+        _set_AuthCapabilities_extra(o, EMPTY)
+        return o
     v_terminal = d.get("terminal")
     if v_terminal is None:
         v_terminal = False
@@ -9788,6 +11299,19 @@ def _s_ClientCapabilities(d: Any, t: str | None = None) -> ClientCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ClientCapabilities)
+        _set_ClientCapabilities_fs(o, _DEFAULT_ClientCapabilities_fs)
+        _set_ClientCapabilities_terminal(o, False)
+        _set_ClientCapabilities_session(o, None)
+        _set_ClientCapabilities_plan(o, None)
+        _set_ClientCapabilities_auth(o, _DEFAULT_ClientCapabilities_auth)
+        _set_ClientCapabilities_elicitation(o, None)
+        _set_ClientCapabilities_nes(o, None)
+        _set_ClientCapabilities_position_encodings(o, None)
+        _set_ClientCapabilities_meta(o, None)
+        _set_ClientCapabilities_extra(o, EMPTY)
+        return o
     v_fs = d.get("fs")
     if v_fs is None:
         v_fs = _DEFAULT_ClientCapabilities_fs
@@ -9931,6 +11455,23 @@ def _s_InitializeRequest(d: Any, t: str | None = None) -> InitializeRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_protocol_version = d["protocolVersion"]
+        if (
+            type(v_protocol_version) is not int
+            or v_protocol_version < 0
+            or v_protocol_version > 65535
+        ):
+            raise Invalid
+        o = _new(InitializeRequest)
+        _set_InitializeRequest_protocol_version(o, v_protocol_version)
+        _set_InitializeRequest_client_capabilities(
+            o, _DEFAULT_InitializeRequest_client_capabilities
+        )
+        _set_InitializeRequest_client_info(o, None)
+        _set_InitializeRequest_meta(o, None)
+        _set_InitializeRequest_extra(o, EMPTY)
+        return o
     v_protocol_version = d["protocolVersion"]
     if type(v_protocol_version) is not int or v_protocol_version < 0 or v_protocol_version > 65535:
         raise Invalid
@@ -10005,6 +11546,13 @@ def _s_ClientSessionCapabilities(d: Any, t: str | None = None) -> ClientSessionC
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ClientSessionCapabilities)
+        _set_ClientSessionCapabilities_compaction(o, None)
+        _set_ClientSessionCapabilities_config_options(o, None)
+        _set_ClientSessionCapabilities_meta(o, None)
+        _set_ClientSessionCapabilities_extra(o, EMPTY)
+        return o
     v_compaction = d.get("compaction")
     if v_compaction is not None:
         n += 1
@@ -10098,6 +11646,12 @@ def _s_SessionConfigOptionsCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(SessionConfigOptionsCapabilities)
+        _set_SessionConfigOptionsCapabilities_boolean(o, None)
+        _set_SessionConfigOptionsCapabilities_meta(o, None)
+        _set_SessionConfigOptionsCapabilities_extra(o, EMPTY)
+        return o
     v_boolean = d.get("boolean")
     if v_boolean is not None:
         n += 1
@@ -10149,6 +11703,11 @@ def _s_BooleanConfigOptionCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(BooleanConfigOptionCapabilities)
+        _set_BooleanConfigOptionCapabilities_meta(o, None)
+        _set_BooleanConfigOptionCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10187,6 +11746,11 @@ def _s_PlanCapabilities(d: Any, t: str | None = None) -> PlanCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(PlanCapabilities)
+        _set_PlanCapabilities_meta(o, None)
+        _set_PlanCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10227,6 +11791,13 @@ def _s_ElicitationCapabilities(d: Any, t: str | None = None) -> ElicitationCapab
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationCapabilities)
+        _set_ElicitationCapabilities_form(o, None)
+        _set_ElicitationCapabilities_url(o, None)
+        _set_ElicitationCapabilities_meta(o, None)
+        _set_ElicitationCapabilities_extra(o, EMPTY)
+        return o
     v_form = d.get("form")
     if v_form is not None:
         n += 1
@@ -10285,6 +11856,11 @@ def _s_ElicitationFormCapabilities(d: Any, t: str | None = None) -> ElicitationF
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationFormCapabilities)
+        _set_ElicitationFormCapabilities_meta(o, None)
+        _set_ElicitationFormCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10323,6 +11899,11 @@ def _s_ElicitationUrlCapabilities(d: Any, t: str | None = None) -> ElicitationUr
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ElicitationUrlCapabilities)
+        _set_ElicitationUrlCapabilities_meta(o, None)
+        _set_ElicitationUrlCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10368,6 +11949,14 @@ def _s_ClientNesCapabilities(d: Any, t: str | None = None) -> ClientNesCapabilit
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ClientNesCapabilities)
+        _set_ClientNesCapabilities_jump(o, None)
+        _set_ClientNesCapabilities_rename(o, None)
+        _set_ClientNesCapabilities_search_and_replace(o, None)
+        _set_ClientNesCapabilities_meta(o, None)
+        _set_ClientNesCapabilities_extra(o, EMPTY)
+        return o
     v_jump = d.get("jump")
     if v_jump is not None:
         n += 1
@@ -10439,6 +12028,11 @@ def _s_NesJumpCapabilities(d: Any, t: str | None = None) -> NesJumpCapabilities:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesJumpCapabilities)
+        _set_NesJumpCapabilities_meta(o, None)
+        _set_NesJumpCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10475,6 +12069,11 @@ def _s_NesRenameCapabilities(d: Any, t: str | None = None) -> NesRenameCapabilit
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesRenameCapabilities)
+        _set_NesRenameCapabilities_meta(o, None)
+        _set_NesRenameCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10513,6 +12112,11 @@ def _s_NesSearchAndReplaceCapabilities(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesSearchAndReplaceCapabilities)
+        _set_NesSearchAndReplaceCapabilities_meta(o, None)
+        _set_NesSearchAndReplaceCapabilities_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10552,6 +12156,15 @@ def _s_AuthenticateRequest(d: Any, t: str | None = None) -> AuthenticateRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_method_id = d["methodId"]
+        if type(v_method_id) is not str:
+            raise Invalid
+        o = _new(AuthenticateRequest)
+        _set_AuthenticateRequest_method_id(o, v_method_id)
+        _set_AuthenticateRequest_meta(o, None)
+        _set_AuthenticateRequest_extra(o, EMPTY)
+        return o
     v_method_id = d["methodId"]
     if type(v_method_id) is not str:
         raise Invalid
@@ -10594,6 +12207,11 @@ def _s_ListProvidersRequest(d: Any, t: str | None = None) -> ListProvidersReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ListProvidersRequest)
+        _set_ListProvidersRequest_meta(o, None)
+        _set_ListProvidersRequest_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10638,6 +12256,24 @@ def _s_SetProviderRequest(d: Any, t: str | None = None) -> SetProviderRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_provider_id = d["providerId"]
+        if type(v_provider_id) is not str:
+            raise Invalid
+        v_api_type = d["apiType"]
+        if type(v_api_type) is not str:
+            raise Invalid
+        v_base_url = d["baseUrl"]
+        if type(v_base_url) is not str:
+            raise Invalid
+        o = _new(SetProviderRequest)
+        _set_SetProviderRequest_provider_id(o, v_provider_id)
+        _set_SetProviderRequest_api_type(o, v_api_type)
+        _set_SetProviderRequest_base_url(o, v_base_url)
+        _set_SetProviderRequest_headers(o, None)
+        _set_SetProviderRequest_meta(o, None)
+        _set_SetProviderRequest_extra(o, EMPTY)
+        return o
     v_provider_id = d["providerId"]
     if type(v_provider_id) is not str:
         raise Invalid
@@ -10707,6 +12343,15 @@ def _s_DisableProviderRequest(d: Any, t: str | None = None) -> DisableProviderRe
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_provider_id = d["providerId"]
+        if type(v_provider_id) is not str:
+            raise Invalid
+        o = _new(DisableProviderRequest)
+        _set_DisableProviderRequest_provider_id(o, v_provider_id)
+        _set_DisableProviderRequest_meta(o, None)
+        _set_DisableProviderRequest_extra(o, EMPTY)
+        return o
     v_provider_id = d["providerId"]
     if type(v_provider_id) is not str:
         raise Invalid
@@ -10749,6 +12394,11 @@ def _s_LogoutRequest(d: Any, t: str | None = None) -> LogoutRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(LogoutRequest)
+        _set_LogoutRequest_meta(o, None)
+        _set_LogoutRequest_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -10868,6 +12518,19 @@ def _s_HttpHeader(d: Any, t: str | None = None) -> HttpHeader:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_value = d["value"]
+        if type(v_value) is not str:
+            raise Invalid
+        o = _new(HttpHeader)
+        _set_HttpHeader_name(o, v_name)
+        _set_HttpHeader_value(o, v_value)
+        _set_HttpHeader_meta(o, None)
+        _set_HttpHeader_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -11012,6 +12675,13 @@ def _s_ListSessionsRequest(d: Any, t: str | None = None) -> ListSessionsRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ListSessionsRequest)
+        _set_ListSessionsRequest_cwd(o, None)
+        _set_ListSessionsRequest_cursor(o, None)
+        _set_ListSessionsRequest_meta(o, None)
+        _set_ListSessionsRequest_extra(o, EMPTY)
+        return o
     v_cwd = d.get("cwd")
     if v_cwd is not None:
         n += 1
@@ -11067,6 +12737,15 @@ def _s_DeleteSessionRequest(d: Any, t: str | None = None) -> DeleteSessionReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(DeleteSessionRequest)
+        _set_DeleteSessionRequest_session_id(o, v_session_id)
+        _set_DeleteSessionRequest_meta(o, None)
+        _set_DeleteSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11119,6 +12798,21 @@ def _s_ForkSessionRequest(d: Any, t: str | None = None) -> ForkSessionRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_cwd = d["cwd"]
+        if type(v_cwd) is not str:
+            raise Invalid
+        o = _new(ForkSessionRequest)
+        _set_ForkSessionRequest_session_id(o, v_session_id)
+        _set_ForkSessionRequest_cwd(o, v_cwd)
+        _set_ForkSessionRequest_additional_directories(o, None)
+        _set_ForkSessionRequest_mcp_servers(o, None)
+        _set_ForkSessionRequest_meta(o, None)
+        _set_ForkSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11211,6 +12905,21 @@ def _s_ResumeSessionRequest(d: Any, t: str | None = None) -> ResumeSessionReques
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_cwd = d["cwd"]
+        if type(v_cwd) is not str:
+            raise Invalid
+        o = _new(ResumeSessionRequest)
+        _set_ResumeSessionRequest_session_id(o, v_session_id)
+        _set_ResumeSessionRequest_cwd(o, v_cwd)
+        _set_ResumeSessionRequest_additional_directories(o, None)
+        _set_ResumeSessionRequest_mcp_servers(o, None)
+        _set_ResumeSessionRequest_meta(o, None)
+        _set_ResumeSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11296,6 +13005,15 @@ def _s_CloseSessionRequest(d: Any, t: str | None = None) -> CloseSessionRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(CloseSessionRequest)
+        _set_CloseSessionRequest_session_id(o, v_session_id)
+        _set_CloseSessionRequest_meta(o, None)
+        _set_CloseSessionRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11344,6 +13062,19 @@ def _s_SetSessionModeRequest(d: Any, t: str | None = None) -> SetSessionModeRequ
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_mode_id = d["modeId"]
+        if type(v_mode_id) is not str:
+            raise Invalid
+        o = _new(SetSessionModeRequest)
+        _set_SetSessionModeRequest_session_id(o, v_session_id)
+        _set_SetSessionModeRequest_mode_id(o, v_mode_id)
+        _set_SetSessionModeRequest_meta(o, None)
+        _set_SetSessionModeRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11398,6 +13129,20 @@ def _s_PromptRequest(d: Any, t: str | None = None) -> PromptRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_prompt = d["prompt"]
+        if type(v_prompt) is not list:
+            raise Invalid
+        v_prompt = [_s_ContentBlock(i) for i in v_prompt]
+        o = _new(PromptRequest)
+        _set_PromptRequest_session_id(o, v_session_id)
+        _set_PromptRequest_prompt(o, v_prompt)
+        _set_PromptRequest_meta(o, None)
+        _set_PromptRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11452,6 +13197,14 @@ def _s_StartNesRequest(d: Any, t: str | None = None) -> StartNesRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(StartNesRequest)
+        _set_StartNesRequest_workspace_uri(o, None)
+        _set_StartNesRequest_workspace_folders(o, None)
+        _set_StartNesRequest_repository(o, None)
+        _set_StartNesRequest_meta(o, None)
+        _set_StartNesRequest_extra(o, EMPTY)
+        return o
     v_workspace_uri = d.get("workspaceUri")
     if v_workspace_uri is not None:
         n += 1
@@ -11518,6 +13271,19 @@ def _s_WorkspaceFolder(d: Any, t: str | None = None) -> WorkspaceFolder:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        o = _new(WorkspaceFolder)
+        _set_WorkspaceFolder_uri(o, v_uri)
+        _set_WorkspaceFolder_name(o, v_name)
+        _set_WorkspaceFolder_meta(o, None)
+        _set_WorkspaceFolder_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -11571,6 +13337,23 @@ def _s_NesRepository(d: Any, t: str | None = None) -> NesRepository:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_name = d["name"]
+        if type(v_name) is not str:
+            raise Invalid
+        v_owner = d["owner"]
+        if type(v_owner) is not str:
+            raise Invalid
+        v_remote_url = d["remoteUrl"]
+        if type(v_remote_url) is not str:
+            raise Invalid
+        o = _new(NesRepository)
+        _set_NesRepository_name(o, v_name)
+        _set_NesRepository_owner(o, v_owner)
+        _set_NesRepository_remote_url(o, v_remote_url)
+        _set_NesRepository_meta(o, None)
+        _set_NesRepository_extra(o, EMPTY)
+        return o
     v_name = d["name"]
     if type(v_name) is not str:
         raise Invalid
@@ -11636,6 +13419,32 @@ def _s_SuggestNesRequest(d: Any, t: str | None = None) -> SuggestNesRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 5:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_version = d["version"]
+        if type(v_version) is not int:
+            raise Invalid
+        v_position = d["position"]
+        v_position = _s_Position(v_position)
+        v_trigger_kind = d["triggerKind"]
+        if type(v_trigger_kind) is not str or v_trigger_kind not in _L11:
+            raise Invalid
+        o = _new(SuggestNesRequest)
+        _set_SuggestNesRequest_session_id(o, v_session_id)
+        _set_SuggestNesRequest_uri(o, v_uri)
+        _set_SuggestNesRequest_version(o, v_version)
+        _set_SuggestNesRequest_position(o, v_position)
+        _set_SuggestNesRequest_selection(o, None)
+        _set_SuggestNesRequest_trigger_kind(o, v_trigger_kind)
+        _set_SuggestNesRequest_context(o, None)
+        _set_SuggestNesRequest_meta(o, None)
+        _set_SuggestNesRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -11745,6 +13554,17 @@ def _s_NesSuggestContext(d: Any, t: str | None = None) -> NesSuggestContext:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(NesSuggestContext)
+        _set_NesSuggestContext_recent_files(o, None)
+        _set_NesSuggestContext_related_snippets(o, None)
+        _set_NesSuggestContext_edit_history(o, None)
+        _set_NesSuggestContext_user_actions(o, None)
+        _set_NesSuggestContext_open_files(o, None)
+        _set_NesSuggestContext_diagnostics(o, None)
+        _set_NesSuggestContext_meta(o, None)
+        _set_NesSuggestContext_extra(o, EMPTY)
+        return o
     v_recent_files = d.get("recentFiles")
     if v_recent_files is not None:
         n += 1
@@ -11846,6 +13666,23 @@ def _s_NesRecentFile(d: Any, t: str | None = None) -> NesRecentFile:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_language_id = d["languageId"]
+        if type(v_language_id) is not str:
+            raise Invalid
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(NesRecentFile)
+        _set_NesRecentFile_uri(o, v_uri)
+        _set_NesRecentFile_language_id(o, v_language_id)
+        _set_NesRecentFile_text(o, v_text)
+        _set_NesRecentFile_meta(o, None)
+        _set_NesRecentFile_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -11904,6 +13741,20 @@ def _s_NesRelatedSnippet(d: Any, t: str | None = None) -> NesRelatedSnippet:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_excerpts = d["excerpts"]
+        if type(v_excerpts) is not list:
+            raise Invalid
+        v_excerpts = [_s_NesExcerpt(i) for i in v_excerpts]
+        o = _new(NesRelatedSnippet)
+        _set_NesRelatedSnippet_uri(o, v_uri)
+        _set_NesRelatedSnippet_excerpts(o, v_excerpts)
+        _set_NesRelatedSnippet_meta(o, None)
+        _set_NesRelatedSnippet_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -11958,6 +13809,23 @@ def _s_NesExcerpt(d: Any, t: str | None = None) -> NesExcerpt:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 3:
+        v_start_line = d["startLine"]
+        if type(v_start_line) is not int or v_start_line < 0:
+            raise Invalid
+        v_end_line = d["endLine"]
+        if type(v_end_line) is not int or v_end_line < 0:
+            raise Invalid
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(NesExcerpt)
+        _set_NesExcerpt_start_line(o, v_start_line)
+        _set_NesExcerpt_end_line(o, v_end_line)
+        _set_NesExcerpt_text(o, v_text)
+        _set_NesExcerpt_meta(o, None)
+        _set_NesExcerpt_extra(o, EMPTY)
+        return o
     v_start_line = d["startLine"]
     if type(v_start_line) is not int or v_start_line < 0:
         raise Invalid
@@ -12016,6 +13884,19 @@ def _s_NesEditHistoryEntry(d: Any, t: str | None = None) -> NesEditHistoryEntry:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_diff = d["diff"]
+        if type(v_diff) is not str:
+            raise Invalid
+        o = _new(NesEditHistoryEntry)
+        _set_NesEditHistoryEntry_uri(o, v_uri)
+        _set_NesEditHistoryEntry_diff(o, v_diff)
+        _set_NesEditHistoryEntry_meta(o, None)
+        _set_NesEditHistoryEntry_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -12072,6 +13953,26 @@ def _s_NesUserAction(d: Any, t: str | None = None) -> NesUserAction:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_action = d["action"]
+        if type(v_action) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_position = d["position"]
+        v_position = _s_Position(v_position)
+        v_timestamp_ms = d["timestampMs"]
+        if type(v_timestamp_ms) is not int or v_timestamp_ms < 0:
+            raise Invalid
+        o = _new(NesUserAction)
+        _set_NesUserAction_action(o, v_action)
+        _set_NesUserAction_uri(o, v_uri)
+        _set_NesUserAction_position(o, v_position)
+        _set_NesUserAction_timestamp_ms(o, v_timestamp_ms)
+        _set_NesUserAction_meta(o, None)
+        _set_NesUserAction_extra(o, EMPTY)
+        return o
     v_action = d["action"]
     if type(v_action) is not str:
         raise Invalid
@@ -12137,6 +14038,21 @@ def _s_NesOpenFile(d: Any, t: str | None = None) -> NesOpenFile:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_language_id = d["languageId"]
+        if type(v_language_id) is not str:
+            raise Invalid
+        o = _new(NesOpenFile)
+        _set_NesOpenFile_uri(o, v_uri)
+        _set_NesOpenFile_language_id(o, v_language_id)
+        _set_NesOpenFile_visible_range(o, None)
+        _set_NesOpenFile_last_focused_ms(o, None)
+        _set_NesOpenFile_meta(o, None)
+        _set_NesOpenFile_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -12211,6 +14127,26 @@ def _s_NesDiagnostic(d: Any, t: str | None = None) -> NesDiagnostic:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 4:
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_range = d["range"]
+        v_range = _s_Range(v_range)
+        v_severity = d["severity"]
+        if type(v_severity) is not str or v_severity not in _L12:
+            raise Invalid
+        v_message = d["message"]
+        if type(v_message) is not str:
+            raise Invalid
+        o = _new(NesDiagnostic)
+        _set_NesDiagnostic_uri(o, v_uri)
+        _set_NesDiagnostic_range(o, v_range)
+        _set_NesDiagnostic_severity(o, v_severity)
+        _set_NesDiagnostic_message(o, v_message)
+        _set_NesDiagnostic_meta(o, None)
+        _set_NesDiagnostic_extra(o, EMPTY)
+        return o
     v_uri = d["uri"]
     if type(v_uri) is not str:
         raise Invalid
@@ -12269,6 +14205,15 @@ def _s_CloseNesRequest(d: Any, t: str | None = None) -> CloseNesRequest:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(CloseNesRequest)
+        _set_CloseNesRequest_session_id(o, v_session_id)
+        _set_CloseNesRequest_meta(o, None)
+        _set_CloseNesRequest_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -12309,6 +14254,11 @@ def _s_WriteTextFileResponse(d: Any, t: str | None = None) -> WriteTextFileRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(WriteTextFileResponse)
+        _set_WriteTextFileResponse_meta(o, None)
+        _set_WriteTextFileResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -12346,6 +14296,15 @@ def _s_ReadTextFileResponse(d: Any, t: str | None = None) -> ReadTextFileRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_content = d["content"]
+        if type(v_content) is not str:
+            raise Invalid
+        o = _new(ReadTextFileResponse)
+        _set_ReadTextFileResponse_content(o, v_content)
+        _set_ReadTextFileResponse_meta(o, None)
+        _set_ReadTextFileResponse_extra(o, EMPTY)
+        return o
     v_content = d["content"]
     if type(v_content) is not str:
         raise Invalid
@@ -12393,6 +14352,23 @@ def _s_RequestPermissionResponse(d: Any, t: str | None = None) -> RequestPermiss
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_outcome = d["outcome"]
+        v_outcome_f = (
+            _T_RequestPermissionOutcome.get(v_outcome.get("outcome"))
+            if type(v_outcome) is dict
+            else None
+        )
+        v_outcome = (
+            v_outcome_f(v_outcome, "outcome")
+            if v_outcome_f is not None
+            else _s_RequestPermissionOutcome(v_outcome)
+        )
+        o = _new(RequestPermissionResponse)
+        _set_RequestPermissionResponse_outcome(o, v_outcome)
+        _set_RequestPermissionResponse_meta(o, None)
+        _set_RequestPermissionResponse_extra(o, EMPTY)
+        return o
     v_outcome = d["outcome"]
     v_outcome_f = (
         _T_RequestPermissionOutcome.get(v_outcome.get("outcome"))
@@ -12448,6 +14424,15 @@ def _s_CreateTerminalResponse(d: Any, t: str | None = None) -> CreateTerminalRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_terminal_id = d["terminalId"]
+        if type(v_terminal_id) is not str:
+            raise Invalid
+        o = _new(CreateTerminalResponse)
+        _set_CreateTerminalResponse_terminal_id(o, v_terminal_id)
+        _set_CreateTerminalResponse_meta(o, None)
+        _set_CreateTerminalResponse_extra(o, EMPTY)
+        return o
     v_terminal_id = d["terminalId"]
     if type(v_terminal_id) is not str:
         raise Invalid
@@ -12497,6 +14482,20 @@ def _s_TerminalOutputResponse(d: Any, t: str | None = None) -> TerminalOutputRes
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_output = d["output"]
+        if type(v_output) is not str:
+            raise Invalid
+        v_truncated = d["truncated"]
+        if v_truncated is not True and v_truncated is not False:
+            raise Invalid
+        o = _new(TerminalOutputResponse)
+        _set_TerminalOutputResponse_output(o, v_output)
+        _set_TerminalOutputResponse_truncated(o, v_truncated)
+        _set_TerminalOutputResponse_exit_status(o, None)
+        _set_TerminalOutputResponse_meta(o, None)
+        _set_TerminalOutputResponse_extra(o, EMPTY)
+        return o
     v_output = d["output"]
     if type(v_output) is not str:
         raise Invalid
@@ -12562,6 +14561,13 @@ def _s_TerminalExitStatus(d: Any, t: str | None = None) -> TerminalExitStatus:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(TerminalExitStatus)
+        _set_TerminalExitStatus_exit_code(o, None)
+        _set_TerminalExitStatus_signal(o, None)
+        _set_TerminalExitStatus_meta(o, None)
+        _set_TerminalExitStatus_extra(o, EMPTY)
+        return o
     v_exit_code = d.get("exitCode")
     if v_exit_code is not None:
         n += 1
@@ -12614,6 +14620,11 @@ def _s_ReleaseTerminalResponse(d: Any, t: str | None = None) -> ReleaseTerminalR
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(ReleaseTerminalResponse)
+        _set_ReleaseTerminalResponse_meta(o, None)
+        _set_ReleaseTerminalResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -12656,6 +14667,13 @@ def _s_WaitForTerminalExitResponse(d: Any, t: str | None = None) -> WaitForTermi
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(WaitForTerminalExitResponse)
+        _set_WaitForTerminalExitResponse_exit_code(o, None)
+        _set_WaitForTerminalExitResponse_signal(o, None)
+        _set_WaitForTerminalExitResponse_meta(o, None)
+        _set_WaitForTerminalExitResponse_extra(o, EMPTY)
+        return o
     v_exit_code = d.get("exitCode")
     if v_exit_code is not None:
         n += 1
@@ -12712,6 +14730,11 @@ def _s_KillTerminalResponse(d: Any, t: str | None = None) -> KillTerminalRespons
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(KillTerminalResponse)
+        _set_KillTerminalResponse_meta(o, None)
+        _set_KillTerminalResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -12753,6 +14776,15 @@ def _s_ConnectMcpResponse(d: Any, t: str | None = None) -> ConnectMcpResponse:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_connection_id = d["connectionId"]
+        if type(v_connection_id) is not str:
+            raise Invalid
+        o = _new(ConnectMcpResponse)
+        _set_ConnectMcpResponse_connection_id(o, v_connection_id)
+        _set_ConnectMcpResponse_meta(o, None)
+        _set_ConnectMcpResponse_extra(o, EMPTY)
+        return o
     v_connection_id = d["connectionId"]
     if type(v_connection_id) is not str:
         raise Invalid
@@ -12793,6 +14825,11 @@ def _s_DisconnectMcpResponse(d: Any, t: str | None = None) -> DisconnectMcpRespo
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n:
+        o = _new(DisconnectMcpResponse)
+        _set_DisconnectMcpResponse_meta(o, None)
+        _set_DisconnectMcpResponse_extra(o, EMPTY)
+        return o
     v_meta = d.get("_meta")
     if v_meta is not None:
         n += 1
@@ -12830,6 +14867,15 @@ def _s_CancelNotification(d: Any, t: str | None = None) -> CancelNotification:
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        o = _new(CancelNotification)
+        _set_CancelNotification_session_id(o, v_session_id)
+        _set_CancelNotification_meta(o, None)
+        _set_CancelNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -12879,6 +14925,31 @@ def _s_DidOpenDocumentNotification(d: Any, t: str | None = None) -> DidOpenDocum
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 5:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_language_id = d["languageId"]
+        if type(v_language_id) is not str:
+            raise Invalid
+        v_version = d["version"]
+        if type(v_version) is not int:
+            raise Invalid
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(DidOpenDocumentNotification)
+        _set_DidOpenDocumentNotification_session_id(o, v_session_id)
+        _set_DidOpenDocumentNotification_uri(o, v_uri)
+        _set_DidOpenDocumentNotification_language_id(o, v_language_id)
+        _set_DidOpenDocumentNotification_version(o, v_version)
+        _set_DidOpenDocumentNotification_text(o, v_text)
+        _set_DidOpenDocumentNotification_meta(o, None)
+        _set_DidOpenDocumentNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13045,6 +15116,16 @@ def _s_TextDocumentContentChangeEvent(
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_text = d["text"]
+        if type(v_text) is not str:
+            raise Invalid
+        o = _new(TextDocumentContentChangeEvent)
+        _set_TextDocumentContentChangeEvent_range(o, None)
+        _set_TextDocumentContentChangeEvent_text(o, v_text)
+        _set_TextDocumentContentChangeEvent_meta(o, None)
+        _set_TextDocumentContentChangeEvent_extra(o, EMPTY)
+        return o
     v_range = d.get("range")
     if v_range is not None:
         n += 1
@@ -13103,6 +15184,19 @@ def _s_DidCloseDocumentNotification(d: Any, t: str | None = None) -> DidCloseDoc
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(DidCloseDocumentNotification)
+        _set_DidCloseDocumentNotification_session_id(o, v_session_id)
+        _set_DidCloseDocumentNotification_uri(o, v_uri)
+        _set_DidCloseDocumentNotification_meta(o, None)
+        _set_DidCloseDocumentNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13159,6 +15253,19 @@ def _s_DidSaveDocumentNotification(d: Any, t: str | None = None) -> DidSaveDocum
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        o = _new(DidSaveDocumentNotification)
+        _set_DidSaveDocumentNotification_session_id(o, v_session_id)
+        _set_DidSaveDocumentNotification_uri(o, v_uri)
+        _set_DidSaveDocumentNotification_meta(o, None)
+        _set_DidSaveDocumentNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13220,6 +15327,29 @@ def _s_DidFocusDocumentNotification(d: Any, t: str | None = None) -> DidFocusDoc
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 5:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_uri = d["uri"]
+        if type(v_uri) is not str:
+            raise Invalid
+        v_version = d["version"]
+        if type(v_version) is not int:
+            raise Invalid
+        v_position = d["position"]
+        v_position = _s_Position(v_position)
+        v_visible_range = d["visibleRange"]
+        v_visible_range = _s_Range(v_visible_range)
+        o = _new(DidFocusDocumentNotification)
+        _set_DidFocusDocumentNotification_session_id(o, v_session_id)
+        _set_DidFocusDocumentNotification_uri(o, v_uri)
+        _set_DidFocusDocumentNotification_version(o, v_version)
+        _set_DidFocusDocumentNotification_position(o, v_position)
+        _set_DidFocusDocumentNotification_visible_range(o, v_visible_range)
+        _set_DidFocusDocumentNotification_meta(o, None)
+        _set_DidFocusDocumentNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13292,6 +15422,19 @@ def _s_AcceptNesNotification(d: Any, t: str | None = None) -> AcceptNesNotificat
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        o = _new(AcceptNesNotification)
+        _set_AcceptNesNotification_session_id(o, v_session_id)
+        _set_AcceptNesNotification_id(o, v_id)
+        _set_AcceptNesNotification_meta(o, None)
+        _set_AcceptNesNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13347,6 +15490,20 @@ def _s_RejectNesNotification(d: Any, t: str | None = None) -> RejectNesNotificat
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 2:
+        v_session_id = d["sessionId"]
+        if type(v_session_id) is not str:
+            raise Invalid
+        v_id = d["id"]
+        if type(v_id) is not str:
+            raise Invalid
+        o = _new(RejectNesNotification)
+        _set_RejectNesNotification_session_id(o, v_session_id)
+        _set_RejectNesNotification_id(o, v_id)
+        _set_RejectNesNotification_reason(o, None)
+        _set_RejectNesNotification_meta(o, None)
+        _set_RejectNesNotification_extra(o, EMPTY)
+        return o
     v_session_id = d["sessionId"]
     if type(v_session_id) is not str:
         raise Invalid
@@ -13409,6 +15566,14 @@ def _s_CancelRequestNotification(d: Any, t: str | None = None) -> CancelRequestN
     if type(d) is not dict:
         raise Invalid
     n = 0 if t is None else 1
+    if len(d) == n + 1:
+        v_request_id = d["requestId"]
+        v_request_id = _s_RequestId(v_request_id)
+        o = _new(CancelRequestNotification)
+        _set_CancelRequestNotification_request_id(o, v_request_id)
+        _set_CancelRequestNotification_meta(o, None)
+        _set_CancelRequestNotification_extra(o, EMPTY)
+        return o
     v_request_id = d["requestId"]
     v_request_id = _s_RequestId(v_request_id)
     n += 1

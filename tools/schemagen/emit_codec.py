@@ -178,6 +178,7 @@ class CodecEmitter(ValueCodec):
         # structure body
         lines += ["", "", f"def _s_{c.name}(d: Any, t: str | None = None) -> {c.name}:"]
         body = ["if type(d) is not dict:", "    raise Invalid", "n = 0 if t is None else 1"]
+        body += self.exact_block(c, real, fields)
         for f in fields:
             body += self.field_block(real, f)
         body.append(f"o = _new({c.name})")
@@ -225,6 +226,37 @@ class CodecEmitter(ValueCodec):
             f"    return _f_{c.name}(o, {init})",
         ]
         return lines
+
+    def exact_block(self, c: ClassDef, real: ClassDef, fields: list[Field]) -> list[str]:
+        """A shortcut for the usual input, which has exactly the required keys
+        (and the tag): no optional field is read and no residue can exist.
+
+        Only for classes with optional fields (else it gains nothing) whose
+        required keys must all be present (none lenient) and without a
+        flattened field. Whatever it raises, the full path would raise too.
+        """
+        required = [f for f in fields if f.required]
+        if (
+            len(required) == len(fields)
+            or any(f.flatten or f.lenient for f in required)
+            or any(f.flatten for f in fields)
+        ):
+            return []
+        body = [f"if len(d) == n + {len(required)}:" if required else "if len(d) == n:"]
+        for f in required:
+            v = f"v_{f.attr}"
+            body += ["    " + x for x in [f"{v} = d[{q(f.wire)}]", *self.check(f.type, v)]]
+        body.append(f"    o = _new({c.name})")
+        for f in fields:
+            if f.required:
+                value = f"v_{f.attr}"
+            elif f.null_clears:
+                value = "UNSET"
+            else:
+                value = self.default_value_expr(real, f)
+            body.append(f"    _set_{c.name}_{f.attr}(o, {value})")
+        body += [f"    _set_{c.name}_extra(o, EMPTY)", "    return o"]
+        return body
 
     def emit_out_field(self, c: ClassDef, f: Field) -> list[str]:
         a = f"o.{f.attr}"
