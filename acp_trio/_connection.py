@@ -77,7 +77,8 @@ from acp_trio._requests import (
     CancelCause,
     PendingRequest,
     RequestContext,
-    _current_request,
+    _handler_tasks,
+    current_request,
 )
 
 __all__ = [
@@ -705,9 +706,8 @@ class Connection:
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
         entry = ctx._entry
         reply: dict[str, Any] | None = None
-        # This task runs in its own copy of the context (Trio copies it for
-        # every task), so the value needs no reset.
-        _current_request.set(ctx)
+        task = trio.lowlevel.current_task()
+        _handler_tasks[task] = ctx
         try:
             with ctx.cancel_scope:
                 if ctx.cancel_cause is None:
@@ -721,6 +721,7 @@ class Connection:
             if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
+            del _handler_tasks[task]
             if reply is None:
                 reply = error_response(entry.id, RequestError.request_cancelled())
             if self._table.finish_incoming(entry):
@@ -745,7 +746,7 @@ class Connection:
         _check_params(params)
         self._check_open()
         entry = self._table.send_request(method)
-        parent = _current_request.get()
+        parent = current_request()
         pending = PendingRequest(self, entry, parent)
         entry.handle = pending
         try:

@@ -5,15 +5,15 @@
   switch.
 - :class:`PendingRequest`: an *outgoing* request we sent and are waiting on.
 
-Both are created by the connection only. A contextvar names the incoming
-request the current task is serving, so an outgoing request made from a
-handler knows its parent: that is the request tree.
+Both are created by the connection only. A registry of handler tasks names
+the incoming request the current task is serving (found by walking up the
+nursery tree), so an outgoing request made from a handler knows its parent:
+that is the request tree.
 """
 
 from __future__ import annotations
 
 import enum
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -38,14 +38,27 @@ class CancelCause(enum.Enum):
     SHUTDOWN = "shutdown"  # the connection is closing
 
 
-_current_request: Final[ContextVar[RequestContext | None]] = ContextVar(
-    "acp_trio_current_request", default=None
-)
+# The handler task of each incoming request in flight (all connections).
+# Cheaper than a contextvar (which costs every handler task a new context
+# mapping), and it follows the nursery tree: a task started in a nursery of
+# the handler belongs to the request, one started elsewhere does not.
+_handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
 
 
 def current_request() -> RequestContext | None:
-    """The incoming request the calling task is handling, if any."""
-    return _current_request.get()
+    """The incoming request whose handler task is, or started the nursery of,
+    the calling task; ``None`` outside any handler."""
+    try:
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    except RuntimeError:  # not in a Trio task
+        return None
+    while task is not None:
+        ctx = _handler_tasks.get(task)
+        if ctx is not None:
+            return ctx
+        nursery = task.parent_nursery
+        task = None if nursery is None else nursery.parent_task
+    return None
 
 
 @final
