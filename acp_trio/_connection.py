@@ -20,8 +20,9 @@ A :class:`Connection` owns one nursery. Its tasks:
 An outgoing request made by a handler runs in that handler's task, inside its
 scope: cancelling the scope (``$/cancel_request``, ``session/cancel``, a
 deadline, shutdown) cancels every nested wait, and each cancelled wait sends
-its own ``$/cancel_request``. A contextvar records which incoming request made
-which outgoing one, for :meth:`Connection.request_tree`.
+its own ``$/cancel_request``. A registry of handler tasks (see
+:func:`current_request`) records which incoming request made which outgoing
+one, for :meth:`Connection.request_tree`.
 
 Every incoming request gets exactly one reply: the handler's result, its
 :class:`RequestError`, ``-32603`` for any other exception (no traceback
