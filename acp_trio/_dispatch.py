@@ -155,9 +155,6 @@ class SessionScopes:
             scope.cancel()
         return len(scopes)
 
-    def active(self, session_id: str) -> bool:
-        return bool(self._scopes.get(session_id))
-
 
 class TypedHandler(Handler):
     """A :class:`Handler` that routes by method to typed functions."""
