@@ -16,6 +16,12 @@ A :class:`Connection` owns one nursery. Its tasks:
 - one **notification consumer**, which handles notifications one at a time in
   wire order while requests run concurrently;
 - one **handler task per incoming request**, each in its own cancel scope.
+  The reader starts each handler itself, in its own task and scope (see
+  :mod:`acp_trio._eager`): a handler that answers without waiting costs no
+  task at all, and at a handler's first wait the reader hands reading over to
+  a new reader task, so the handler's task (with its scope) is then simply
+  the old reader's. Either way each request has a task and a scope of its
+  own whenever it can wait, and reading never waits on a handler.
 
 An outgoing request made by a handler runs in that handler's task, inside its
 scope: cancelling the scope (``$/cancel_request``, ``session/cancel``, a
@@ -33,6 +39,7 @@ a cancelled task can always send them.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 from collections.abc import AsyncIterator, Callable
@@ -43,6 +50,7 @@ from typing import Any, Final, Literal, final
 import attrs
 import trio
 
+from acp_trio._eager import run_eagerly
 from acp_trio._exceptions import (
     ConnectionClosed,
     ErrorCode,
@@ -75,6 +83,7 @@ from acp_trio._jsonrpc import (
 )
 from acp_trio._outbox import Inbox, Outbox
 from acp_trio._requests import (
+    _WAITING,
     CancelCause,
     PendingRequest,
     RequestContext,
@@ -179,6 +188,16 @@ class ConnectionConfig:
     #: For a peer that is a process we spawned: returns (exit code, stderr
     #: tail), either ``None`` when unknown; added to ConnectionClosed.
     exit_details: Callable[[], tuple[int | None, bytes | None]] | None = None
+    #: Start a request's handler in the reader task, which hands reading to a
+    #: new task as soon as the handler first waits (a handler that answers
+    #: without waiting then costs no task). ``False``: a new task for every
+    #: request, from the start. Handlers see no difference either way.
+    eager_handlers: bool = True
+    #: Let a task waiting for the reply to its call read the stream itself
+    #: while the reader has nothing else to do, so the reply wakes it
+    #: directly (one hand-over between tasks less per call). ``False``: only
+    #: the reader task reads. Callers see no difference either way.
+    callers_read_replies: bool = True
 
 
 @attrs.frozen
@@ -250,6 +269,12 @@ class Connection:
         self._handler_slots = trio.lowlevel.ParkingLot()
         self._nursery: trio.Nursery | None = None
         self._reader_scope = trio.CancelScope()
+        # Who reads: the reader task, or a caller waiting for its reply
+        # (see _read_for), or nobody for a moment (the reader is parked in
+        # _give_up_reading and whoever it woke wakes it again).
+        self._baton = _READER
+        self._idle_reader: trio.lowlevel.Task | None = None
+        self._woke_caller = False
         self._writer_scope = trio.CancelScope(shield=True)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
@@ -279,7 +304,10 @@ class Connection:
         """
         pending = await self._send_request(method, params)
         try:
-            return await pending.result()
+            await self._await_reply(pending)
+            if pending._barrier > self._notifications_handled:
+                await self._wait_for_notifications(pending._barrier)
+            return pending._outcome()
         except BaseException:
             if not pending.done:
                 self._send_cancel(pending)
@@ -491,6 +519,26 @@ class Connection:
     # Reader
 
     async def _reader(self) -> None:
+        """The reader task. It reads until the stream ends, or until a
+        handler it started eagerly waits: then a new reader task has taken
+        over, and this task goes on as that request's handler task."""
+        scope = self._reader_scope
+        role = _Role()
+        while True:
+            with scope:
+                await self._read(role)
+            if not role.reading or self._closed:
+                return
+            # A handler run eagerly cancelled its scope (ours) and still
+            # answered at once: read on in a fresh scope.
+            scope = self._reader_scope = trio.CancelScope()
+
+    async def _read(self, role: _Role | None, until: PendingRequest | None = None) -> None:
+        """Read and act on frames; return at the end of the stream, when this
+        task stops being the reader, or when its scope must be replaced.
+
+        With ``until`` (and no ``role``), a caller reads for itself: it returns
+        once that request is settled, and starts no handler eagerly."""
         reason = "the peer closed the connection"
         cause: BaseException | None = None
         stream = self._stream
@@ -501,66 +549,134 @@ class Connection:
             and type(stream).receive_frame_nowait is FramedStream.receive_frame_nowait
         )
         nowait = stream.receive_frame_nowait if stock else _no_frame
+        eager = self.config.eager_handlers and stock and role is not None
+        give_up = self.config.callers_read_replies and stock and role is not None
         inbox = self._inbox
         queued = 0
-        with self._reader_scope:
-            try:
-                while True:
-                    frame = nowait()
-                    if frame is None and (frame := await stream.receive_frame()) is None:
-                        break
-                    if self._closed:
-                        break
-                    if isinstance(frame, OversizedFrame):
-                        self._on_oversized(frame)
-                        continue
-                    if self._trace is not None:
-                        self._trace("recv", frame)
-                    value = decode_frame(frame)
-                    # A notification (the bulk of the traffic) is handled
-                    # here, without building the Notification classify()
-                    # would make of it: these are exactly its tests.
-                    if (
-                        type(value) is dict
-                        and "id" not in value
-                        and type(method := value.get("method")) is str
-                        and value.get("jsonrpc") == "2.0"
-                    ):
-                        params = value.get("params")
-                        if params is None or type(params) is dict or type(params) is list:
-                            item = self._on_notification(method, params)
-                            if item is not None:
-                                if not inbox.put_nowait(item):
-                                    await inbox.put(item)
-                                    queued = 0
-                                elif (queued := queued + 1) >= _HANDOVER:
-                                    # Let the consumer handle them while they
-                                    # are still in the CPU cache.
-                                    queued = 0
-                                    await trio.lowlevel.cancel_shielded_checkpoint()
-                            continue
-                    message = value if type(value) is InvalidMessage else classify(value)
-                    if isinstance(message, Notification):  # (taken above, in fact)
-                        item = self._on_notification(message.method, message.params)
+        try:
+            while True:
+                if until is not None and until._state != _WAITING:
+                    return
+                frame = nowait()
+                if frame is None and (frame := await stream.receive_frame()) is None:
+                    break
+                if self._closed:
+                    break
+                if isinstance(frame, OversizedFrame):
+                    self._on_oversized(frame)
+                    continue
+                value = decode_frame(frame)
+                if until is not None and (
+                    inbox.full or (type(value) is dict and "method" in value and "id" in value)
+                ):
+                    # A request: the reader task runs it (eagerly), not a
+                    # caller waiting for its own reply. A full inbox: the
+                    # reader waits for room, not a caller that may be
+                    # cancelled while it waits. Give the frame back.
+                    stream.unread(frame)
+                    return
+                if self._trace is not None:
+                    self._trace("recv", frame)
+                # A notification (the bulk of the traffic) is handled
+                # here, without building the Notification classify()
+                # would make of it: these are exactly its tests.
+                if (
+                    type(value) is dict
+                    and "id" not in value
+                    and type(method := value.get("method")) is str
+                    and value.get("jsonrpc") == "2.0"
+                ):
+                    params = value.get("params")
+                    if params is None or type(params) is dict or type(params) is list:
+                        item = self._on_notification(method, params)
                         if item is not None:
-                            await inbox.put(item)
-                    elif isinstance(message, Request):
-                        await self._on_request(message)
-                    elif isinstance(message, Response | ErrorResponse):
-                        self._on_response(message)
-                    else:
-                        self._on_invalid(message, frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                reason = f"connection lost while reading: {exc!r}"
-                cause = exc
+                            if not inbox.put_nowait(item):
+                                await inbox.put(item)
+                                queued = 0
+                            elif (queued := queued + 1) >= _HANDOVER:
+                                # Let the consumer handle them while they
+                                # are still in the CPU cache.
+                                queued = 0
+                                await trio.lowlevel.cancel_shielded_checkpoint()
+                        continue
+                # A successful reply to one of our calls: its tests, without
+                # the Response object either.
+                if (
+                    type(value) is dict
+                    and "result" in value
+                    and "method" not in value
+                    and "error" not in value
+                    and type(value.get("id")) is int
+                    and value.get("jsonrpc") == "2.0"
+                ):
+                    self._on_result(value["id"], value["result"])
+                    if self._woke_caller:
+                        self._woke_caller = False
+                        # We woke a caller and have nothing else to do: it
+                        # may read its next reply itself. (Decided in this
+                        # very step, before the caller can run.)
+                        if (
+                            give_up
+                            and not stream.frames_pending
+                            and not await self._give_up_reading()
+                        ):
+                            break
+                    continue
+                message = value if type(value) is InvalidMessage else classify(value)
+                if isinstance(message, Notification):  # (taken above, in fact)
+                    item = self._on_notification(message.method, message.params)
+                    if item is not None:
+                        await inbox.put(item)
+                elif isinstance(message, Request):
+                    ctx = self._on_request(message)
+                    if ctx is not None:
+                        assert role is not None
+                        # Eagerly only when no frame read after this one
+                        # waits: a cancel right behind a request finds it
+                        # not yet started, as it would with a task.
+                        if (
+                            eager
+                            and not stream.frames_pending
+                            # Not if request_received cancelled it or made
+                            # its scope (to set a deadline), nor when its
+                            # deadline has already passed: then a task
+                            # answers it without running the handler.
+                            and ctx._cause is None
+                            and ctx._scope is None
+                            and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
+                        ):
+                            if not await self._run_eagerly(ctx, message.params, role):
+                                return  # a new reader has taken over
+                            scope = self._reader_scope
+                            if scope.cancel_called:
+                                return
+                            if scope.deadline != math.inf or scope.shield:
+                                scope.deadline, scope.shield = math.inf, False
+                        else:
+                            self._start_handler(ctx, message.params)
+                    # When more requests wait for a slot than run, reading
+                    # pauses (see _on_request).
+                    limit = self.config.max_concurrent_requests
+                    while len(self._queued) > limit and not self._closed:
+                        await self._handler_slots.park()
+                elif isinstance(message, Response | ErrorResponse):
+                    self._on_response(message)
+                    self._woke_caller = False
+                else:
+                    self._on_invalid(message, frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            reason = f"connection lost while reading: {exc!r}"
+            cause = exc
         self._request_shutdown(reason, cause)
 
-    async def _on_request(self, message: Request) -> None:
+    def _on_request(self, message: Request) -> RequestContext | None:
+        """Register a request; the context if its handler may start now,
+        ``None`` if it was refused or waits for a slot."""
         entry = self._table.receive_request(message.id, message.method)
         if isinstance(entry, RequestError):
             _log.warning("refusing request %r: %s", message.id, entry.data)
             self._reply(message.id, error_response(message.id, entry))
-            return
+            return None
         ctx = RequestContext(self, entry)
         entry.handle = ctx
         try:
@@ -568,23 +684,62 @@ class Connection:
         except Exception:
             _log.exception("error in request_received for %s", message.method)
         if self.config.request_timeout is not None:
-            ctx.cancel_scope.deadline = trio.current_time() + self.config.request_timeout
-        limit = self.config.max_concurrent_requests
-        if self._running_handlers < limit:
-            self._start_handler(ctx, message.params)
-            return
+            ctx._deadline = trio.current_time() + self.config.request_timeout
+        if self._running_handlers < self.config.max_concurrent_requests:
+            return ctx
         # At the limit the request waits its turn, registered (a cancel finds
         # it and answers it at once), and reading goes on, so that the replies
         # the running handlers wait for still arrive. Only when more requests
         # wait than run does reading pause.
         self._queued[ctx] = message.params
-        while len(self._queued) > limit and not self._closed:
-            await self._handler_slots.park()
+        return None
+
+    async def _run_eagerly(self, ctx: RequestContext, params: Any, role: _Role) -> bool:
+        """Run a request's handler in the reader task (see :meth:`_reader`);
+        ``True`` if this task is still the reader after it."""
+        entry = ctx._entry
+        scope = self._reader_scope
+        ctx._scope = scope
+        if ctx._deadline != math.inf:
+            scope.deadline = ctx._deadline
+        self._running_handlers += 1
+        task = trio.lowlevel.current_task()
+        _handler_tasks[task] = ctx
+
+        def hand_over_reading() -> None:
+            role.reading = False
+            self._reader_scope = trio.CancelScope()
+            if self._closed:
+                self._reader_scope.cancel()
+                return
+            assert self._nursery is not None
+            self._nursery.start_soon(self._reader, name="acp reader")
+
+        reply: dict[str, Any] | None = None
+        try:
+            try:
+                result = await run_eagerly(
+                    self._handler.handle_request(ctx, entry.method, params),
+                    hand_over_reading,
+                    contextvars.copy_context(),
+                )
+                reply = response(entry.id, result)
+            except RequestError as exc:
+                reply = error_response(entry.id, exc)
+            except Exception as exc:
+                reply = self._internal_error_reply(ctx, exc)
+        finally:
+            del _handler_tasks[task]
+            if ctx._cause is None and scope.cancel_called:
+                ctx.request_cancel(CancelCause.DEADLINE)  # record it
+            ctx._scope = None
+            self._handler_done(ctx, reply)
+        return role.reading
 
     def _start_handler(self, ctx: RequestContext, params: Any) -> None:
         self._running_handlers += 1
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_handler, ctx, params)
+        self._nursery.start_soon(self._run_handler, ctx, params, name="acp handler")
 
     def _start_queued(self) -> None:
         limit = self.config.max_concurrent_requests
@@ -635,17 +790,91 @@ class Connection:
         return (self._notifications_received, method, params)
 
     def _on_response(self, message: Response | ErrorResponse) -> None:
+        if isinstance(message, Response):
+            self._on_result(message.id, message.result)
+            return
         entry = self._table.response_received(message.id)
         if entry is None or entry.handle is None:
-            if self._table.is_stale(message.id):
-                _log.debug("dropping late or repeated reply to request %r", message.id)
-            else:
-                _log.warning("dropping reply to unknown request id %r", message.id)
+            self._unexpected_reply(message.id)
             return
-        if isinstance(message, Response):
-            entry.handle._settle(message.result, None, self._notifications_received)
+        entry.handle._settle(None, message.error, self._notifications_received)
+
+    def _on_result(self, request_id: RequestId, result: Any) -> None:
+        entry = self._table.response_received(request_id)
+        if entry is None or entry.handle is None:
+            self._unexpected_reply(request_id)
+            return
+        if entry.handle._task is not None:
+            self._woke_caller = True
+        entry.handle._settle(result, None, self._notifications_received)
+
+    # ------------------------------------------------------------------
+    # Who reads
+    #
+    # The reader task reads, except between the moment it hands a reply to a
+    # waiting caller (with nothing else buffered) and the moment that caller
+    # is done with it: the caller, resumed, wakes the reader, unless it makes
+    # its next call first and reads for that one's reply itself (_read_for).
+    # A round trip then costs one task step instead of two, and the reply
+    # reaches the caller without waiting for the scheduler's next pass.
+
+    async def _give_up_reading(self) -> bool:
+        """The reader parks until reading is its own again; ``False`` once
+        the connection is closing."""
+        self._baton = _FREE
+        while True:
+            self._idle_reader = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(self._abort_idle_reader)
+            if self._closed:
+                return False
+            if self._baton == _FREE:
+                self._baton = _READER
+                return True
+            # A caller is reading: it wakes us when it is done.
+
+    def _abort_idle_reader(self, _: Any) -> trio.lowlevel.Abort:
+        self._idle_reader = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _wake_idle_reader(self) -> None:
+        task = self._idle_reader
+        if task is not None:
+            self._idle_reader = None
+            trio.lowlevel.reschedule(task)
+
+    async def _read_for(self, pending: PendingRequest) -> None:
+        """Read (as the reader would) until ``pending`` is settled, the
+        stream ends or this task is cancelled; then give reading back."""
+        self._baton = _CALLER
+        try:
+            await self._read(None, pending)
+        finally:
+            self._baton = _FREE
+            self._wake_idle_reader()
+
+    async def _await_reply(self, pending: PendingRequest) -> None:
+        """Wait until ``pending`` is settled (a checkpoint either way)."""
+        if pending._state != _WAITING:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._baton == _FREE:
+            if not self._stream.frames_pending:
+                await self._read_for(pending)
+                if pending._state != _WAITING:
+                    return
+            self._wake_idle_reader()
+        pending._task = trio.lowlevel.current_task()
+        try:
+            await trio.lowlevel.wait_task_rescheduled(pending._abort)
+        finally:
+            if self._baton == _FREE:
+                self._wake_idle_reader()
+
+    def _unexpected_reply(self, request_id: RequestId) -> None:
+        if self._table.is_stale(request_id):
+            _log.debug("dropping late or repeated reply to request %r", request_id)
         else:
-            entry.handle._settle(None, message.error, self._notifications_received)
+            _log.warning("dropping reply to unknown request id %r", request_id)
 
     def _on_invalid(self, message: InvalidMessage, frame: bytes) -> None:
         _log.warning("invalid message from peer: %s", message.error)
@@ -709,8 +938,11 @@ class Connection:
         reply: dict[str, Any] | None = None
         task = trio.lowlevel.current_task()
         _handler_tasks[task] = ctx
+        scope = ctx.cancel_scope
+        if ctx._deadline != math.inf:
+            scope.deadline = min(scope.deadline, ctx._deadline)
         try:
-            with ctx.cancel_scope:
+            with scope:
                 if ctx.cancel_cause is None:
                     try:
                         result = await self._handler.handle_request(ctx, entry.method, params)
@@ -719,19 +951,25 @@ class Connection:
                         reply = error_response(entry.id, exc)
                     except Exception as exc:
                         reply = self._internal_error_reply(ctx, exc)
-            if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
+            if scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
             del _handler_tasks[task]
-            if reply is None:
-                reply = error_response(entry.id, RequestError.request_cancelled())
-            if self._table.finish_incoming(entry):
-                self._reply(entry.id, reply)
-            self._table.incoming_done(entry)
-            self._request_finished(ctx)
-            self._running_handlers -= 1
-            if self._queued or self._handler_slots:
-                self._start_queued()
+            self._handler_done(ctx, reply)
+
+    def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+        """The one reply (``-32800`` if the handler produced none), and the
+        bookkeeping of a finished handler."""
+        entry = ctx._entry
+        if reply is None:
+            reply = error_response(entry.id, RequestError.request_cancelled())
+        if self._table.finish_incoming(entry):
+            self._reply(entry.id, reply)
+        self._table.incoming_done(entry)
+        self._request_finished(ctx)
+        self._running_handlers -= 1
+        if self._queued or self._handler_slots:
+            self._start_queued()
 
     def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any]:
         leaf = single_leaf(exc)
@@ -752,7 +990,9 @@ class Connection:
         entry.handle = pending
         try:
             frame = self._encode(request(entry.id, method, params))
-            await self._outbox.put(frame)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not self._outbox.try_put(frame):
+                await self._outbox.put(frame)
         except BaseException:
             # Not sent (cancelled while the queue was full, or not encodable).
             self._table.response_received(entry.id)
@@ -821,6 +1061,22 @@ class Connection:
             else:
                 keep.append((barrier, event))
         self._barrier_waiters = keep
+
+
+# Who reads (Connection._baton).
+_READER: Final = 0  # the reader task
+_CALLER: Final = 1  # a caller, for its own reply
+_FREE: Final = 2  # nobody: the reader is parked, and whoever it woke wakes it
+
+
+@final
+class _Role:
+    """Whether a reader task is still the reader."""
+
+    __slots__ = ("reading",)
+
+    def __init__(self) -> None:
+        self.reading = True
 
 
 def _no_frame() -> None:

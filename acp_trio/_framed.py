@@ -8,6 +8,7 @@ The sans-IO :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import deque
 from collections.abc import Callable
@@ -33,6 +34,19 @@ def _raw_fd(stream: trio.abc.SendStream) -> int | None:
     return None
 
 
+def _raw_receive(stream: trio.abc.ReceiveStream) -> trio.lowlevel.FdStream | None:
+    """The ``FdStream`` a receive stream reads from, if reading its
+    descriptor directly is equivalent: a bare ``FdStream``, the receive side
+    of a ``StapledStream``, or a wrapper naming it as ``raw_fd_stream``
+    (whose own ``receive_some`` is still used once data ends)."""
+    if isinstance(stream, trio.StapledStream):
+        stream = stream.receive_stream
+    if isinstance(stream, trio.lowlevel.FdStream):
+        return stream
+    raw = getattr(stream, "raw_fd_stream", None)
+    return raw if isinstance(raw, trio.lowlevel.FdStream) else None
+
+
 class FramedStream:
     """Frames in and out of a receive stream and a send stream.
 
@@ -40,7 +54,7 @@ class FramedStream:
     stdin). :meth:`aclose` closes both, once.
     """
 
-    __slots__ = ("_decoder", "_eof", "_frames", "_receive", "_send", "_send_fd")
+    __slots__ = ("_decoder", "_eof", "_frames", "_receive", "_receive_fd", "_send", "_send_fd")
 
     def __init__(
         self,
@@ -55,6 +69,7 @@ class FramedStream:
         self._frames: deque[bytes | OversizedFrame] = deque()
         self._eof = False
         self._send_fd = _raw_fd(send_stream)
+        self._receive_fd = _raw_receive(receive_stream)
 
     @property
     def max_message_size(self) -> int:
@@ -64,6 +79,11 @@ class FramedStream:
     def buffered(self) -> int:
         """Bytes of an unfinished frame held in memory."""
         return self._decoder.buffered
+
+    @property
+    def frames_pending(self) -> bool:
+        """Whether frames already read wait to be taken."""
+        return bool(self._frames)
 
     async def receive_frame(self) -> bytes | OversizedFrame | None:
         """The next frame, or ``None`` at end of stream.
@@ -75,13 +95,59 @@ class FramedStream:
         while not frames:
             if self._eof:
                 return None
-            data = await self._receive.receive_some(RECEIVE_SIZE)
+            raw = self._receive_fd
+            data: bytes | bytearray
+            if raw is not None:
+                data = await self._read_fd(raw)
+                if not data:  # the wrapper's own end-of-stream handling
+                    self._receive_fd = None
+                    data = await self._receive.receive_some(RECEIVE_SIZE)
+            else:
+                data = await self._receive.receive_some(RECEIVE_SIZE)
             if data:
                 frames.extend(self._decoder.feed(bytes(data)))
             else:
                 self._eof = True
                 frames.extend(self._decoder.feed_eof())
         return frames.popleft()
+
+    @staticmethod
+    async def _read_fd(stream: trio.lowlevel.FdStream) -> bytes:
+        """One read from a pipe, with exactly one checkpoint.
+
+        ``FdStream.receive_some`` checkpoints twice when it has to wait (the
+        wait, then a second yield), which on a request/response round trip
+        is one more pass of the scheduler per message. Here a wait is the
+        checkpoint; data that is already there costs a plain one.
+        """
+        while True:
+            try:
+                data = os.read(stream.fileno(), RECEIVE_SIZE)
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno == errno.EBADF:  # closed under us (fileno() is -1)
+                    raise trio.ClosedResourceError("the stream was closed") from None
+                raise trio.BrokenResourceError from exc
+            else:
+                await trio.lowlevel.checkpoint()
+                return data
+            try:
+                await trio.lowlevel.wait_readable(stream.fileno())
+            except OSError as exc:  # a closed descriptor
+                raise trio.ClosedResourceError("the stream was closed") from exc
+            try:
+                return os.read(stream.fileno(), RECEIVE_SIZE)
+            except BlockingIOError:
+                continue  # woken without data: wait again
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("the stream was closed") from None
+                raise trio.BrokenResourceError from exc
+
+    def unread(self, frame: bytes) -> None:
+        """Put back a frame just taken: it is the next one taken again."""
+        self._frames.appendleft(frame)
 
     def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
         """A frame already decoded, if any, without reading (``None`` if none)."""

@@ -107,6 +107,14 @@ class Outbox:
             self._writer.unpark()
         return True
 
+    def try_put(self, frame: bytes) -> bool:
+        """:meth:`put` when it would neither wait nor yield (the caller has
+        checked for cancellation); ``False`` means: use :meth:`put`."""
+        if len(self._frames) >= self._limit or self._closed or self._since_yield >= YIELD_EVERY - 1:
+            return False
+        self._since_yield += 1
+        return self.put_nowait(frame)
+
     async def put(self, frame: bytes) -> None:
         """Enqueue, waiting while the queue is full.
 
@@ -169,6 +177,10 @@ class Inbox(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+    @property
+    def full(self) -> bool:
+        return len(self._items) >= self._limit
 
     # The consumer parks only on an empty inbox and the producer only on a
     # full one, so only the item that ends either state may have to wake it.

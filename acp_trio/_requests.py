@@ -14,6 +14,7 @@ that is the request tree.
 from __future__ import annotations
 
 import enum
+import math
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -77,12 +78,24 @@ class RequestContext:
     ``with trio.CancelScope(shield=True):`` as usual.
     """
 
-    __slots__ = ("_cause", "_children", "_conn", "_entry", "_event", "_scope", "cooperative")
+    __slots__ = (
+        "_cause",
+        "_children",
+        "_conn",
+        "_deadline",
+        "_entry",
+        "_event",
+        "_scope",
+        "cooperative",
+    )
 
     def __init__(self, conn: Connection, entry: IncomingRequest[RequestContext]) -> None:
         self._conn = conn
         self._entry = entry
-        self._scope = trio.CancelScope()
+        # The scope the handler runs in: made when it starts (or when asked
+        # for), and let go when it finishes.
+        self._scope: trio.CancelScope | None = None
+        self._deadline = math.inf
         self._event: trio.Event | None = None
         self._cause: CancelCause | None = None
         self._children: set[PendingRequest] | None = None
@@ -102,8 +115,12 @@ class RequestContext:
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
-        """The scope the handler runs in (set its ``deadline`` to add one)."""
-        return self._scope
+        """The scope the handler runs in, while it runs (set its ``deadline``
+        to add one). Keep it no longer than the handler runs."""
+        scope = self._scope
+        if scope is None:
+            scope = self._scope = trio.CancelScope()
+        return scope
 
     @property
     def cancel_requested(self) -> trio.Event:
@@ -117,7 +134,7 @@ class RequestContext:
     @property
     def cancel_cause(self) -> CancelCause | None:
         """Who cancelled the request first, or ``None``."""
-        if self._cause is None and self._scope.cancel_called:
+        if self._cause is None and self._scope is not None and self._scope.cancel_called:
             # Only request_cancel() cancels the scope by hand, and it records
             # its cause: this is the scope's deadline.
             return CancelCause.DEADLINE
@@ -139,7 +156,9 @@ class RequestContext:
             self._cause = cause
             if self._event is not None:
                 self._event.set()
-        if not self.cooperative or cause in (CancelCause.SHUTDOWN, CancelCause.DEADLINE):
+        if self._scope is not None and (
+            not self.cooperative or cause in (CancelCause.SHUTDOWN, CancelCause.DEADLINE)
+        ):
             self._scope.cancel()
 
     def _adopt(self, child: PendingRequest) -> None:
@@ -228,11 +247,11 @@ class PendingRequest:
         Being cancelled while waiting here does not cancel the request; leaving
         the ``async with`` block does.
         """
-        if self._state == _WAITING:
-            await self._park()
-        else:
-            await trio.lowlevel.checkpoint()
-        await self._conn._wait_for_notifications(self._barrier)
+        if self._task is not None:
+            raise RuntimeError("another task is already waiting for this request")
+        await self._conn._await_reply(self)
+        if self._barrier > self._conn._notifications_handled:
+            await self._conn._wait_for_notifications(self._barrier)
         return self._outcome()
 
     async def cancel_and_wait(self) -> Any:
@@ -250,16 +269,9 @@ class PendingRequest:
         """Let the peer finish; ignore its answer; never send a cancel."""
         self._detached = True
 
-    async def _park(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("another task is already waiting for this request")
-        self._task = trio.lowlevel.current_task()
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._task = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def _abort(self, _: Any) -> trio.lowlevel.Abort:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:
         if self._state != _WAITING:

@@ -56,6 +56,12 @@ class _ProcessStdout(trio.abc.ReceiveStream):
         self._stream = stream
         self._process = process
 
+    @property
+    def raw_fd_stream(self) -> trio.abc.ReceiveStream:
+        """The pipe itself: a framed reader may read it directly, and comes
+        back to :meth:`receive_some` at end of stream."""
+        return self._stream
+
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         data = await self._stream.receive_some(max_bytes)
         if not data:

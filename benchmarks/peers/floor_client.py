@@ -144,11 +144,13 @@ def main() -> None:
         if args.warmup:
             client.prompt(session_id, make_prompt(args.workload, args.warmup))
         text = make_prompt(args.workload, args.n)
+        cpu = time.process_time()
         start = time.perf_counter()
         stop = client.prompt(session_id, text)
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
         check_answer(args.workload, args.n, client.chunks, client.last_text, stop)
-        emit("floor", args.workload, args.n, seconds=seconds)
+        emit("floor", args.workload, args.n, seconds=seconds, cpu_seconds=cpu)
     client.out.close()
     try:
         client.proc.wait(timeout=5)

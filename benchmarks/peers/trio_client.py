@@ -108,11 +108,13 @@ async def main() -> None:
                 await agent.prompt_text(sid, prompt_text(args.workload, args.warmup))
             client.reset()
             text = prompt_text(args.workload, args.n)
+            cpu = time.process_time()
             start = time.perf_counter()
             result = await agent.prompt_text(sid, text)
             seconds = time.perf_counter() - start
+            cpu = time.process_time() - cpu
             check_answer(args.workload, args.n, client.chunks, client.last_text, result.stop_reason)
-            emit("acp_trio", args.workload, args.n, seconds=seconds)
+            emit("acp_trio", args.workload, args.n, seconds=seconds, cpu_seconds=cpu)
 
 
 if __name__ == "__main__":
