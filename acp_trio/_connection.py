@@ -195,8 +195,9 @@ class ConnectionConfig:
     eager_handlers: bool = True
     #: Let a task waiting for the reply to its call read the stream itself
     #: while the reader has nothing else to do, so the reply wakes it
-    #: directly (one hand-over between tasks less per call). ``False``: only
-    #: the reader task reads. Callers see no difference either way.
+    #: directly (one hand-over between tasks less per call). Only over pipes
+    #: (stdio, a spawned agent). ``False``: only the reader task reads.
+    #: Callers see no difference either way.
     callers_read_replies: bool = True
 
 
@@ -251,6 +252,14 @@ class Connection:
         elif not isinstance(handler, Handler):
             handler = handler(self)
         self._handler: Handler = handler
+        # The per-request hooks, unless they are Handler's own no-ops.
+        cls = type(handler)
+        self._on_received = (
+            None if cls.request_received is Handler.request_received else handler.request_received
+        )
+        self._on_finished = (
+            None if cls.request_finished is Handler.request_finished else handler.request_finished
+        )
         self._trace = config.trace
         self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
         trace = config.trace
@@ -275,6 +284,9 @@ class Connection:
         self._baton = _READER
         self._idle_reader: trio.lowlevel.Task | None = None
         self._woke_caller = False
+        # Methods whose handlers recently waited -> requests left to start
+        # in tasks before the next eager try (see _hand_over_reading).
+        self._eager_skips: dict[str, int] = {}
         self._writer_scope = trio.CancelScope(shield=True)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
@@ -479,6 +491,10 @@ class Connection:
             if out.handle is not None:
                 out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
+        if self._baton == _CALLER:
+            # A caller is reading (a pipe): wake it; it finds its call
+            # settled just above. Nothing is read after this.
+            self._stream.interrupt_reading()
         if self._local_close or not self._shutdown.is_set():
             # We are leaving (aclose, or our nursery was cancelled): nobody
             # wants the notifications still queued.
@@ -523,7 +539,7 @@ class Connection:
         handler it started eagerly waits: then a new reader task has taken
         over, and this task goes on as that request's handler task."""
         scope = self._reader_scope
-        role = _Role()
+        role = _Role(self)
         while True:
             with scope:
                 await self._read(role)
@@ -550,9 +566,12 @@ class Connection:
         )
         nowait = stream.receive_frame_nowait if stock else _no_frame
         eager = self.config.eager_handlers and stock and role is not None
-        give_up = self.config.callers_read_replies and stock and role is not None
+        give_up = (
+            self.config.callers_read_replies and stock and role is not None and stream.reads_pipe
+        )
         inbox = self._inbox
         queued = 0
+        item: _Queued | None = None
         try:
             while True:
                 if until is not None and until._state != _WAITING:
@@ -577,17 +596,26 @@ class Connection:
                     return
                 if self._trace is not None:
                     self._trace("recv", frame)
-                # A notification (the bulk of the traffic) is handled
-                # here, without building the Notification classify()
-                # would make of it: these are exactly its tests.
+                # A notification (the bulk of the traffic) or a request is
+                # taken here, without the Notification or Request object
+                # classify() would make of it: these are exactly its tests.
                 if (
                     type(value) is dict
-                    and "id" not in value
                     and type(method := value.get("method")) is str
                     and value.get("jsonrpc") == "2.0"
+                    and (
+                        (params := value.get("params")) is None
+                        or type(params) is dict
+                        or type(params) is list
+                    )
+                    and (
+                        "id" not in value
+                        or (request_id := value["id"]) is None
+                        or type(request_id) is int
+                        or type(request_id) is str
+                    )
                 ):
-                    params = value.get("params")
-                    if params is None or type(params) is dict or type(params) is list:
+                    if "id" not in value:
                         item = self._on_notification(method, params)
                         if item is not None:
                             if not inbox.put_nowait(item):
@@ -601,7 +629,7 @@ class Connection:
                         continue
                 # A successful reply to one of our calls: its tests, without
                 # the Response object either.
-                if (
+                elif (
                     type(value) is dict
                     and "result" in value
                     and "method" not in value
@@ -622,67 +650,80 @@ class Connection:
                         ):
                             break
                     continue
-                message = value if type(value) is InvalidMessage else classify(value)
-                if isinstance(message, Notification):  # (taken above, in fact)
-                    item = self._on_notification(message.method, message.params)
-                    if item is not None:
-                        await inbox.put(item)
-                elif isinstance(message, Request):
-                    ctx = self._on_request(message)
-                    if ctx is not None:
-                        assert role is not None
-                        # Eagerly only when no frame read after this one
-                        # waits: a cancel right behind a request finds it
-                        # not yet started, as it would with a task.
-                        if (
-                            eager
-                            and not stream.frames_pending
-                            # Not if request_received cancelled it or made
-                            # its scope (to set a deadline), nor when its
-                            # deadline has already passed: then a task
-                            # answers it without running the handler.
-                            and ctx._cause is None
-                            and ctx._scope is None
-                            and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
-                        ):
-                            if not await self._run_eagerly(ctx, message.params, role):
-                                return  # a new reader has taken over
-                            scope = self._reader_scope
-                            if scope.cancel_called:
-                                return
-                            if scope.deadline != math.inf or scope.shield:
-                                scope.deadline, scope.shield = math.inf, False
-                        else:
-                            self._start_handler(ctx, message.params)
-                    # When more requests wait for a slot than run, reading
-                    # pauses (see _on_request).
-                    limit = self.config.max_concurrent_requests
-                    while len(self._queued) > limit and not self._closed:
-                        await self._handler_slots.park()
-                elif isinstance(message, Response | ErrorResponse):
-                    self._on_response(message)
-                    self._woke_caller = False
                 else:
-                    self._on_invalid(message, frame)
+                    message = value if type(value) is InvalidMessage else classify(value)
+                    if isinstance(message, Request):
+                        request_id, method, params = message.id, message.method, message.params
+                        del message
+                    elif isinstance(message, Notification):  # (taken above, in fact)
+                        item = self._on_notification(message.method, message.params)
+                        if item is not None:
+                            await inbox.put(item)
+                        continue
+                    elif isinstance(message, Response | ErrorResponse):
+                        self._on_response(message)
+                        self._woke_caller = False
+                        continue
+                    else:
+                        self._on_invalid(message, frame)
+                        continue
+                # A request.
+                ctx = self._on_request(request_id, method, params)
+                # A handler run eagerly that waits keeps this frame alive:
+                # let go of what it does not need.
+                del frame, value
+                item = None
+                if ctx is not None:
+                    assert role is not None
+                    # Eagerly only when no frame read after this one
+                    # waits: a cancel right behind a request finds it
+                    # not yet started, as it would with a task.
+                    if (
+                        eager
+                        and not stream.frames_pending
+                        # Not if request_received cancelled it or made
+                        # its scope (to set a deadline), nor when its
+                        # deadline has already passed: then a task
+                        # answers it without running the handler.
+                        and ctx._cause is None
+                        and ctx._scope is None
+                        and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
+                        and self._eager_allowed(method)
+                    ):
+                        if not await self._run_eagerly(ctx, params, role):
+                            return  # a new reader has taken over
+                        scope = self._reader_scope
+                        if scope.cancel_called:
+                            return
+                        if scope.deadline != math.inf or scope.shield:
+                            scope.deadline, scope.shield = math.inf, False
+                    else:
+                        self._start_handler(ctx, params)
+                # When more requests wait for a slot than run, reading
+                # pauses (see _on_request).
+                limit = self.config.max_concurrent_requests
+                while len(self._queued) > limit and not self._closed:
+                    await self._handler_slots.park()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             reason = f"connection lost while reading: {exc!r}"
             cause = exc
         self._request_shutdown(reason, cause)
 
-    def _on_request(self, message: Request) -> RequestContext | None:
+    def _on_request(self, request_id: RequestId, method: str, params: Any) -> RequestContext | None:
         """Register a request; the context if its handler may start now,
         ``None`` if it was refused or waits for a slot."""
-        entry = self._table.receive_request(message.id, message.method)
+        entry = self._table.receive_request(request_id, method)
         if isinstance(entry, RequestError):
-            _log.warning("refusing request %r: %s", message.id, entry.data)
-            self._reply(message.id, error_response(message.id, entry))
+            _log.warning("refusing request %r: %s", request_id, entry.data)
+            self._reply(request_id, error_response(request_id, entry))
             return None
         ctx = RequestContext(self, entry)
         entry.handle = ctx
-        try:
-            self._handler.request_received(ctx, message.params)
-        except Exception:
-            _log.exception("error in request_received for %s", message.method)
+        if self._on_received is not None:
+            try:
+                self._on_received(ctx, params)
+            except Exception:
+                _log.exception("error in request_received for %s", method)
         if self.config.request_timeout is not None:
             ctx._deadline = trio.current_time() + self.config.request_timeout
         if self._running_handlers < self.config.max_concurrent_requests:
@@ -691,7 +732,7 @@ class Connection:
         # it and answers it at once), and reading goes on, so that the replies
         # the running handlers wait for still arrive. Only when more requests
         # wait than run does reading pause.
-        self._queued[ctx] = message.params
+        self._queued[ctx] = params
         return None
 
     async def _run_eagerly(self, ctx: RequestContext, params: Any, role: _Role) -> bool:
@@ -705,22 +746,13 @@ class Connection:
         self._running_handlers += 1
         task = trio.lowlevel.current_task()
         _handler_tasks[task] = ctx
-
-        def hand_over_reading() -> None:
-            role.reading = False
-            self._reader_scope = trio.CancelScope()
-            if self._closed:
-                self._reader_scope.cancel()
-                return
-            assert self._nursery is not None
-            self._nursery.start_soon(self._reader, name="acp reader")
-
+        role.method = entry.method
         reply: dict[str, Any] | None = None
         try:
             try:
                 result = await run_eagerly(
                     self._handler.handle_request(ctx, entry.method, params),
-                    hand_over_reading,
+                    role.hand_over,
                     contextvars.copy_context(),
                 )
                 reply = response(entry.id, result)
@@ -735,6 +767,34 @@ class Connection:
             ctx._scope = None
             self._handler_done(ctx, reply)
         return role.reading
+
+    def _hand_over_reading(self, role: _Role) -> None:
+        """An eagerly run handler waits: a new reader task takes over, and
+        the next requests of that method start in tasks of their own for a
+        while (a waiting handler keeps the reader's frames alive, which costs
+        memory; a task is smaller)."""
+        role.reading = False
+        skips = self._eager_skips
+        if len(skips) >= _EAGER_SKIP_METHODS:
+            skips.clear()
+        skips[role.method] = _EAGER_SKIP
+        self._reader_scope = trio.CancelScope()
+        if self._closed:
+            self._reader_scope.cancel()
+            return
+        assert self._nursery is not None
+        self._nursery.start_soon(self._reader, name="acp reader")
+
+    def _eager_allowed(self, method: str) -> bool:
+        skips = self._eager_skips
+        left = skips.get(method)
+        if left is None:
+            return True
+        if left <= 1:
+            del skips[method]
+        else:
+            skips[method] = left - 1
+        return False
 
     def _start_handler(self, ctx: RequestContext, params: Any) -> None:
         self._running_handlers += 1
@@ -759,8 +819,10 @@ class Connection:
         self._request_finished(ctx)
 
     def _request_finished(self, ctx: RequestContext) -> None:
+        if self._on_finished is None:
+            return
         try:
-            self._handler.request_finished(ctx)
+            self._on_finished(ctx)
         except Exception:
             _log.exception("error in request_finished for %s", ctx.method)
 
@@ -858,7 +920,7 @@ class Connection:
             await trio.lowlevel.checkpoint()
             return
         if self._baton == _FREE:
-            if not self._stream.frames_pending:
+            if not self._stream.frames_pending and self._stream.reads_pipe:
                 await self._read_for(pending)
                 if pending._state != _WAITING:
                     return
@@ -1063,6 +1125,11 @@ class Connection:
         self._barrier_waiters = keep
 
 
+# After a handler run eagerly waits, this many requests of its method start
+# in tasks of their own before the next eager try; methods remembered at most.
+_EAGER_SKIP: Final = 64
+_EAGER_SKIP_METHODS: Final = 256
+
 # Who reads (Connection._baton).
 _READER: Final = 0  # the reader task
 _CALLER: Final = 1  # a caller, for its own reply
@@ -1071,12 +1138,18 @@ _FREE: Final = 2  # nobody: the reader is parked, and whoever it woke wakes it
 
 @final
 class _Role:
-    """Whether a reader task is still the reader."""
+    """A reader task's role: whether it is still the reader, and the method
+    of the request it runs eagerly."""
 
-    __slots__ = ("reading",)
+    __slots__ = ("conn", "method", "reading")
 
-    def __init__(self) -> None:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
         self.reading = True
+        self.method = ""
+
+    def hand_over(self) -> None:
+        self.conn._hand_over_reading(self)
 
 
 def _no_frame() -> None:

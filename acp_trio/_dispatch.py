@@ -186,21 +186,18 @@ class TypedHandler(Handler):
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         try:
-            return await self._handle_request(method, params)
+            route = self._requests.get(method)
+            if route is None:
+                if method.startswith("_"):
+                    func = self._extensions.requests.get(method, self._ext_request)
+                    return await func(method, params)
+                raise RequestError.method_not_found(method)
+            result = await route.func(self.structure_params(params, route.params))
+            return {} if result is None else self.converter.unstructure(result)
         except trio.TooSlowError as exc:
             # The handler's own deadline (trio.fail_after) expired: a timeout
             # is answered like every other cancellation, -32800.
             raise RequestError.request_cancelled() from exc
-
-    async def _handle_request(self, method: str, params: Any) -> Any:
-        route = self._requests.get(method)
-        if route is None:
-            if method.startswith("_"):
-                func = self._extensions.requests.get(method, self._ext_request)
-                return await func(method, params)
-            raise RequestError.method_not_found(method)
-        result = await route.func(self.structure_params(params, route.params))
-        return {} if result is None else self.converter.unstructure(result)
 
     async def handle_notification(self, method: str, params: Any) -> None:
         route = self._notifications.get(method)

@@ -81,6 +81,21 @@ class FramedStream:
         return self._decoder.buffered
 
     @property
+    def reads_pipe(self) -> bool:
+        """Whether reading is from a pipe's descriptor (see
+        :meth:`interrupt_reading`)."""
+        return self._receive_fd is not None
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting to read the pipe with
+        ``trio.ClosedResourceError``: the stream is about to be closed.
+        (Only for a pipe: see :attr:`reads_pipe`.)"""
+        if self._receive_fd is not None:
+            fd = self._receive_fd.fileno()
+            if fd >= 0:
+                trio.lowlevel.notify_closing(fd)
+
+    @property
     def frames_pending(self) -> bool:
         """Whether frames already read wait to be taken."""
         return bool(self._frames)
@@ -113,13 +128,15 @@ class FramedStream:
 
     @staticmethod
     async def _read_fd(stream: trio.lowlevel.FdStream) -> bytes:
-        """One read from a pipe, with exactly one checkpoint.
+        """One read from a pipe, with exactly one schedule point.
 
-        ``FdStream.receive_some`` checkpoints twice when it has to wait (the
-        wait, then a second yield), which on a request/response round trip
-        is one more pass of the scheduler per message. Here a wait is the
-        checkpoint; data that is already there costs a plain one.
+        ``FdStream.receive_some`` yields twice when it has to wait (the wait,
+        then a second yield), which on a request/response round trip is one
+        more pass of the scheduler per message. Here a wait is the only
+        yield; data that is already there costs one that cannot be
+        cancelled, so that data once read is never dropped by a cancel.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
                 data = os.read(stream.fileno(), RECEIVE_SIZE)
@@ -130,7 +147,7 @@ class FramedStream:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
             else:
-                await trio.lowlevel.checkpoint()
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 return data
             try:
                 await trio.lowlevel.wait_readable(stream.fileno())

@@ -139,17 +139,47 @@ def _cores() -> str:
 # Running pairs
 
 
+# Placement of the two processes of a pair (--cpus): "any" leaves it to the
+# kernel (which may move them between runs: on a small machine a pair on one
+# core and a pair on two differ several-fold in round trips); "same" pins
+# both to CPU 0 (no cross-core wake-ups: mostly CPU cost); "split" pins the
+# client to CPU 0 and the agent to CPU 1 (every message a cross-core wake-up).
+_PIN = "import os, sys; os.sched_setaffinity(0, {%d}); os.execvp(sys.argv[1], sys.argv[1:])"
+
+
+def _pinned(command: list[str], cpu: int | None) -> list[str]:
+    return command if cpu is None else [PY, "-c", _PIN % cpu, *command]
+
+
+def _placement(cpus: str) -> tuple[int | None, int | None]:
+    if cpus == "same":
+        return 0, None  # the agent inherits the client's CPU
+    if cpus == "split":
+        return 0, 1
+    return None, None
+
+
 def run_pair(
     clients: dict[str, list[str]],
     agents: dict[str, list[str]],
     pair: Pair,
     workload: str,
     n: int,
+    cpus: str = "any",
 ) -> dict[str, Any]:
     """One run: the client spawns the agent; returns the client's JSON line,
     or ``{"error": ...}``."""
     client, agent = pair
-    command = [*clients[client], "--workload", workload, "--n", str(n), "--", *agents[agent]]
+    client_cpu, agent_cpu = _placement(cpus)
+    command = [
+        *_pinned(clients[client], client_cpu),
+        "--workload",
+        workload,
+        "--n",
+        str(n),
+        "--",
+        *_pinned(agents[agent], agent_cpu),
+    ]
     try:
         done = subprocess.run(
             command,
@@ -433,7 +463,18 @@ def main() -> None:
         help="own: each SDK with itself; default: own + every pair with one acp_trio side; "
         "all: every client x agent",
     )
+    parser.add_argument(
+        "--cpus",
+        choices=("any", "same", "split"),
+        default="any",
+        help="where the two processes of a pair run: any (the kernel decides), same "
+        "(both on CPU 0), split (client on CPU 0, agent on CPU 1)",
+    )
     args = parser.parse_args()
+    if args.cpus != "any" and not hasattr(os, "sched_setaffinity"):
+        parser.error("--cpus needs os.sched_setaffinity (Linux)")
+    if args.cpus == "split" and len(os.sched_getaffinity(0)) < 2:
+        parser.error("--cpus split needs two usable CPUs")
     repeats = args.repeat or (1 if args.quick else 5)
     sizes = QUICK_N if args.quick else FULL_N
     workloads, pairs = _select(args.only, args.pairs)
@@ -441,7 +482,7 @@ def main() -> None:
     clients, agents = _commands()
 
     print("ACP SDK benchmarks: client x agent pairs over OS pipes (each client spawns its agent)")
-    print(f"machine: {_cores()}, {platform.system()} {platform.machine()}")
+    print(f"machine: {_cores()}, {platform.system()} {platform.machine()}; placement: {args.cpus}")
     print(f"versions: {_versions()}")
     for sdk, reason in why.items():
         if reason:
@@ -467,7 +508,7 @@ def main() -> None:
                 if reason:
                     results[pair] = [{"error": f"skipped: {reason}"}]
                     continue
-                results[pair].append(run_pair(clients, agents, pair, workload, n))
+                results[pair].append(run_pair(clients, agents, pair, workload, n, args.cpus))
         if workload == "cancel":
             cancel = print_cancel_table(n, chosen, results)
         else:

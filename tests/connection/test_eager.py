@@ -22,6 +22,7 @@ import pytest
 import trio
 import trio.lowlevel
 
+import acp_trio._connection
 from acp_trio import CancelCause, RequestContext, RequestError, current_request
 
 from .conftest import (
@@ -342,11 +343,47 @@ async def test_a_handler_that_cancels_its_scope_and_returns_is_answered(
             assert handler.seen == [("note", {"n": 1}), ("note", {"n": 2})]
             if eager:
                 # The reader read on in the same task (in a fresh scope) until
-                # a handler waited.
+                # a handler waited; the next "sleepy" (its method waited) got a
+                # task of its own.
                 assert tasks[0] is tasks[1]
-                assert tasks[2] is tasks[3]
+                assert tasks[2] is tasks[4]
                 assert tasks[1] is not tasks[2]
-                assert {t.name for t in tasks} == {READER}
+                assert [t.name for t in tasks] == [READER, READER, READER, "acp handler", READER]
+            assert_idle(conn)
+
+
+async def test_a_method_whose_handler_waited_starts_in_tasks_for_a_while(
+    autojump_clock: Any,
+) -> None:
+    """After a handler run eagerly waits, the next requests of its method
+    start in tasks of their own (a waiting eager handler holds the reader's
+    frames); other methods stay eager; later the method is tried eagerly
+    again."""
+    names: list[tuple[str, str]] = []
+
+    async def maybe_wait(ctx: RequestContext, params: Any) -> Any:
+        names.append((ctx.method, this_task().name))
+        if params["wait"]:
+            await trio.sleep(1)
+        return "ok"
+
+    skip = acp_trio._connection._EAGER_SKIP
+    handler = FnHandler({"a": maybe_wait, "b": maybe_wait})
+    with trio.fail_after(LIMIT):
+        async with raw_connection(handler) as (conn, peer, _):
+            await peer.send(req(0, "a", {"wait": True}))
+            assert await peer.receive() == ok(0, "ok")
+            for i in range(1, skip + 1):
+                await peer.send(req(i, "a", {"wait": False}))
+                assert await peer.receive() == ok(i, "ok")
+                await peer.send(req(f"b{i}", "b", {"wait": False}))
+                assert await peer.receive() == ok(f"b{i}", "ok")
+            await peer.send(req("last", "a", {"wait": False}))
+            assert await peer.receive() == ok("last", "ok")
+            a_names = [name for method, name in names if method == "a"]
+            b_names = [name for method, name in names if method == "b"]
+            assert a_names == [READER] + ["acp handler"] * skip + [READER]
+            assert b_names == [READER] * skip
             assert_idle(conn)
 
 
@@ -675,10 +712,12 @@ async def test_many_waiting_eager_handlers(autojump_clock: Any) -> None:
                 await settle()
             assert conn.statistics().incoming_in_flight == n
             assert len(set(tasks)) == n
-            assert {t.name for t in tasks} == {READER}
+            # The first ran eagerly and waited: the rest of its method got
+            # tasks of their own.
+            assert [t.name for t in tasks] == [READER] + [HANDLER] * (n - 1)
             names = task_names()
-            assert names[READER] == n + 1
-            assert names[HANDLER] == 0
+            assert names[READER] == 2
+            assert names[HANDLER] == n - 1
             release.set()
             replies = await peer.receive_n(n)
             assert sorted(replies, key=lambda r: r["id"]) == [ok(i, i) for i in range(n)]
