@@ -284,6 +284,16 @@ class Connection:
         self._baton = _READER
         self._idle_reader: trio.lowlevel.Task | None = None
         self._woke_caller = False
+        # Frames already decoded are taken without a coroutine per frame,
+        # unless a subclass of FramedStream reads its own way; the fast paths
+        # (eager handlers, callers reading) need that too.
+        stream = self._stream
+        self._stock_stream = (
+            type(stream).receive_frame is FramedStream.receive_frame
+            and type(stream).receive_frame_nowait is FramedStream.receive_frame_nowait
+        )
+        self._eager = config.eager_handlers and self._stock_stream
+        self._give_up = config.callers_read_replies and self._stock_stream and stream.reads_pipe
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).
         self._eager_skips: dict[str, int] = {}
@@ -558,17 +568,9 @@ class Connection:
         reason = "the peer closed the connection"
         cause: BaseException | None = None
         stream = self._stream
-        # Frames already decoded are taken without a coroutine per frame,
-        # unless a subclass of FramedStream reads its own way.
-        stock = (
-            type(stream).receive_frame is FramedStream.receive_frame
-            and type(stream).receive_frame_nowait is FramedStream.receive_frame_nowait
-        )
-        nowait = stream.receive_frame_nowait if stock else _no_frame
-        eager = self.config.eager_handlers and stock and role is not None
-        give_up = (
-            self.config.callers_read_replies and stock and role is not None and stream.reads_pipe
-        )
+        nowait = stream.receive_frame_nowait if self._stock_stream else _no_frame
+        eager = self._eager and role is not None
+        give_up = self._give_up and role is not None
         inbox = self._inbox
         queued = 0
         item: _Queued | None = None
@@ -920,7 +922,7 @@ class Connection:
             await trio.lowlevel.checkpoint()
             return
         if self._baton == _FREE:
-            if not self._stream.frames_pending and self._stream.reads_pipe:
+            if self._give_up and not self._stream.frames_pending:
                 await self._read_for(pending)
                 if pending._state != _WAITING:
                     return

@@ -330,8 +330,9 @@ def run_connection(quick: bool) -> dict[str, Any]:
     n_mem = 2_000 if quick else 10_000
     out["n_mem"] = n_mem
     out["memory"] = trio.run(bc.memory_in_flight, n_mem)
-    out["n_churn"] = 10_000 if quick else 100_000
+    out["n_churn"] = 20_000 if quick else 200_000
     out["churn"] = trio.run(bc.churn, out["n_churn"])
+    out["churn_slope"] = bc.churn_slope(out["churn"], out["n_churn"])
     return out
 
 
@@ -349,11 +350,11 @@ def print_connection(conn: dict[str, Any]) -> None:
         f"{serving:,.0f} B, calling side {calling:,.0f} B; both sides with a caller task "
         f"each {both:,.0f} B"
     )
-    start, early, end = conn["churn"]
+    marks = conn["churn"]
     print(
-        f"  memory after {conn['n_churn']:,} requests with random cancellation: start "
-        f"{start:,} B, after 10% {early:,} B, after 100% {end:,} B "
-        f"(growth over the last 90%: {end - early:+,} B)"
+        f"  memory after {conn['n_churn']:,} requests with random cancellation: "
+        f"after 10% {marks[1]:,} B, after 100% {marks[-1]:,} B; growth "
+        f"from 10% to 100% (slope of 10 samples) {conn['churn_slope']:+.2f} B/request"
     )
     print()
 
@@ -394,15 +395,11 @@ def print_targets(
         lines.append(
             ("< 3 KB (3,072 B) per in-flight request, each side", f"{top:,.0f} B", top < 3072)
         )
-        _start, early, end = conn["churn"]
-        growth = end - early
-        # "Flat": less than 1 B per request over the last 90%, and at least
-        # 64 KiB of slack (a one-off warm-up of ~35 KB and run-to-run noise
-        # of about +-50 KB are not growth).
-        requests = conn["n_churn"] * 0.9
-        flat = growth < max(65_536, requests)
-        value = f"{growth:+,} B over the last 90% ({growth / requests:+.2f} B/request)"
-        lines.append(("no memory growth after churn (< 1 B/request)", value, flat))
+        # "Flat": the slope through ten samples taken from 10% to 100% of
+        # the requests is under 1 B per request (see churn_slope).
+        slope = conn["churn_slope"]
+        value = f"{slope:+.2f} B/request from 10% to 100%"
+        lines.append(("no memory growth after churn (< 1 B/request)", value, slope < 1.0))
     if not lines:
         return
     print("targets")
