@@ -278,6 +278,9 @@ class Connection:
         self._handler_slots = trio.lowlevel.ParkingLot()
         self._nursery: trio.Nursery | None = None
         self._reader_scope = trio.CancelScope()
+        # Set when a handler running eagerly asks for its scope (which is the
+        # reader's until the handler first waits): see _read.
+        self._reader_scope_exposed = False
         # Who reads: the reader task, or a caller waiting for its reply
         # (see _read_for), or nobody for a moment (the reader is parked in
         # _give_up_reading and whoever it woke wakes it again).
@@ -555,7 +558,7 @@ class Connection:
                 await self._read(role)
             if not role.reading or self._closed:
                 return
-            # A handler run eagerly cancelled its scope (ours) and still
+            # A handler run eagerly cancelled its scope (ours) or took it, and
             # answered at once: read on in a fresh scope.
             scope = self._reader_scope = trio.CancelScope()
 
@@ -695,7 +698,11 @@ class Connection:
                         if not await self._run_eagerly(ctx, params, role):
                             return  # a new reader has taken over
                         scope = self._reader_scope
-                        if scope.cancel_called:
+                        if scope.cancel_called or self._reader_scope_exposed:
+                            # The handler cancelled our scope, or took it
+                            # (ctx.cancel_scope) and may cancel it later:
+                            # read on in a fresh one.
+                            self._reader_scope_exposed = False
                             return
                         if scope.deadline != math.inf or scope.shield:
                             scope.deadline, scope.shield = math.inf, False
@@ -886,15 +893,20 @@ class Connection:
         """The reader parks until reading is its own again; ``False`` once
         the connection is closing."""
         self._baton = _FREE
-        while True:
-            self._idle_reader = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(self._abort_idle_reader)
-            if self._closed:
-                return False
+        try:
+            while True:
+                self._idle_reader = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_idle_reader)
+                if self._closed:
+                    return False
+                if self._baton == _FREE:
+                    self._baton = _READER
+                    return True
+                # A caller is reading: it wakes us when it is done.
+        except BaseException:
             if self._baton == _FREE:
-                self._baton = _READER
-                return True
-            # A caller is reading: it wakes us when it is done.
+                self._baton = _READER  # (cancelled: we are closing)
+            raise
 
     def _abort_idle_reader(self, _: Any) -> trio.lowlevel.Abort:
         self._idle_reader = None
@@ -916,13 +928,17 @@ class Connection:
             self._baton = _FREE
             self._wake_idle_reader()
 
-    async def _await_reply(self, pending: PendingRequest) -> None:
-        """Wait until ``pending`` is settled (a checkpoint either way)."""
+    async def _await_reply(self, pending: PendingRequest, may_read: bool = True) -> None:
+        """Wait until ``pending`` is settled (a checkpoint either way).
+
+        ``may_read``: the caller owns ``pending`` (``call()``), so nobody else
+        settles it while it reads (``open_request()`` may be abandoned from
+        another task, which could not wake a task that is reading)."""
         if pending._state != _WAITING:
             await trio.lowlevel.checkpoint()
             return
         if self._baton == _FREE:
-            if self._give_up and not self._stream.frames_pending:
+            if may_read and self._give_up and not self._stream.frames_pending:
                 await self._read_for(pending)
                 if pending._state != _WAITING:
                     return

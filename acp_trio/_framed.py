@@ -54,7 +54,16 @@ class FramedStream:
     stdin). :meth:`aclose` closes both, once.
     """
 
-    __slots__ = ("_decoder", "_eof", "_frames", "_receive", "_receive_fd", "_send", "_send_fd")
+    __slots__ = (
+        "_decoder",
+        "_eof",
+        "_frames",
+        "_interrupted",
+        "_receive",
+        "_receive_fd",
+        "_send",
+        "_send_fd",
+    )
 
     def __init__(
         self,
@@ -70,6 +79,7 @@ class FramedStream:
         self._eof = False
         self._send_fd = _raw_fd(send_stream)
         self._receive_fd = _raw_receive(receive_stream)
+        self._interrupted = False
 
     @property
     def max_message_size(self) -> int:
@@ -91,6 +101,7 @@ class FramedStream:
         ``trio.ClosedResourceError``: the stream is about to be closed.
         (Only for a pipe: see :attr:`reads_pipe`.)"""
         if self._receive_fd is not None:
+            self._interrupted = True
             fd = self._receive_fd.fileno()
             if fd >= 0:
                 trio.lowlevel.notify_closing(fd)
@@ -126,8 +137,7 @@ class FramedStream:
                 frames.extend(self._decoder.feed_eof())
         return frames.popleft()
 
-    @staticmethod
-    async def _read_fd(stream: trio.lowlevel.FdStream) -> bytes:
+    async def _read_fd(self, stream: trio.lowlevel.FdStream) -> bytes:
         """One read from a pipe, with exactly one schedule point.
 
         ``FdStream.receive_some`` yields twice when it has to wait (the wait,
@@ -149,6 +159,8 @@ class FramedStream:
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return data
+            if self._interrupted:  # (a wait now would outlast notify_closing)
+                raise trio.ClosedResourceError("reading was interrupted: the stream is closing")
             try:
                 await trio.lowlevel.wait_readable(stream.fileno())
             except OSError as exc:  # a closed descriptor

@@ -115,11 +115,16 @@ class RequestContext:
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
-        """The scope the handler runs in, while it runs (set its ``deadline``
-        to add one). Keep it no longer than the handler runs."""
+        """The scope the handler runs in (set its ``deadline`` to add one).
+        Cancelling it after the handler finished does nothing."""
         scope = self._scope
         if scope is None:
             scope = self._scope = trio.CancelScope()
+        elif scope is self._conn._reader_scope:
+            # Running eagerly, in the reader's scope: the reader moves to a
+            # fresh one after us, so that a scope kept by the handler is the
+            # request's alone.
+            self._conn._reader_scope_exposed = True
         return scope
 
     @property
@@ -249,7 +254,7 @@ class PendingRequest:
         """
         if self._task is not None:
             raise RuntimeError("another task is already waiting for this request")
-        await self._conn._await_reply(self)
+        await self._conn._await_reply(self, may_read=False)
         if self._barrier > self._conn._notifications_handled:
             await self._conn._wait_for_notifications(self._barrier)
         return self._outcome()

@@ -45,6 +45,7 @@ from acp_trio import (
     ConnectionClosed,
     ConnectionConfig,
     Handler,
+    LocalProtocolError,
     MessageTooLarge,
     RemoteProtocolError,
     RequestContext,
@@ -1458,3 +1459,79 @@ def test_random_concurrent_callers_and_peer_programs(
             await run_program(callers, program, callers_read, eager, inbox)
 
     trio.run(main, clock=clock)
+
+
+# ---------------------------------------------------------------------------
+# Found in review
+
+
+@pytest.mark.parametrize("callers_read", [True, False], ids=["callers-read", "reader-only"])
+async def test_a_request_abandoned_by_its_owner_answers_another_waiter(
+    autojump_clock: Any, callers_read: bool
+) -> None:
+    """``open_request()``'s pending request may be abandoned by the task that
+    owns it while another task waits on ``result()``: that waiter gets an
+    answer at once (so it must never be the one reading the pipe)."""
+    outcome: list[str] = []
+    with trio.fail_after(LIMIT):
+        async with traced_connection(callers_read_replies=callers_read) as (conn, peer, _):
+            leave = trio.Event()
+
+            async def owner(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+                async with conn.open_request("slow") as pending:
+                    task_status.started(pending)
+                    await leave.wait()
+                    pending.detach()
+
+            async def waiter(pending: Any) -> None:
+                assert await conn.call("first") == "one"  # the reader gives up reading
+                try:
+                    with trio.fail_after(10):
+                        await pending.result()
+                except (LocalProtocolError, trio.TooSlowError) as exc:
+                    outcome.append(type(exc).__name__)
+
+            async with trio.open_nursery() as nursery:
+                pending = await nursery.start(owner)
+                assert await peer.receive() == req(0, "slow")
+                nursery.start_soon(waiter, pending)
+                assert await peer.receive() == req(1, "first")
+                await peer.send(ok(1, "one"))
+                await settle()
+                leave.set()
+    assert outcome == ["LocalProtocolError"]
+
+
+async def test_a_kept_scope_cancelled_while_the_reader_is_parked(autojump_clock: Any) -> None:
+    """A scope kept by a handler that ran eagerly is not the reader's: cancelling
+    it while the reader has given reading to a caller changes nothing."""
+    kept: list[trio.CancelScope] = []
+
+    async def start(ctx: RequestContext, params: Any) -> Any:
+        kept.append(ctx.cancel_scope)
+        return "started"
+
+    with trio.fail_after(LIMIT):
+        async with traced_connection(FnHandler({"start": start})) as (conn, peer, _):
+            await peer.send(req(1, "start"))
+            assert await peer.receive() == ok(1, "started")
+
+            async def script() -> None:
+                assert await peer.receive() == req(0, "first")
+                await peer.send(ok(0, "one"))
+                assert await peer.receive() == req(1, "second")
+                await peer.send(ok(1, "two"))
+
+            async def cancel_when_parked() -> None:
+                while conn._idle_reader is None:
+                    await trio.lowlevel.checkpoint()
+                kept[0].cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(script)
+                nursery.start_soon(cancel_when_parked)
+                assert await conn.call("first") == "one"
+                assert await conn.call("second") == "two"
+            await settle()
+            assert conn._baton == _READER
+            assert_idle(conn)

@@ -871,3 +871,64 @@ async def test_cancel_requested_is_set_when_the_deadline_passes(
             await settle()
             assert events[0].is_set()
             assert_idle(conn)
+
+
+# ---------------------------------------------------------------------------
+# A scope kept by a handler that never waited
+
+
+@both_ways
+async def test_a_kept_scope_cancelled_later_cancels_nothing_else(
+    autojump_clock: Any, eager: bool
+) -> None:
+    """Running eagerly, a handler's scope is the reader's until it waits; one
+    it keeps (and cancels after it answered) must not reach a later request."""
+    kept: list[trio.CancelScope] = []
+
+    async def start(ctx: RequestContext, params: Any) -> Any:
+        kept.append(ctx.cancel_scope)
+        return "started"
+
+    async def work(ctx: RequestContext, params: Any) -> Any:
+        await trio.sleep(5)
+        return "done"
+
+    with trio.fail_after(LIMIT):
+        async with raw_connection(
+            FnHandler({"start": start, "work": work}), eager_handlers=eager
+        ) as (conn, peer, _):
+            await peer.send(req(1, "start"))
+            assert await peer.receive() == ok(1, "started")
+            await peer.send(req(2, "work"))
+            await settle()
+            kept[0].cancel()
+            assert await peer.receive() == ok(2, "done")
+            assert_idle(conn)
+
+
+async def test_a_kept_scope_cancelled_while_the_inbox_is_full_loses_nothing(
+    autojump_clock: Any,
+) -> None:
+    kept: list[trio.CancelScope] = []
+    gate = trio.Event()
+
+    async def start(ctx: RequestContext, params: Any) -> Any:
+        kept.append(ctx.cancel_scope)
+        return "started"
+
+    async def note(method: str, params: Any) -> None:
+        await gate.wait()
+
+    handler = FnHandler({"start": start}, {"note": note})
+    with trio.fail_after(LIMIT):
+        async with raw_connection(handler, max_queued_notifications=2) as (conn, peer, _):
+            await peer.send(req(1, "start"))
+            assert await peer.receive() == ok(1, "started")
+            await peer.send(*[notif("note", {"n": i}) for i in range(5)])
+            await settle()  # the reader waits for room in the inbox
+            kept[0].cancel()
+            await settle()
+            gate.set()
+            await settle()
+            assert [p["n"] for _, p in handler.seen] == list(range(5))
+            assert_idle(conn)
