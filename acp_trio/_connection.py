@@ -65,9 +65,7 @@ from acp_trio._jsonrpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     ErrorResponse,
     InvalidMessage,
-    Notification,
     OversizedFrame,
-    Request,
     RequestId,
     RequestTable,
     Response,
@@ -656,23 +654,18 @@ class Connection:
                             break
                     continue
                 else:
+                    # Every valid request and notification was taken above
+                    # (those tests are classify()'s own): what is left is a
+                    # reply or something invalid.
                     message = value if type(value) is InvalidMessage else classify(value)
-                    if isinstance(message, Request):
-                        request_id, method, params = message.id, message.method, message.params
-                        del message
-                    elif isinstance(message, Notification):  # (taken above, in fact)
-                        item = self._on_notification(message.method, message.params)
-                        if item is not None:
-                            await inbox.put(item)
-                        continue
-                    elif isinstance(message, Response | ErrorResponse):
+                    if isinstance(message, Response | ErrorResponse):
                         self._on_response(message)
                         self._woke_caller = False
-                        continue
                     else:
+                        assert isinstance(message, InvalidMessage), message
                         self._on_invalid(message, frame)
-                        continue
-                # A request.
+                    continue
+                # A request (the first branch above, with an id).
                 ctx = self._on_request(request_id, method, params)
                 # A handler run eagerly that waits keeps this frame alive:
                 # let go of what it does not need.

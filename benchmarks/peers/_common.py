@@ -19,8 +19,9 @@ Before the measured prompt(s), the same session runs a small warm-up of the
 same workload (``--warmup``), so imports and first-call costs are not timed.
 
 Output (stdout, one line): ``{"client", "workload", "n", ...}`` with
-``seconds`` and ``per_second`` (stream, read) or ``latencies_ms`` (cancel),
-plus what the client checked.
+``seconds``, ``per_second`` and the client process's ``cpu_seconds`` over
+the same span (stream, read; the Python clients) or ``latencies_ms``
+(cancel), plus what the client checked.
 """
 
 from __future__ import annotations
