@@ -51,7 +51,7 @@ demo: $(STAMP)
 $(BENCH_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e . agent-client-protocol
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[fast]' agent-client-protocol
 	touch $(BENCH_STAMP)
 
 bench: bench-framing bench-connection bench-schema bench-sdks

@@ -298,6 +298,10 @@ class Connection:
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).
         self._eager_skips: dict[str, int] = {}
+        # One string object per method name, shared by every request in
+        # flight (a decoded frame brings a new copy); bounded like
+        # _eager_skips, against a peer that invents names.
+        self._method_names: dict[str, str] = {}
         self._writer_scope = trio.CancelScope(shield=True)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
@@ -714,6 +718,12 @@ class Connection:
     def _on_request(self, request_id: RequestId, method: str, params: Any) -> RequestContext | None:
         """Register a request; the context if its handler may start now,
         ``None`` if it was refused or waits for a slot."""
+        names = self._method_names
+        known = names.get(method)
+        if known is not None:
+            method = known
+        elif len(names) < _MAX_METHOD_NAMES:
+            names[method] = method
         entry = self._table.receive_request(request_id, method)
         if isinstance(entry, RequestError):
             _log.warning("refusing request %r: %s", request_id, entry.data)
@@ -1007,27 +1017,34 @@ class Connection:
     # Incoming requests
 
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
-        entry = ctx._entry
+        # Kept lean: this frame lives as long as the request is in flight,
+        # so it has few locals and holds no bound ``__exit__`` (the scope is
+        # entered and left by hand, exactly as ``with`` would).
         reply: dict[str, Any] | None = None
-        task = trio.lowlevel.current_task()
-        _handler_tasks[task] = ctx
+        _handler_tasks[trio.lowlevel.current_task()] = ctx
         scope = ctx.cancel_scope
         if ctx._deadline != math.inf:
             scope.deadline = min(scope.deadline, ctx._deadline)
         try:
-            with scope:
+            scope.__enter__()
+            try:
                 if ctx.cancel_cause is None:
                     try:
-                        result = await self._handler.handle_request(ctx, entry.method, params)
-                        reply = response(entry.id, result)
+                        reply = await self._handler.handle_request(ctx, ctx._entry.method, params)
+                        reply = response(ctx._entry.id, reply)
                     except RequestError as exc:
-                        reply = error_response(entry.id, exc)
+                        reply = error_response(ctx._entry.id, exc)
                     except Exception as exc:
                         reply = self._internal_error_reply(ctx, exc)
+            except BaseException as exc:
+                if not scope.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                scope.__exit__(None, None, None)
             if scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
-            del _handler_tasks[task]
+            del _handler_tasks[trio.lowlevel.current_task()]
             self._handler_done(ctx, reply)
 
     def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
@@ -1139,6 +1156,7 @@ class Connection:
 # After a handler run eagerly waits, this many requests of its method start
 # in tasks of their own before the next eager try; methods remembered at most.
 _EAGER_SKIP: Final = 64
+_MAX_METHOD_NAMES: Final = 256
 _EAGER_SKIP_METHODS: Final = 256
 
 # Who reads (Connection._baton).

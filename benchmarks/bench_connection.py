@@ -74,6 +74,14 @@ class Server(Handler):
             self.done.set()
 
 
+class Hold(Handler):
+    """Holds every request forever: the least a handler can keep in flight,
+    so that memory per request measures the SDK, not a handler's frames."""
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        await trio.sleep_forever()
+
+
 def _config() -> ConnectionConfig:
     return ConnectionConfig(max_concurrent_requests=100_000, outbox_limit=4096)
 
@@ -176,13 +184,15 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
 
     # Serving side, fed by raw frames.
     raw, server_stream = trio.testing.memory_stream_pair()
-    async with acp_trio.open_connection(server_stream, Server(), config=_config()) as server:
+    async with acp_trio.open_connection(server_stream, Hold(), config=_config()) as server:
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         for start in range(0, n, 1000):
             await raw.send_all(b"".join(frame % i for i in range(start, min(n, start + 1000))))
         await _wait_until(lambda: server.statistics().incoming_in_flight == n)
+        # Every handler started and parked (registered is not yet started).
+        await trio.testing.wait_all_tasks_blocked()
         gc.collect()
         serving = (tracemalloc.get_traced_memory()[0] - base) / n
         tracemalloc.stop()
@@ -216,7 +226,7 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
         nursery.cancel_scope.cancel()
 
     # Both sides, one caller task per request.
-    async with memory_pair(Handler(), Server()) as (client, server):
+    async with memory_pair(Handler(), Hold()) as (client, server):
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
@@ -224,6 +234,7 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
             for _ in range(n):
                 nursery.start_soon(client.call, "hold", None)
             await _wait_until(lambda: server.statistics().incoming_in_flight == n)
+            await trio.testing.wait_all_tasks_blocked()
             gc.collect()
             both = (tracemalloc.get_traced_memory()[0] - base) / n
             nursery.cancel_scope.cancel()

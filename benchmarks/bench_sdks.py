@@ -57,7 +57,10 @@ ROOT = HERE.parent
 INTEROP = ROOT / "tests" / "interop"
 PY = sys.executable
 
-SDKS = ("acp_trio", "official", "ts", "floor")
+# acp_trio runs with orjson when the bench environment has it (the ``fast``
+# extra); "acp_trio-std" is the same SDK forced to the standard library's json.
+SDKS = ("acp_trio", "acp_trio-std", "official", "ts", "floor")
+_JSON_ENV = {"acp_trio": "auto", "acp_trio-std": "stdlib"}
 WORKLOADS = ("stream", "read", "cancel", "connection")
 FULL_N = {"stream": 20_000, "read": 5_000, "cancel": 50}
 QUICK_N = {"stream": 2_000, "read": 500, "cancel": 10}
@@ -66,22 +69,29 @@ RUN_TIMEOUT = 300.0
 Pair = tuple[str, str]  # (client SDK, agent SDK)
 
 
-def _trio_agent() -> list[str]:
+def _json_env(sdk: str, command: list[str]) -> list[str]:
+    # Set explicitly on both sides: an agent inherits its client's environment.
+    return ["env", f"ACP_TRIO_JSON={_JSON_ENV[sdk]}", *command]
+
+
+def _trio_agent(sdk: str) -> list[str]:
     if importlib.util.find_spec("acp_trio.__main__") is not None:
-        return [PY, "-m", "acp_trio", "scenario-agent"]
+        return _json_env(sdk, [PY, "-m", "acp_trio", "scenario-agent"])
     code = "import trio; from acp_trio.testing import run_scenario_agent as r; trio.run(r)"
-    return [PY, "-c", code]
+    return _json_env(sdk, [PY, "-c", code])
 
 
 def _commands() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     clients = {
-        "acp_trio": [PY, str(PEERS / "trio_client.py")],
+        "acp_trio": _json_env("acp_trio", [PY, str(PEERS / "trio_client.py")]),
+        "acp_trio-std": _json_env("acp_trio-std", [PY, str(PEERS / "trio_client.py")]),
         "official": [PY, str(PEERS / "official_client.py")],
         "ts": ["node", str(PEERS / "ts_client.mjs")],
         "floor": [PY, str(PEERS / "floor_client.py")],
     }
     agents = {
-        "acp_trio": _trio_agent(),
+        "acp_trio": _trio_agent("acp_trio"),
+        "acp_trio-std": _trio_agent("acp_trio-std"),
         "official": [PY, str(PEERS / "official_agent.py")],
         "ts": ["node", str(INTEROP / "ts_agent.mjs")],
         "floor": [PY, str(PEERS / "floor_agent.py")],
@@ -95,7 +105,7 @@ def _available() -> dict[str, str | None]:
     if importlib.util.find_spec("acp") is None:
         why["official"] = f"`import acp` fails in {PY} (run with .venv-bench)"
     if importlib.util.find_spec("acp_trio") is None:
-        why["acp_trio"] = f"`import acp_trio` fails in {PY}"
+        why["acp_trio"] = why["acp_trio-std"] = f"`import acp_trio` fails in {PY}"
     if shutil.which("node") is None:
         why["ts"] = "node not found"
     elif not (INTEROP / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
@@ -109,8 +119,17 @@ def _versions() -> str:
         import trio
 
         import acp_trio
+        from acp_trio._jsonrpc._messages import json_backend
 
-        parts.append(f"acp_trio {acp_trio.__version__} (trio {trio.__version__})")
+        parts.append(
+            f"acp_trio {acp_trio.__version__} (trio {trio.__version__}, json: {json_backend()})"
+        )
+    except ImportError:
+        pass
+    try:
+        import orjson
+
+        parts.append(f"orjson {orjson.__version__}")
     except ImportError:
         pass
     try:
@@ -371,9 +390,9 @@ def print_targets(
     trio_pair, official = ("acp_trio", "acp_trio"), ("official", "official")
     lines: list[tuple[str, str, bool | None]] = []
 
-    def ratio_target(workload: str, goal: float) -> None:
+    def ratio_target(workload: str, goal: float, variant: str = "") -> None:
         table = rates.get(workload, {})
-        what = f"{workload}: acp_trio pair ≥ {goal}x the official pair"
+        what = f"{workload}: acp_trio pair{variant} ≥ {goal}x the official pair"
         if trio_pair in table and official in table:
             ratio = table[trio_pair] / table[official]
             lines.append((what, f"{ratio:.2f}x ({ratio / goal - 1:+.0%} vs target)", ratio >= goal))
@@ -382,6 +401,10 @@ def print_targets(
 
     ratio_target("stream", 3.0)
     ratio_target("read", 1.8)
+    trio_pair = ("acp_trio-std", "acp_trio-std")
+    ratio_target("stream", 3.0, " (stdlib json)")
+    ratio_target("read", 1.8, " (stdlib json)")
+    trio_pair = ("acp_trio", "acp_trio")
     if trio_pair in cancel:
         p50 = cancel[trio_pair][0]
         lines.append(("cancel latency p50 < 2 ms (acp_trio pair)", f"{p50:.3f} ms", p50 < 2.0))
@@ -422,8 +445,9 @@ def _select(only: list[str], pairs_mode: str) -> tuple[list[str], list[Pair]]:
     else:
         pairs = [(sdk, sdk) for sdk in SDKS]
         if pairs_mode == "default":
-            pairs += [("acp_trio", a) for a in SDKS if a != "acp_trio"]
-            pairs += [(c, "acp_trio") for c in SDKS if c != "acp_trio"]
+            mixed = [sdk for sdk in SDKS if not sdk.startswith("acp_trio")]
+            pairs += [("acp_trio", a) for a in mixed]
+            pairs += [(c, "acp_trio") for c in mixed]
     if named:
         chosen: list[Pair] = []
         for token in named:

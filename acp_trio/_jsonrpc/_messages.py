@@ -27,7 +27,10 @@ The rules (JSON-RPC 2.0, as ACP v1 uses it):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import json.encoder
+import os
+import re
+from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias
 
 import attrs
@@ -111,12 +114,90 @@ def _reject_constant(name: str) -> Any:
 _decoder: Final = json.JSONDecoder(parse_constant=_reject_constant)
 # The decoder's own scanner (what ``raw_decode`` calls), for the fast path.
 _scan_once: Final[Callable[[str, int], tuple[Any, int]]] = _decoder.scan_once  # type: ignore[attr-defined]
-_encoder: Final = json.JSONEncoder(
-    ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
-)
 _ascii_encoder: Final = json.JSONEncoder(
     ensure_ascii=True, allow_nan=False, separators=(",", ":"), check_circular=False
 )
+
+
+def _not_serializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _make_std_iterencode() -> Callable[[Any, int], Iterable[str]]:
+    """The C encoder that ``JSONEncoder.encode`` builds on every call, built
+    once: compact separators, UTF-8 text, NaN and infinities refused."""
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        encoder: Callable[[Any, int], Iterable[str]] = make(
+            None,  # markers: no circular check (RecursionError is caught)
+            _not_serializable,
+            json.encoder.encode_basestring,
+            None,  # indent
+            ":",
+            ",",
+            False,  # sort_keys
+            False,  # skipkeys
+            False,  # allow_nan
+        )
+        return encoder
+    fallback = json.JSONEncoder(  # pragma: no cover - CPython has the C encoder
+        ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False
+    )
+    return lambda obj, _level: fallback.iterencode(obj)  # pragma: no cover
+
+
+_std_iterencode: Final = _make_std_iterencode()
+
+
+# The optional fast backend: orjson (``pip install 'acp-trio[fast]'``), unless
+# ``ACP_TRIO_JSON=stdlib``. Whatever orjson refuses or might read or write
+# differently goes to the standard library, so both give the same messages
+# and the same errors; see _fast_decode and _fast_encode.
+_orjson: Any
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+_fast_loads: Callable[[bytes], Any] | None = None
+_fast_dumps: Callable[..., bytes] | None = None
+# orjson reads integers beyond 64 bits as floats: send any frame with a run
+# of 19 digits (the shortest integer orjson cannot hold) to the stdlib.
+_LONG_DIGITS: Final = re.compile(rb"[0-9]{19}").search
+_ORJSON_OPTIONS: int = 0
+
+
+def json_backend() -> str:
+    """The JSON library in use: ``"orjson"`` or ``"stdlib"``."""
+    return "orjson" if _fast_loads is not None else "stdlib"
+
+
+def use_json_backend(name: str) -> None:
+    """Choose the JSON library: ``"orjson"`` (needs the ``fast`` extra) or
+    ``"stdlib"``. The default is orjson when it is installed, unless the
+    environment sets ``ACP_TRIO_JSON=stdlib``."""
+    global _fast_loads, _fast_dumps, _ORJSON_OPTIONS
+    if name == "stdlib":
+        _fast_loads = _fast_dumps = None
+    elif name == "orjson":
+        if _orjson is None:
+            raise ValueError("orjson is not installed (pip install 'acp-trio[fast]')")
+        # Types the standard library refuses go to ``default`` and so to the
+        # stdlib encoder, which refuses them with its own error. orjson has no
+        # switch for enums and UUIDs: it writes those by value.
+        _ORJSON_OPTIONS = (
+            _orjson.OPT_PASSTHROUGH_DATACLASS
+            | _orjson.OPT_PASSTHROUGH_DATETIME
+            | _orjson.OPT_PASSTHROUGH_SUBCLASS
+        )
+        _fast_loads = _orjson.loads
+        _fast_dumps = _orjson.dumps
+    else:
+        raise ValueError(f"unknown JSON backend {name!r}: use 'orjson' or 'stdlib'")
+
+
+if _orjson is not None and os.environ.get("ACP_TRIO_JSON", "").strip().lower() != "stdlib":
+    use_json_backend("orjson")
 
 
 def _invalid(reason: str, obj: dict[str, Any] | None = None) -> InvalidMessage:
@@ -145,6 +226,15 @@ def parse_frame(frame: bytes) -> Message | InvalidMessage:
 def decode_frame(frame: bytes) -> Any:
     """The JSON value of one frame, or the :class:`InvalidMessage` answering
     bytes that are not UTF-8 JSON (a decoded value is never one)."""
+    loads = _fast_loads
+    if loads is not None and _LONG_DIGITS(frame) is None:
+        # orjson, for what it reads exactly as the stdlib does. Anything it
+        # refuses (a BOM, lone surrogates, NaN, deep nesting, bad JSON) is
+        # left to the stdlib below, which accepts or words the error.
+        try:
+            return loads(frame)
+        except Exception:
+            pass
     try:
         text = frame.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -230,8 +320,19 @@ def encode_frame(obj: Any) -> bytes:
     line. Raises ``ValueError``/``TypeError`` for values JSON cannot express
     (``NaN``, sets, circular or too deeply nested values, ...).
     """
+    dumps = _fast_dumps
+    if dumps is not None:
+        try:
+            data = dumps(obj, _not_serializable, _ORJSON_OPTIONS)
+        except Exception:
+            pass  # big integers, non-string keys, subclasses...: the stdlib decides
+        else:
+            # orjson writes NaN and the infinities as null: let the stdlib
+            # refuse them (a null in the frame is rare enough to pay for it).
+            if b"null" not in data:
+                return data + b"\n"
     try:
-        text = _encoder.encode(obj)
+        text = "".join(_std_iterencode(obj, 0))
     except RecursionError:
         raise ValueError("value is circular or nested too deeply for JSON") from None
     try:
