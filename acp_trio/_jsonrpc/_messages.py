@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import json.encoder
 import os
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias
 
@@ -149,36 +148,35 @@ def _make_std_iterencode() -> Callable[[Any, int], Iterable[str]]:
 _std_iterencode: Final = _make_std_iterencode()
 
 
-# The optional fast backend: orjson (``pip install 'acp-trio[fast]'``), unless
-# ``ACP_TRIO_JSON=stdlib``. Whatever orjson refuses or might read or write
-# differently goes to the standard library, so both give the same messages
-# and the same errors; see _fast_decode and _fast_encode.
+# The optional fast encoder: orjson (``pip install 'acp-trio[fast]'``), unless
+# ``ACP_TRIO_JSON=stdlib``. Whatever orjson would write differently or refuses
+# goes to the standard library, so both give the same frames' values and the
+# same errors (see encode_frame). Decoding always uses the standard library:
+# orjson reads integers beyond 64 bits as floats and nests less deeply, and
+# guarding against that costs about what orjson saves on ACP-sized messages.
 _orjson: Any
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
 
-_fast_loads: Callable[[bytes], Any] | None = None
 _fast_dumps: Callable[..., bytes] | None = None
-# orjson reads integers beyond 64 bits as floats: send any frame with a run
-# of 19 digits (the shortest integer orjson cannot hold) to the stdlib.
-_LONG_DIGITS: Final = re.compile(rb"[0-9]{19}").search
 _ORJSON_OPTIONS: int = 0
 
 
 def json_backend() -> str:
-    """The JSON library in use: ``"orjson"`` or ``"stdlib"``."""
-    return "orjson" if _fast_loads is not None else "stdlib"
+    """The JSON library that encodes messages: ``"orjson"`` or ``"stdlib"``
+    (messages are always decoded by the standard library)."""
+    return "orjson" if _fast_dumps is not None else "stdlib"
 
 
 def use_json_backend(name: str) -> None:
-    """Choose the JSON library: ``"orjson"`` (needs the ``fast`` extra) or
-    ``"stdlib"``. The default is orjson when it is installed, unless the
+    """Choose the JSON library that encodes messages: ``"orjson"`` (needs
+    the ``fast`` extra) or ``"stdlib"``. The default is orjson when it is installed, unless the
     environment sets ``ACP_TRIO_JSON=stdlib``."""
-    global _fast_loads, _fast_dumps, _ORJSON_OPTIONS
+    global _fast_dumps, _ORJSON_OPTIONS
     if name == "stdlib":
-        _fast_loads = _fast_dumps = None
+        _fast_dumps = None
     elif name == "orjson":
         if _orjson is None:
             raise ValueError("orjson is not installed (pip install 'acp-trio[fast]')")
@@ -190,7 +188,6 @@ def use_json_backend(name: str) -> None:
             | _orjson.OPT_PASSTHROUGH_DATETIME
             | _orjson.OPT_PASSTHROUGH_SUBCLASS
         )
-        _fast_loads = _orjson.loads
         _fast_dumps = _orjson.dumps
     else:
         raise ValueError(f"unknown JSON backend {name!r}: use 'orjson' or 'stdlib'")
@@ -226,15 +223,6 @@ def parse_frame(frame: bytes) -> Message | InvalidMessage:
 def decode_frame(frame: bytes) -> Any:
     """The JSON value of one frame, or the :class:`InvalidMessage` answering
     bytes that are not UTF-8 JSON (a decoded value is never one)."""
-    loads = _fast_loads
-    if loads is not None and _LONG_DIGITS(frame) is None:
-        # orjson, for what it reads exactly as the stdlib does. Anything it
-        # refuses (a BOM, lone surrogates, NaN, deep nesting, bad JSON) is
-        # left to the stdlib below, which accepts or words the error.
-        try:
-            return loads(frame)
-        except Exception:
-            pass
     try:
         text = frame.decode("utf-8")
     except UnicodeDecodeError as exc:

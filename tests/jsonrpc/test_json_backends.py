@@ -1,6 +1,9 @@
 """The two JSON backends of ``_messages`` (orjson and the standard library)
 give the same values and the same errors.
 
+orjson only encodes (decoding is always the standard library's), so the
+decoding tests pin that the backend switch changes nothing there.
+
 Every test runs its checks under both backends (the ``backend`` fixture, or
 :func:`under_each`), comparing values with :func:`same`, which also requires
 equal types: an integer that comes back as a float is a failure.
@@ -459,23 +462,7 @@ def _deep_frame(shape: str, depth: int) -> bytes:
     return b'{"a":' * depth + b"1" + b"}" * depth
 
 
-@pytest.mark.parametrize("depth", [1000, 1024])
-@pytest.mark.parametrize("shape", ["array", "object"])
-def test_nesting_near_the_recursion_limit_is_the_documented_difference(
-    backend: str, depth: int, shape: str
-) -> None:
-    # orjson reads up to 1,024 levels; the stdlib's scanner stops at Python's
-    # recursion limit (1,000 by default, less the caller's own stack), and
-    # answers -32700. Neither raises.
-    got = outcome_of_decode(_deep_frame(shape, depth))
-    if backend == "orjson":
-        assert got[0] == "value"
-    else:
-        assert got[0] == "invalid"
-        assert got[1] == PARSE_ERROR
-
-
-@pytest.mark.parametrize("depth", [10, 254, 255, 500, 900, 1025, 1100, 5000])
+@pytest.mark.parametrize("depth", [10, 254, 255, 500, 900, 1000, 1024, 1025, 1100, 5000])
 @pytest.mark.parametrize("shape", ["array", "object"])
 def test_deep_nesting_decodes_the_same(backend: str, depth: int, shape: str) -> None:
     frame = _deep_frame(shape, depth)
@@ -789,12 +776,11 @@ def test_switching_round_trips() -> None:
     try:
         use_json_backend("stdlib")
         assert json_backend() == "stdlib"
-        assert _messages._fast_loads is None
+        assert _messages._fast_dumps is None
         assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
         use_json_backend("orjson")
         assert json_backend() == "orjson"
         # The orjson backend really is orjson, so the comparisons above compare.
-        assert _messages._fast_loads is orjson.loads
         assert _messages._fast_dumps is orjson.dumps
         assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
         use_json_backend("orjson")
