@@ -269,7 +269,7 @@ def print_rate_table(
     }[workload]
     print(title)
     base = _median_rate(results.get(("official", "official"), []))
-    header = f"  {'client x agent':<22} {'median ' + unit:>22} {'min-max':>21} {'vs official':>12}"
+    header = f"  {'client x agent':<28} {'median ' + unit:>22} {'min-max':>21} {'vs official':>12}"
     print(header)
     medians: dict[Pair, float] = {}
     for pair in pairs:
@@ -278,14 +278,14 @@ def print_rate_table(
         errors = [r["error"] for r in runs if "error" in r]
         if not rates:
             reason = errors[0] if errors else "not run"
-            print(f"  {_name(pair):<22} {'—':>22}   {reason}")
+            print(f"  {_name(pair):<28} {'—':>22}   {reason}")
             continue
         median = statistics.median(rates)
         medians[pair] = median
         span = f"{min(rates):,.0f}-{max(rates):,.0f}"
         ratio = f"{median / base:.2f}x" if base else "—"
         failed = f"  ({len(errors)} failed: {errors[0]})" if errors else ""
-        print(f"  {_name(pair):<22} {median:>22,.0f} {span:>21} {ratio:>12}{failed}")
+        print(f"  {_name(pair):<28} {median:>22,.0f} {span:>21} {ratio:>12}{failed}")
     print()
     return medians
 
@@ -306,7 +306,7 @@ def print_cancel_table(
     base_all = [x for r in base_runs for x in r.get("latencies_ms", [])]
     base = statistics.median(base_all) if base_all else None
     print(
-        f"  {'client x agent':<22} {'p50 ms':>8} {'p90 ms':>8} {'run p50 min-max':>17} "
+        f"  {'client x agent':<28} {'p50 ms':>8} {'p90 ms':>8} {'run p50 min-max':>17} "
         f"{'vs official':>12}  notes"
     )
     out: dict[Pair, tuple[float, float]] = {}
@@ -316,7 +316,7 @@ def print_cancel_table(
         errors = [r["error"] for r in runs if "error" in r]
         if not latencies:
             reason = errors[0] if errors else "not run"
-            print(f"  {_name(pair):<22} {'—':>8}   {reason}")
+            print(f"  {_name(pair):<28} {'—':>8}   {reason}")
             continue
         p50, p90 = _pct(latencies, 0.5), _pct(latencies, 0.9)
         out[pair] = (p50, p90)
@@ -326,7 +326,7 @@ def print_cancel_table(
         note = _cancel_note(pair)
         if errors:
             note = f"{note}; {len(errors)} failed: {errors[0]}".lstrip("; ")
-        print(f"  {_name(pair):<22} {p50:>8.3f} {p90:>8.3f} {span:>17} {ratio:>12}  {note}")
+        print(f"  {_name(pair):<28} {p50:>8.3f} {p90:>8.3f} {span:>17} {ratio:>12}  {note}")
     print("  (vs official: the official pair's p50 / this pair's p50; higher is faster)")
     print()
     return out
@@ -428,7 +428,7 @@ def print_targets(
     print("targets")
     for what, value, ok in lines:
         verdict = {True: "MET", False: "MISSED", None: "—"}[ok]
-        print(f"  {what:<52} {value:<46} {verdict}")
+        print(f"  {what:<66} {value:<46} {verdict}")
     print()
 
 
