@@ -51,6 +51,8 @@ from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream as FramedStream
+from acp_trio._jsonrpc._messages import json_backend as json_backend
+from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
 from acp_trio._pair import open_agent_client_pair as open_agent_client_pair
 from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest

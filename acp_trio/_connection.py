@@ -300,7 +300,8 @@ class Connection:
         self._eager_skips: dict[str, int] = {}
         # One string object per method name, shared by every request in
         # flight (a decoded frame brings a new copy); bounded like
-        # _eager_skips, against a peer that invents names.
+        # _eager_skips, and only for short names, against a peer that
+        # invents names.
         self._method_names: dict[str, str] = {}
         self._writer_scope = trio.CancelScope(shield=True)
         self._shutdown = trio.Event()
@@ -722,7 +723,9 @@ class Connection:
         known = names.get(method)
         if known is not None:
             method = known
-        elif len(names) < _MAX_METHOD_NAMES:
+        elif len(method) <= _MAX_SHARED_NAME:
+            if len(names) >= _MAX_METHOD_NAMES:
+                names.clear()
             names[method] = method
         entry = self._table.receive_request(request_id, method)
         if isinstance(entry, RequestError):
@@ -1018,30 +1021,30 @@ class Connection:
 
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
         # Kept lean: this frame lives as long as the request is in flight,
-        # so it has few locals and holds no bound ``__exit__`` (the scope is
-        # entered and left by hand, exactly as ``with`` would).
+        # so it has few locals (the scope is read from ctx each time) and
+        # holds no bound ``__exit__`` (the scope is entered and left by hand,
+        # exactly as ``with`` would).
         reply: dict[str, Any] | None = None
         _handler_tasks[trio.lowlevel.current_task()] = ctx
-        scope = ctx.cancel_scope
         if ctx._deadline != math.inf:
-            scope.deadline = min(scope.deadline, ctx._deadline)
+            ctx.cancel_scope.deadline = min(ctx.cancel_scope.deadline, ctx._deadline)
         try:
-            scope.__enter__()
+            ctx.cancel_scope.__enter__()
             try:
                 if ctx.cancel_cause is None:
                     try:
-                        reply = await self._handler.handle_request(ctx, ctx._entry.method, params)
-                        reply = response(ctx._entry.id, reply)
+                        result = await self._handler.handle_request(ctx, ctx._entry.method, params)
+                        reply = response(ctx._entry.id, result)
                     except RequestError as exc:
                         reply = error_response(ctx._entry.id, exc)
                     except Exception as exc:
                         reply = self._internal_error_reply(ctx, exc)
             except BaseException as exc:
-                if not scope.__exit__(type(exc), exc, exc.__traceback__):
+                if not ctx.cancel_scope.__exit__(type(exc), exc, exc.__traceback__):
                     raise
             else:
-                scope.__exit__(None, None, None)
-            if scope.cancelled_caught and ctx._cause is None:
+                ctx.cancel_scope.__exit__(None, None, None)
+            if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
             del _handler_tasks[trio.lowlevel.current_task()]
@@ -1157,6 +1160,7 @@ class Connection:
 # in tasks of their own before the next eager try; methods remembered at most.
 _EAGER_SKIP: Final = 64
 _MAX_METHOD_NAMES: Final = 256
+_MAX_SHARED_NAME: Final = 128  # longer names are not kept after their request
 _EAGER_SKIP_METHODS: Final = 256
 
 # Who reads (Connection._baton).

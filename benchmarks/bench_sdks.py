@@ -119,11 +119,12 @@ def _versions() -> str:
         import trio
 
         import acp_trio
-        from acp_trio._jsonrpc._messages import json_backend
 
-        parts.append(
-            f"acp_trio {acp_trio.__version__} (trio {trio.__version__}, json: {json_backend()})"
-        )
+        # What the acp_trio pairs use (each sets ACP_TRIO_JSON itself), not
+        # what this process happens to use.
+        has_orjson = importlib.util.find_spec("orjson") is not None
+        json_lib = "orjson; acp_trio-std: stdlib" if has_orjson else "stdlib"
+        parts.append(f"acp_trio {acp_trio.__version__} (trio {trio.__version__}, json: {json_lib})")
     except ImportError:
         pass
     try:

@@ -14,6 +14,8 @@ TOP_LEVEL = {
     "ConnectionStatistics", "FramedStream", "Handler", "PendingRequest", "RequestContext",
     "RequestNode", "connect_connection", "current_request", "open_connection",
     "serve_connection",
+    # JSON library choice
+    "json_backend", "use_json_backend",
     # errors
     "ACPError", "CapabilityError", "ConnectionClosed", "ErrorCode", "LocalProtocolError",
     "MessageTooLarge", "ProtocolError", "RemoteProtocolError", "RequestError",

@@ -20,11 +20,13 @@ from acp_trio._jsonrpc._messages import decode_frame as decode_frame
 from acp_trio._jsonrpc._messages import encode_frame as encode_frame
 from acp_trio._jsonrpc._messages import error_response as error_response
 from acp_trio._jsonrpc._messages import is_request_id as is_request_id
+from acp_trio._jsonrpc._messages import json_backend as json_backend
 from acp_trio._jsonrpc._messages import notification as notification
 from acp_trio._jsonrpc._messages import parse_frame as parse_frame
 from acp_trio._jsonrpc._messages import peek_id as peek_id
 from acp_trio._jsonrpc._messages import request as request
 from acp_trio._jsonrpc._messages import response as response
+from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
 from acp_trio._jsonrpc._state import IncomingRequest as IncomingRequest
 from acp_trio._jsonrpc._state import OutgoingRequest as OutgoingRequest
 from acp_trio._jsonrpc._state import Phase as Phase
