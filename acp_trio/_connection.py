@@ -1159,9 +1159,12 @@ class Connection:
 # After a handler run eagerly waits, this many requests of its method start
 # in tasks of their own before the next eager try; methods remembered at most.
 _EAGER_SKIP: Final = 64
-_MAX_METHOD_NAMES: Final = 256
-_MAX_SHARED_NAME: Final = 128  # longer names are not kept after their request
 _EAGER_SKIP_METHODS: Final = 256
+
+# Method names shared by the requests in flight (Connection._method_names):
+# at most this many, each at most this long.
+_MAX_METHOD_NAMES: Final = 256
+_MAX_SHARED_NAME: Final = 128
 
 # Who reads (Connection._baton).
 _READER: Final = 0  # the reader task

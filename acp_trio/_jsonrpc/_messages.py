@@ -155,13 +155,22 @@ _std_iterencode: Final = _make_std_iterencode()
 # orjson reads integers beyond 64 bits as floats and nests less deeply, and
 # guarding against that costs about what orjson saves on ACP-sized messages.
 _orjson: Any
+_ORJSON_OPTIONS = 0
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
+else:
+    # Types the standard library refuses go to ``default`` and so to the
+    # stdlib encoder, which refuses them with its own error. orjson has no
+    # such switch for enums and UUIDs: it writes those by value.
+    _ORJSON_OPTIONS = (
+        _orjson.OPT_PASSTHROUGH_DATACLASS
+        | _orjson.OPT_PASSTHROUGH_DATETIME
+        | _orjson.OPT_PASSTHROUGH_SUBCLASS
+    )
 
 _fast_dumps: Callable[..., bytes] | None = None
-_ORJSON_OPTIONS: int = 0
 
 
 def json_backend() -> str:
@@ -172,22 +181,14 @@ def json_backend() -> str:
 
 def use_json_backend(name: str) -> None:
     """Choose the JSON library that encodes messages: ``"orjson"`` (needs
-    the ``fast`` extra) or ``"stdlib"``. The default is orjson when it is installed, unless the
-    environment sets ``ACP_TRIO_JSON=stdlib``."""
-    global _fast_dumps, _ORJSON_OPTIONS
+    the ``fast`` extra) or ``"stdlib"``. The default is orjson when it is
+    installed, unless the environment sets ``ACP_TRIO_JSON=stdlib``."""
+    global _fast_dumps
     if name == "stdlib":
         _fast_dumps = None
     elif name == "orjson":
         if _orjson is None:
             raise ValueError("orjson is not installed (pip install 'acp-trio[fast]')")
-        # Types the standard library refuses go to ``default`` and so to the
-        # stdlib encoder, which refuses them with its own error. orjson has no
-        # switch for enums and UUIDs: it writes those by value.
-        _ORJSON_OPTIONS = (
-            _orjson.OPT_PASSTHROUGH_DATACLASS
-            | _orjson.OPT_PASSTHROUGH_DATETIME
-            | _orjson.OPT_PASSTHROUGH_SUBCLASS
-        )
         _fast_dumps = _orjson.dumps
     else:
         raise ValueError(f"unknown JSON backend {name!r}: use 'orjson' or 'stdlib'")

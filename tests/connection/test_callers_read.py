@@ -763,9 +763,13 @@ async def test_a_handler_reading_its_nested_reply_meets_the_cancel_for_itself(
 
 
 @both_ways
-async def test_end_of_stream_met_by_a_reading_caller_fails_every_call(
-    autojump_clock: Any, callers_read: bool
+@pytest.mark.parametrize("end", ["peer eof", "local close"])
+async def test_the_end_met_by_a_reading_caller_fails_every_call(
+    autojump_clock: Any, callers_read: bool, end: str
 ) -> None:
+    """End of stream, or ``aclose()`` from another task: the reading caller
+    (not a handler) and a caller waiting normally both get ConnectionClosed,
+    at once (virtual time 0)."""
     failures: dict[str, tuple[str, float]] = {}
 
     async def failing_call(name: str, *methods: str) -> None:
@@ -786,53 +790,24 @@ async def test_end_of_stream_met_by_a_reading_caller_fails_every_call(
                 assert await peer.receive() == req(2, "a2")
                 await settle()
                 assert conn._baton == (_CALLER if callers_read else _READER)
-                await peer.send_eof()
-            assert failures == {
-                "a": ("the peer closed the connection", 0),
-                "b": ("the peer closed the connection", 0),
-            }
+                if end == "peer eof":
+                    await peer.send_eof()
+                else:
+                    await conn.aclose()
+                    assert trio.current_time() == 0
+            reason = (
+                "the peer closed the connection"
+                if end == "peer eof"
+                else "connection closed locally"
+            )
+            assert failures == {"a": (reason, 0), "b": (reason, 0)}
             assert wire.received() == [ok(1, "one")]
             assert wire.sent_cancels() == []
-            await conn.wait_closed()
-            assert conn.closed
-            assert_idle(conn)
-
-
-@both_ways
-async def test_local_close_while_a_caller_reads(autojump_clock: Any, callers_read: bool) -> None:
-    """``aclose()`` from another task: the reading caller (not a handler) and
-    a caller waiting normally both get ConnectionClosed (at virtual time 0)."""
-    failures: dict[str, tuple[str, float]] = {}
-    closed_at: list[float] = []
-
-    async def failing_call(name: str, *methods: str) -> None:
-        try:
-            for method in methods:
-                await conn.call(method)
-        except ConnectionClosed as exc:
-            failures[name] = (str(exc), trio.current_time())
-
-    with trio.fail_after(LIMIT):
-        async with traced_connection(callers_read_replies=callers_read) as (conn, peer, wire):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(failing_call, "b", "b")
-                assert await peer.receive() == req(0, "b")
-                nursery.start_soon(failing_call, "a", "a1", "a2")
-                assert await peer.receive() == req(1, "a1")
-                await peer.send(ok(1, "one"))
-                assert await peer.receive() == req(2, "a2")
-                await settle()
-                assert conn._baton == (_CALLER if callers_read else _READER)
-                await conn.aclose()
-                closed_at.append(trio.current_time())
-            assert failures == {
-                "a": ("connection closed locally", 0),
-                "b": ("connection closed locally", 0),
-            }
-            assert closed_at == [0]
-            assert wire.received() == [ok(1, "one")]
-            assert wire.sent_cancels() == []
-            await peer.expect_eof()
+            if end == "peer eof":
+                await conn.wait_closed()
+                assert conn.closed
+            else:
+                await peer.expect_eof()
             assert_idle(conn)
 
 
