@@ -951,7 +951,9 @@ class Connection:
             self._wake_idle_reader()
         pending._task = trio.lowlevel.current_task()
         try:
-            await trio.lowlevel.wait_task_rescheduled(pending._abort)
+            await trio.lowlevel.wait_task_rescheduled(
+                pending._abort_call if may_read else pending._abort
+            )
         finally:
             if self._baton == _FREE:
                 self._wake_idle_reader()

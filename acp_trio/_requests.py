@@ -278,6 +278,18 @@ class PendingRequest:
         self._task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
+    def _abort_call(self, _: Any) -> trio.lowlevel.Abort:
+        # The task in call() is cancelled. Trio runs this at once, inside
+        # whatever cancelled it (a peer's cancel read by the reader, a
+        # deadline), and only when the cancel reaches this task through any
+        # shields. call() would send the cancel when the task next runs;
+        # sending it now lets a cascade go down the tree without waiting for
+        # each level's handler to be scheduled. (Sent once: _send_cancel is
+        # idempotent.)
+        self._task = None
+        self._conn._send_cancel(self)
+        return trio.lowlevel.Abort.SUCCEEDED
+
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:
         if self._state != _WAITING:
             return

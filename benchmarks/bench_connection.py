@@ -5,11 +5,11 @@ Prints, for a memory stream pair and for OS pipes:
 - round trips per second (sequential ``call``s),
 - notifications per second (one side streams, the other handles in order),
 
-and, over a memory pair:
+and the time to cancel a request tree of 1,000 in-flight requests over both
+(the target is for pipes, what ACP runs on), both as a fan-out (one handler
+waiting on 1,000 requests) and as a chain (each request's handler calls the
+other side again, 1,000 deep); and, over a memory pair:
 
-- the time to cancel a request tree of 1,000 in-flight requests, both as a
-  fan-out (one handler waiting on 1,000 requests) and as a chain (each
-  request's handler calls the other side again, 1,000 deep);
 - memory per in-flight request with 10,000 in flight (both sides counted);
 - memory growth after 100,000 requests with random cancellation.
 
@@ -29,7 +29,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import trio
@@ -38,7 +38,7 @@ import trio.testing
 import acp_trio
 from acp_trio import Connection, ConnectionConfig, Handler, RequestContext
 
-Pair = Callable[[], AsyncIterator[tuple[Connection, Connection]]]
+Pair = Callable[[Handler, Handler], AbstractAsyncContextManager[tuple[Connection, Connection]]]
 
 
 class Server(Handler):
@@ -143,10 +143,10 @@ async def _wait_until(predicate: Callable[[], bool]) -> None:
         await trio.sleep(0.001)
 
 
-async def cascade(kind: str, n: int) -> float:
+async def cascade(kind: str, n: int, pair: Pair) -> float:
     """Seconds from cancelling the top request until every level is answered
     and nothing is left in flight on either side."""
-    async with memory_pair(Server(), Server()) as (a, b):
+    async with pair(Server(), Server()) as (a, b):
         method, params = ("fan", {"n": n}) if kind == "fan" else ("chain", {"depth": n - 1})
         with trio.CancelScope() as scope:
 
@@ -308,14 +308,19 @@ async def main(quick: bool) -> None:
         print(f"{name:>7} round trips/s    {_median(rt)}")
         print(f"{name:>7} notifications/s  {_median(nf)}")
     print()
-    for kind in ("fan", "chain"):
-        times = [await cascade(kind, 1000) for _ in range(repeats)]
-        ms = [t * 1000 for t in times]
-        low, high = min(ms), max(ms)
-        print(
-            f"cancel a {kind} tree of 1,000 in-flight requests: "
-            f"{statistics.median(ms):.1f} ms (min {low:.1f}, max {high:.1f}); target < 100 ms"
-        )
+    # The target is for OS pipes, the transport ACP runs on (stdio). Over
+    # trio.testing's memory streams every write also costs the writer task a
+    # pass of the scheduler (and a checkpoint), which a pipe write does not.
+    for name, pair in (("pipes", pipe_pair), ("memory", memory_pair)):
+        for kind in ("fan", "chain"):
+            times = [await cascade(kind, 1000, pair) for _ in range(max(repeats, 5))]
+            ms = [t * 1000 for t in times]
+            low, high = min(ms), max(ms)
+            target = "; target < 100 ms" if name == "pipes" else ""
+            print(
+                f"{name:>7} cancel a {kind:<5} tree of 1,000 in-flight requests: "
+                f"{statistics.median(ms):6.1f} ms (min {low:.1f}, max {high:.1f}){target}"
+            )
     n_mem = 2_000 if quick else 10_000
     serving, calling, both = await memory_in_flight(n_mem)
     print(
