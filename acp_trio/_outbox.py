@@ -84,6 +84,12 @@ class Outbox:
         return len(self._frames)
 
     @property
+    def writes_directly(self) -> bool:
+        """Whether a frame put while the writer is idle is written at once,
+        by the sender (a stream over a file descriptor)."""
+        return self._direct is not None
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

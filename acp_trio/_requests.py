@@ -282,12 +282,15 @@ class PendingRequest:
         # The task in call() is cancelled. Trio runs this at once, inside
         # whatever cancelled it (a peer's cancel read by the reader, a
         # deadline), and only when the cancel reaches this task through any
-        # shields. call() would send the cancel when the task next runs;
-        # sending it now lets a cascade go down the tree without waiting for
-        # each level's handler to be scheduled. (Sent once: _send_cancel is
-        # idempotent.)
+        # shields. Where a frame put now is written now (a pipe), the cancel
+        # goes out from here, so a cascade goes down the request tree
+        # without waiting for each level's handler to be scheduled. Elsewhere
+        # it would only wait for the writer task, which runs no sooner than
+        # this one, and split one write in two: call() sends it as the task
+        # unwinds. (Either way once: _send_cancel is idempotent.)
         self._task = None
-        self._conn._send_cancel(self)
+        if self._conn._outbox.writes_directly:
+            self._conn._send_cancel(self)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:

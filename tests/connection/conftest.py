@@ -13,6 +13,7 @@ everything timed, and a ``trio.fail_after`` on every test (virtual seconds).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -211,6 +212,15 @@ async def sleep_forever_handler(ctx: RequestContext, params: Any) -> Any:
 
 async def echo_handler(ctx: RequestContext, params: Any) -> Any:
     return params
+
+
+def pipe_stream_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream[Any, Any]]:
+    """Two streams joined by two real OS pipes, as a subprocess's would be."""
+    a_read, b_write = os.pipe()
+    b_read, a_write = os.pipe()
+    a = trio.StapledStream(trio.lowlevel.FdStream(a_write), trio.lowlevel.FdStream(a_read))
+    b = trio.StapledStream(trio.lowlevel.FdStream(b_write), trio.lowlevel.FdStream(b_read))
+    return a, b
 
 
 @asynccontextmanager

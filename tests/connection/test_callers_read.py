@@ -66,6 +66,7 @@ from .conftest import (
     line,
     notif,
     ok,
+    pipe_stream_pair,
     req,
     settle,
 )
@@ -102,15 +103,6 @@ class ReaderWire(Wire):
 
     def read_by(self, task: trio.lowlevel.Task) -> list[Any]:
         return [m for m, t in self.readers if t is task]
-
-
-def pipe_stream_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream[Any, Any]]:
-    """Two streams joined by two real OS pipes, as a subprocess's would be."""
-    a_read, b_write = os.pipe()
-    b_read, a_write = os.pipe()
-    a = trio.StapledStream(trio.lowlevel.FdStream(a_write), trio.lowlevel.FdStream(a_read))
-    b = trio.StapledStream(trio.lowlevel.FdStream(b_write), trio.lowlevel.FdStream(b_read))
-    return a, b
 
 
 @asynccontextmanager

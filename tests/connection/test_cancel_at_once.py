@@ -1,13 +1,19 @@
-"""A cancelled ``call()`` queues its ``$/cancel_request`` at the moment Trio
-cancels the waiting task, from inside whatever cancelled it, not when that
-task next runs: a cascade goes down the request tree without waiting for each
-level's handler to be scheduled. Shields and ``PendingRequest.result()``
-keep their meaning: a wait that Trio does not cancel sends nothing."""
+"""Over a stream whose frames are written at once (a pipe), a cancelled
+``call()`` writes its ``$/cancel_request`` at the moment Trio cancels the
+waiting task, from inside whatever cancelled it, not when that task next runs:
+a cascade goes down the request tree without waiting for each level's handler
+to be scheduled. Over other streams (here trio's memory streams) the frame
+would only be queued for the writer task, which runs no sooner than the
+cancelled task itself, so the task sends it when it runs, as ever. Shields and
+``PendingRequest.result()`` keep their meaning: a wait that Trio does not
+cancel sends nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -20,15 +26,32 @@ from .conftest import (
     cancel,
     cancelled,
     ok,
+    pipe_stream_pair,
     raw_connection,
     req,
     settle,
 )
 
+StreamPair = Callable[[], tuple[trio.abc.Stream, trio.abc.Stream]]
 
-async def test_cancel_is_queued_inside_scope_cancel(autojump_clock: Any) -> None:
+
+@pytest.fixture(params=["pipes", "memory"])
+def transport(request: pytest.FixtureRequest) -> tuple[StreamPair, bool]:
+    """A stream pair, and whether a cancel is written at once over it."""
+    if request.param == "pipes":
+        return pipe_stream_pair, True
+    return trio.testing.memory_stream_pair, False
+
+
+async def test_cancel_is_written_inside_scope_cancel(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
+    pair, at_once = transport
     with trio.fail_after(LIMIT):
-        async with raw_connection() as (conn, peer, wire), trio.open_nursery() as nursery:
+        async with (
+            raw_connection(stream_pair=pair) as (conn, peer, wire),
+            trio.open_nursery() as nursery,
+        ):
             scope = trio.CancelScope()
 
             async def caller() -> None:
@@ -40,7 +63,7 @@ async def test_cancel_is_queued_inside_scope_cancel(autojump_clock: Any) -> None
             await trio.testing.wait_all_tasks_blocked()
             scope.cancel()
             # No checkpoint since cancel(): the caller has not run again.
-            assert wire.sent_cancels() == [0]
+            assert wire.sent_cancels() == ([0] if at_once else [])
             assert await peer.receive() == cancel(0)
             await settle()
             assert wire.sent_cancels() == [0]
@@ -49,10 +72,14 @@ async def test_cancel_is_queued_inside_scope_cancel(autojump_clock: Any) -> None
             assert_idle(conn)
 
 
-async def test_a_peer_cancel_cascades_before_the_handler_runs(autojump_clock: Any) -> None:
+async def test_a_peer_cancel_cascades_before_the_handler_runs(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
     """The peer cancels request 7, whose handler waits on three nested calls:
-    the three cancels are queued while the reader handles the peer's cancel,
-    before the handler's tasks see ``Cancelled``."""
+    over a pipe, the three cancels are written while the reader handles the
+    peer's cancel, before the handler's tasks see ``Cancelled``; otherwise
+    each task sends its own as it runs."""
+    pair, at_once = transport
     unwound: list[list[Any]] = []
 
     async def fan(ctx: RequestContext, params: Any) -> Any:
@@ -69,7 +96,7 @@ async def test_a_peer_cancel_cascades_before_the_handler_runs(autojump_clock: An
 
     handler = FnHandler({"fan": fan})
     with trio.fail_after(LIMIT):
-        async with raw_connection(handler) as (conn, peer, wire):
+        async with raw_connection(handler, stream_pair=pair) as (conn, peer, wire):
             await peer.send(req(7, "fan"))
             sent = await peer.receive_n(3)
             assert sorted(m["params"]["i"] for m in sent) == [0, 1, 2]
@@ -82,16 +109,22 @@ async def test_a_peer_cancel_cascades_before_the_handler_runs(autojump_clock: An
             assert sorted(m["params"]["requestId"] for m in got[:3]) == ids
             assert all(m["method"] == "$/cancel_request" for m in got[:3])
             assert got[3] == cancelled(7)
-            # Every nested task, when it first ran again, found all three
-            # cancels already queued.
-            assert unwound == [ids, ids, ids]
+            if at_once:
+                # Every nested task, when it first ran again, found all
+                # three cancels already written.
+                assert unwound == [ids, ids, ids]
+            else:
+                assert [len(seen) for seen in unwound] == [1, 2, 3]
             await peer.send(*(cancelled(i) for i in ids))
             await peer.expect_silence()
             assert sorted(wire.sent_cancels()) == ids
             assert_idle(conn)
 
 
-async def test_request_cancel_queues_nested_cancels_at_once(autojump_clock: Any) -> None:
+async def test_request_cancel_writes_nested_cancels_at_once(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
+    pair, at_once = transport
     contexts: list[RequestContext] = []
 
     async def outer(ctx: RequestContext, params: Any) -> Any:
@@ -99,26 +132,38 @@ async def test_request_cancel_queues_nested_cancels_at_once(autojump_clock: Any)
         return await ctx.connection.call("inner")
 
     with trio.fail_after(LIMIT):
-        async with raw_connection(FnHandler({"outer": outer})) as (conn, peer, wire):
+        async with raw_connection(FnHandler({"outer": outer}), stream_pair=pair) as (
+            conn,
+            peer,
+            wire,
+        ):
             await peer.send(req("a", "outer"))
             assert await peer.receive() == req(0, "inner")
             await trio.testing.wait_all_tasks_blocked()
             contexts[0].request_cancel()
-            assert wire.sent_cancels() == [0]
+            assert wire.sent_cancels() == ([0] if at_once else [])
             assert await peer.receive_n(2) == [cancel(0), cancelled("a")]
             await peer.send(cancelled(0))
             await peer.expect_silence()
             assert_idle(conn)
 
 
-async def test_a_shielded_nested_call_is_not_cancelled(autojump_clock: Any) -> None:
+async def test_a_shielded_nested_call_is_not_cancelled(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
+    pair, _ = transport
+
     async def outer(ctx: RequestContext, params: Any) -> Any:
         with trio.CancelScope(shield=True):
             value = await ctx.connection.call("inner")
         return {"inner": value}  # no checkpoint after the shield: a result
 
     with trio.fail_after(LIMIT):
-        async with raw_connection(FnHandler({"outer": outer})) as (conn, peer, wire):
+        async with raw_connection(FnHandler({"outer": outer}), stream_pair=pair) as (
+            conn,
+            peer,
+            wire,
+        ):
             await peer.send(req(1, "outer"))
             assert await peer.receive() == req(0, "inner")
             await peer.send(cancel(1))
@@ -130,9 +175,12 @@ async def test_a_shielded_nested_call_is_not_cancelled(autojump_clock: Any) -> N
             assert_idle(conn)
 
 
-async def test_a_cancelled_wait_on_result_does_not_cancel(autojump_clock: Any) -> None:
+async def test_a_cancelled_wait_on_result_does_not_cancel(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
+    pair, _ = transport
     with trio.fail_after(LIMIT):
-        async with raw_connection() as (conn, peer, wire):
+        async with raw_connection(stream_pair=pair) as (conn, peer, wire):
             async with conn.open_request("slow") as pending:
                 assert await peer.receive() == req(0, "slow")
                 with trio.move_on_after(5) as scope:
@@ -148,12 +196,18 @@ async def test_a_cancelled_wait_on_result_does_not_cancel(autojump_clock: Any) -
             assert_idle(conn)
 
 
-async def test_a_deadline_cancels_every_wait_under_it_at_once(autojump_clock: Any) -> None:
-    """Two calls under one deadline: the first caller to run again finds both
-    cancels queued (by the deadline, not by the callers)."""
+async def test_a_deadline_cancels_every_wait_under_it_at_once(
+    autojump_clock: Any, transport: tuple[StreamPair, bool]
+) -> None:
+    """Two calls under one deadline: over a pipe, the first caller to run
+    again finds both cancels written (by the deadline, not by the callers)."""
+    pair, at_once = transport
     seen: list[tuple[float, list[Any]]] = []
     with trio.fail_after(LIMIT):
-        async with raw_connection() as (conn, peer, wire), trio.open_nursery() as nursery:
+        async with (
+            raw_connection(stream_pair=pair) as (conn, peer, wire),
+            trio.open_nursery() as nursery,
+        ):
 
             async def caller(i: int) -> None:
                 try:
@@ -173,7 +227,10 @@ async def test_a_deadline_cancels_every_wait_under_it_at_once(autojump_clock: An
             got = await peer.receive_n(2)
             assert sorted(m["params"]["requestId"] for m in got) == [0, 1]
             await settle()
-            assert seen == [(3, [0, 1]), (3, [0, 1])]
+            if at_once:
+                assert seen == [(3, [0, 1]), (3, [0, 1])]
+            else:
+                assert [(t, len(ids)) for t, ids in seen] == [(3, 1), (3, 2)]
             await peer.send(cancelled(0), cancelled(1))
             await peer.expect_silence()
             assert_idle(conn)
