@@ -131,7 +131,12 @@ class FramedStream:
             else:
                 data = await self._receive.receive_some(RECEIVE_SIZE)
             if data:
-                frames.extend(self._decoder.feed(bytes(data)))
+                data = bytes(data)
+                # One whole line (a request or a reply): no list, no queue.
+                line = self._decoder.feed_line(data)
+                if line is not None:
+                    return line
+                frames.extend(self._decoder.feed(data))
             else:
                 self._eof = True
                 frames.extend(self._decoder.feed_eof())

@@ -84,6 +84,26 @@ class LineDecoder:
         """Bytes held for the unfinished line (for statistics)."""
         return len(self._buf)
 
+    def feed_line(self, data: bytes) -> bytes | None:
+        """The frame ``data`` completes when it is exactly one whole line
+        (no ``b"\\r"``, within the limit, not blank) and nothing is held:
+        the usual chunk of a request/reply exchange, taken without the
+        general path. ``None`` otherwise, having consumed nothing: then call
+        :meth:`feed`."""
+        last = len(data) - 1
+        if (
+            last > 0
+            and data.find(b"\n") == last
+            and not self._buf
+            and not self._discarding
+            and not self._eof
+            and last <= self.max_message_size
+            and not data[:1].isspace()
+            and b"\r" not in data
+        ):
+            return data[:last]
+        return None
+
     def feed(self, data: bytes) -> list[bytes | OversizedFrame]:
         """Add a chunk; return the frames it completed."""
         if self._eof:

@@ -359,3 +359,60 @@ def test_size_verdict_does_not_depend_on_chunking(
     if len(line) > limit:
         assert isinstance(frames[0], OversizedFrame)
         assert frames[0].size == len(line)
+
+
+def feed_chunks_line_first(chunks: list[bytes], limit: int) -> list[bytes | OversizedFrame]:
+    """As a FramedStream reads: each chunk through ``feed_line`` first, and
+    through ``feed`` when that declines; then ``feed_eof``."""
+    decoder = LineDecoder(limit)
+    out: list[bytes | OversizedFrame] = []
+    for chunk in chunks:
+        line = decoder.feed_line(chunk)
+        if line is None:
+            out.extend(decoder.feed(chunk))
+        else:
+            out.append(line)
+    out.extend(decoder.feed_eof())
+    return out
+
+
+@settings(max_examples=600, deadline=None)
+@given(case=_stream_and_chunks(), limit=st.integers(1, 64))
+def test_feed_line_first_gives_the_same_frames(case: tuple[bytes, list[bytes]], limit: int) -> None:
+    data, chunks = case
+    assert feed_chunks_line_first(chunks, limit) == feed_chunks(chunks, limit)
+
+
+@pytest.mark.parametrize(
+    ("chunk", "expected"),
+    [
+        (b'{"a":1}\n', b'{"a":1}'),
+        (b"x\n", b"x"),
+        (b"\n", None),  # blank: feed() skips it
+        (b" \n", None),
+        (b' {"a":1}\n', None),  # leading space: left to feed(), which keeps it
+        (b'{"a":1}\r\n', None),
+        (b'{"a":1}', None),  # no line end yet
+        (b'{"a":1}\n{"b":2}\n', None),  # two lines
+        (b"12345678\n", b"12345678"),  # exactly at the limit of 8
+        (b"123456789\n", None),  # over it: feed() reports it
+    ],
+)
+def test_feed_line_takes_only_one_plain_whole_line(chunk: bytes, expected: bytes | None) -> None:
+    decoder = LineDecoder(8)
+    assert decoder.feed_line(chunk) == expected
+    if expected is None:
+        # Nothing was consumed: feed() sees the chunk as if feed_line had not run.
+        assert decoder.feed(chunk) == LineDecoder(8).feed(chunk)
+
+
+def test_feed_line_declines_while_a_line_is_held_or_after_eof() -> None:
+    decoder = LineDecoder(64)
+    assert decoder.feed(b'{"a"') == []
+    assert decoder.feed_line(b":1}\n") is None
+    assert decoder.feed(b":1}\n") == [b'{"a":1}']
+    assert decoder.feed_line(b"y\n") == b"y"
+    decoder.feed_eof()
+    assert decoder.feed_line(b"z\n") is None
+    with pytest.raises(RuntimeError):
+        decoder.feed(b"z\n")
