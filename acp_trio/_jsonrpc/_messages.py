@@ -148,12 +148,18 @@ def _make_std_iterencode() -> Callable[[Any, int], Iterable[str]]:
 _std_iterencode: Final = _make_std_iterencode()
 
 
-# The optional fast encoder: orjson (``pip install 'acp-trio[fast]'``), unless
-# ``ACP_TRIO_JSON=stdlib``. Whatever orjson would write differently or refuses
-# goes to the standard library, so both give the same frames' values and the
-# same errors (see encode_frame). Decoding always uses the standard library:
-# orjson reads integers beyond 64 bits as floats and nests less deeply, and
-# guarding against that costs about what orjson saves on ACP-sized messages.
+# The optional fast JSON library: orjson (``pip install 'acp-trio[fast]'``),
+# unless ``ACP_TRIO_JSON=stdlib``. Whatever orjson would write differently or
+# refuses goes to the standard library, so both give the same frames' values
+# and the same errors (see encode_frame). Decoding likewise: what orjson
+# refuses (a BOM, lone surrogates, NaN, bad UTF-8) goes to the standard
+# library, which decides and words the error; and two kinds of frames go there
+# first: one with a run of 19 digits, since orjson reads an integer beyond 64
+# bits (19 digits at least) as a float, and one with 256 or more ``[``/``{``,
+# which orjson might read deeper than the stdlib would. That check copies the
+# frame, so only frames up to _FAST_DECODE_MAX bytes are tried: beyond, it
+# costs more than orjson saves (on text-heavy frames, about what the stdlib
+# decode costs).
 _orjson: Any
 _ORJSON_OPTIONS = 0
 try:
@@ -171,25 +177,38 @@ else:
     )
 
 _fast_dumps: Callable[..., bytes] | None = None
+_fast_loads: Callable[[bytes], Any] | None = None
+_FAST_DECODE_MAX: Final = 4096
+# A frame's digits as b"0", its b"[" and b"{" as b"[", the rest as spaces.
+_DIGITS_AND_OPENERS: Final = bytes(
+    0x30 if 0x30 <= c <= 0x39 else 0x5B if c in (0x5B, 0x7B) else 0x20 for c in range(256)
+)
+_OTHER_BYTES: Final = bytes(c for c in range(256) if _DIGITS_AND_OPENERS[c] == 0x20)
+_DIGIT_RUN: Final = b"0" * 19
+# orjson reads 1,024 levels; the stdlib as many as Python's recursion limit
+# leaves, fewer than 1,000. Frames with this many openers go to the stdlib.
+_FAST_DECODE_OPENERS: Final = 256
 
 
 def json_backend() -> str:
-    """The JSON library that encodes messages: ``"orjson"`` or ``"stdlib"``
-    (messages are always decoded by the standard library)."""
+    """The JSON library that encodes and decodes messages: ``"orjson"`` or
+    ``"stdlib"`` (with orjson, the standard library still takes what orjson
+    would read or write differently)."""
     return "orjson" if _fast_dumps is not None else "stdlib"
 
 
 def use_json_backend(name: str) -> None:
-    """Choose the JSON library that encodes messages: ``"orjson"`` (needs
-    the ``fast`` extra) or ``"stdlib"``. The default is orjson when it is
-    installed, unless the environment sets ``ACP_TRIO_JSON=stdlib``."""
-    global _fast_dumps
+    """Choose the JSON library that encodes and decodes messages: ``"orjson"``
+    (needs the ``fast`` extra) or ``"stdlib"``. The default is orjson when it
+    is installed, unless the environment sets ``ACP_TRIO_JSON=stdlib``."""
+    global _fast_dumps, _fast_loads
     if name == "stdlib":
-        _fast_dumps = None
+        _fast_dumps = _fast_loads = None
     elif name == "orjson":
         if _orjson is None:
             raise ValueError("orjson is not installed (pip install 'acp-trio[fast]')")
         _fast_dumps = _orjson.dumps
+        _fast_loads = _orjson.loads
     else:
         raise ValueError(f"unknown JSON backend {name!r}: use 'orjson' or 'stdlib'")
 
@@ -224,6 +243,20 @@ def parse_frame(frame: bytes) -> Message | InvalidMessage:
 def decode_frame(frame: bytes) -> Any:
     """The JSON value of one frame, or the :class:`InvalidMessage` answering
     bytes that are not UTF-8 JSON (a decoded value is never one)."""
+    loads = _fast_loads
+    if loads is not None and len(frame) <= _FAST_DECODE_MAX:
+        # The frame's digits (as b"0") and openers (as b"["), nothing else:
+        # usually a handful. Fewer than 19: no integer orjson would turn into
+        # a float, and no deep nesting. Otherwise look for a run of 19 digits.
+        kept = frame.translate(_DIGITS_AND_OPENERS, _OTHER_BYTES)
+        if len(kept) < 19 or (
+            kept.count(b"[") < _FAST_DECODE_OPENERS
+            and _DIGIT_RUN not in frame.translate(_DIGITS_AND_OPENERS)
+        ):
+            try:
+                return loads(frame)
+            except Exception:
+                pass  # not plain JSON to orjson: the stdlib decides, words the error
     try:
         text = frame.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -379,7 +379,7 @@ def feed_chunks_line_first(chunks: list[bytes], limit: int) -> list[bytes | Over
 @settings(max_examples=600, deadline=None)
 @given(case=_stream_and_chunks(), limit=st.integers(1, 64))
 def test_feed_line_first_gives_the_same_frames(case: tuple[bytes, list[bytes]], limit: int) -> None:
-    data, chunks = case
+    _data, chunks = case
     assert feed_chunks_line_first(chunks, limit) == feed_chunks(chunks, limit)
 
 

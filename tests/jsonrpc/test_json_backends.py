@@ -438,6 +438,29 @@ DECODE_CASES: list[tuple[str, bytes, Any]] = [
     ("True", b"True", INVALID),
     ("unterminated", b'{"a":', INVALID),
     ("unterminated-string", b'"abc', INVALID),
+    # orjson decodes a frame only when it can tell orjson and the stdlib agree
+    # (see decode_frame): these sit on either side of that line.
+    ("many-short-numbers", b"[" + b",".join([b"12345"] * 10) + b"]", [12345] * 10),
+    ("18-digit-int", b'{"n":123456789012345678}', {"n": 123456789012345678}),
+    (
+        "19-digit-int",
+        b'{"a":[1,2],"n":1234567890123456789}',
+        {"a": [1, 2], "n": 1234567890123456789},
+    ),
+    ("u64-max", b"[18446744073709551615]", [2**64 - 1]),
+    ("u64-max-plus-one", b"[18446744073709551616]", [2**64]),
+    ("i64-min-minus-one", b"[-9223372036854775809]", [-(2**63) - 1]),
+    ("30-digit-int", b"123456789012345678901234567890", 123456789012345678901234567890),
+    ("19-digits-in-a-string", b'{"s":"1234567890123456789"}', {"s": "1234567890123456789"}),
+    ("19-digit-float", b"[0.1234567890123456789]", [0.1234567890123456789]),
+    ("big-exponent-float", b"[1e400]", [math.inf]),
+    ("300-shallow-openers", b"[" + b",".join([b"{}"] * 300) + b"]", [{}] * 300),
+    ("depth-255", b"[" * 255 + b"]" * 255, json.loads(b"[" * 255 + b"]" * 255)),
+    (
+        "big-int-past-4096-bytes",
+        b'{"t":"' + b"x" * 5000 + b'","n":18446744073709551616}',
+        {"t": "x" * 5000, "n": 2**64},
+    ),
 ]
 
 
@@ -877,3 +900,32 @@ async def test_request_round_trip_end_to_end(backend: str) -> None:
         assert same(result, {"echo": params, "extra": 2**65}), result
         assert same(on_wire, params), on_wire
         assert same(answer, {"echo": params, "extra": 2**65}), answer
+
+
+@needs_orjson
+def test_orjson_decodes_ordinary_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path is taken for the usual small frame, and skipped for a
+    frame it could misread (whose value is then exact)."""
+    from acp_trio._jsonrpc import _messages
+
+    calls: list[bytes] = []
+
+    with using("orjson"):
+        real = _messages._fast_loads
+        assert real is not None
+
+        def counting(frame: bytes) -> Any:
+            calls.append(frame)
+            return real(frame)
+
+        monkeypatch.setattr(_messages, "_fast_loads", counting)
+        ordinary = b'{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"path":"/a"}}'
+        assert decode_frame(ordinary) == json.loads(ordinary)
+        assert calls == [ordinary]
+        big = b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"m"}'
+        value = decode_frame(big)
+        assert calls == [ordinary]
+        assert value["id"] == 2**64
+        assert type(value["id"]) is int
+    with using("stdlib"):
+        assert _messages._fast_loads is None
