@@ -776,11 +776,16 @@ class Connection:
             except Exception as exc:
                 reply = self._internal_error_reply(ctx, exc)
         finally:
-            del _handler_tasks[task]
-            if ctx._cause is None and scope.cancel_called:
-                ctx.request_cancel(CancelCause.DEADLINE)  # record it
-            ctx._scope = None
-            self._handler_done(ctx, reply)
+            # The reply first (the peer is waiting for it), then the
+            # bookkeeping: nothing runs in between, so only time tells.
+            try:
+                self._send_reply(ctx, reply)
+            finally:
+                del _handler_tasks[task]
+                if ctx._cause is None and scope.cancel_called:
+                    ctx.request_cancel(CancelCause.DEADLINE)  # record it
+                ctx._scope = None
+                self._handler_finished(ctx)
         return role.reading
 
     def _hand_over_reading(self, role: _Role) -> None:
@@ -1050,17 +1055,22 @@ class Connection:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
             del _handler_tasks[trio.lowlevel.current_task()]
-            self._handler_done(ctx, reply)
+            try:
+                self._send_reply(ctx, reply)
+            finally:
+                self._handler_finished(ctx)
 
-    def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
-        """The one reply (``-32800`` if the handler produced none), and the
-        bookkeeping of a finished handler."""
+    def _send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+        """The one reply of a finished handler (``-32800`` if it produced none)."""
         entry = ctx._entry
-        if reply is None:
-            reply = error_response(entry.id, RequestError.request_cancelled())
         if self._table.finish_incoming(entry):
+            if reply is None:
+                reply = error_response(entry.id, RequestError.request_cancelled())
             self._reply(entry.id, reply)
-        self._table.incoming_done(entry)
+
+    def _handler_finished(self, ctx: RequestContext) -> None:
+        """The bookkeeping of a finished handler, once its reply is sent."""
+        self._table.incoming_done(ctx._entry)
         self._request_finished(ctx)
         self._running_handlers -= 1
         if self._queued or self._handler_slots:
