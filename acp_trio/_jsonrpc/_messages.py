@@ -171,7 +171,8 @@ else:
     # stdlib encoder, which refuses them with its own error. orjson has no
     # such switch for enums and UUIDs: it writes those by value.
     _ORJSON_OPTIONS = (
-        _orjson.OPT_PASSTHROUGH_DATACLASS
+        _orjson.OPT_APPEND_NEWLINE
+        | _orjson.OPT_PASSTHROUGH_DATACLASS
         | _orjson.OPT_PASSTHROUGH_DATETIME
         | _orjson.OPT_PASSTHROUGH_SUBCLASS
     )
@@ -352,7 +353,7 @@ def encode_frame(obj: Any) -> bytes:
             # orjson writes NaN and the infinities as null: let the stdlib
             # refuse them (a null in the frame is rare enough to pay for it).
             if b"null" not in data:
-                return data + b"\n"
+                return data  # with its b"\n" (OPT_APPEND_NEWLINE)
     try:
         text = "".join(_std_iterencode(obj, 0))
     except RecursionError:
