@@ -171,8 +171,7 @@ else:
     # stdlib encoder, which refuses them with its own error. orjson has no
     # such switch for enums and UUIDs: it writes those by value.
     _ORJSON_OPTIONS = (
-        _orjson.OPT_APPEND_NEWLINE
-        | _orjson.OPT_PASSTHROUGH_DATACLASS
+        _orjson.OPT_PASSTHROUGH_DATACLASS
         | _orjson.OPT_PASSTHROUGH_DATETIME
         | _orjson.OPT_PASSTHROUGH_SUBCLASS
     )
@@ -353,7 +352,7 @@ def encode_frame(obj: Any) -> bytes:
             # orjson writes NaN and the infinities as null: let the stdlib
             # refuse them (a null in the frame is rare enough to pay for it).
             if b"null" not in data:
-                return data  # with its b"\n" (OPT_APPEND_NEWLINE)
+                return data + b"\n"
     try:
         text = "".join(_std_iterencode(obj, 0))
     except RecursionError:
