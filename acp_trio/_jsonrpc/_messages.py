@@ -352,6 +352,9 @@ def encode_frame(obj: Any) -> bytes:
             # orjson writes NaN and the infinities as null: let the stdlib
             # refuse them (a null in the frame is rare enough to pay for it).
             if b"null" not in data:
+                # A copy, and that is the point: orjson's result sits in a
+                # 4 KiB allocation it does not shrink, which a frame queued
+                # in the outbox would keep (so no OPT_APPEND_NEWLINE).
                 return data + b"\n"
     try:
         text = "".join(_std_iterencode(obj, 0))

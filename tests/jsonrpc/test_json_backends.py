@@ -23,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -929,3 +930,19 @@ def test_orjson_decodes_ordinary_frames(monkeypatch: pytest.MonkeyPatch) -> None
         assert type(value["id"]) is int
     with using("stdlib"):
         assert _messages._fast_loads is None
+
+
+def test_a_frame_costs_about_its_size_in_memory(backend: str) -> None:
+    """A frame waiting in the outbox holds only its bytes. (orjson builds its
+    output in a 4 KiB buffer that it does not shrink, so its result is copied
+    into a bytes object of the right size, with the newline.)"""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "session/cancel", "params": {"sessionId": "s"}}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        frames = [encode_frame(message) for _ in range(100)]
+        per_frame = (tracemalloc.get_traced_memory()[0] - before) / len(frames)
+    finally:
+        tracemalloc.stop()
+    assert frames[0].endswith(b"\n")
+    assert per_frame < 256, per_frame
