@@ -180,8 +180,9 @@ class ConnectionConfig:
     #: Seconds that closing may take to cancel handlers and flush output.
     close_timeout: float = 5.0
     #: Called with ("send" | "recv", frame) for every frame, without its line
-    #: end (tracing, tests). It runs in the reader or writer: keep it quick,
-    #: and it must not raise.
+    #: end (tracing, tests). It runs wherever a frame is read or sent, which
+    #: includes Trio's cancellation of a waiting call (outside any task when
+    #: a deadline expires): keep it quick, do not call Trio, and do not raise.
     trace: TraceHook | None = None
     #: For a peer that is a process we spawned: returns (exit code, stderr
     #: tail), either ``None`` when unknown; added to ConnectionClosed.

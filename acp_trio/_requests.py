@@ -14,6 +14,7 @@ that is the request tree.
 from __future__ import annotations
 
 import enum
+import logging
 import math
 from typing import TYPE_CHECKING, Any, Final, final
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from acp_trio._connection import Connection
 
 __all__ = ["CancelCause", "PendingRequest", "RequestContext", "current_request"]
+
+_log = logging.getLogger("acp_trio.connection")
 
 
 class CancelCause(enum.Enum):
@@ -282,15 +285,23 @@ class PendingRequest:
         # The task in call() is cancelled. Trio runs this at once, inside
         # whatever cancelled it (a peer's cancel read by the reader, a
         # deadline), and only when the cancel reaches this task through any
-        # shields. Where a frame put now is written now (a pipe), the cancel
-        # goes out from here, so a cascade goes down the request tree
-        # without waiting for each level's handler to be scheduled. Elsewhere
-        # it would only wait for the writer task, which runs no sooner than
-        # this one, and split one write in two: call() sends it as the task
-        # unwinds. (Either way once: _send_cancel is idempotent.)
+        # shields. Where a frame put now is written now (a pipe, with the
+        # writer idle), the cancel is sent from here, so a cascade goes down
+        # the request tree without waiting for each level's handler to be
+        # scheduled. Elsewhere it would only wait for the writer task, which
+        # runs no sooner than this one, and split one write in two: call()
+        # sends it as the task unwinds. (Either way once: _send_cancel is
+        # idempotent.)
         self._task = None
-        if self._conn._outbox.writes_directly:
-            self._conn._send_cancel(self)
+        conn = self._conn
+        if conn._outbox.writes_directly:
+            try:
+                conn._send_cancel(self)
+            except Exception:
+                # Nothing may raise into Trio's cancellation (a trace hook
+                # might, outside any task): call() tries again as it unwinds.
+                _log.debug("cancel of request %d not sent at abort", self.id, exc_info=True)
+                conn._table.cancel_not_sent(self._entry)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:

@@ -199,6 +199,11 @@ class RequestTable(Generic[H, G]):
         entry.cancel_sent = True
         return True
 
+    def cancel_not_sent(self, entry: OutgoingRequest[G]) -> None:
+        """The cancel :meth:`cancel_outgoing` allowed could not be sent: the
+        next :meth:`cancel_outgoing` allows it again."""
+        entry.cancel_sent = False
+
     def abandon_outgoing(self, entry: OutgoingRequest[G]) -> None:
         """The caller stopped waiting; drop the entry (a late reply will be
         recognised by :meth:`is_stale`)."""

@@ -10,6 +10,7 @@ cancel sends nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,11 +18,12 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import RequestContext
+from acp_trio import ConnectionConfig, RequestContext, open_connection
 
 from .conftest import (
     LIMIT,
     FnHandler,
+    RawPeer,
     assert_idle,
     cancel,
     cancelled,
@@ -63,7 +65,9 @@ async def test_cancel_is_written_inside_scope_cancel(
             await trio.testing.wait_all_tasks_blocked()
             scope.cancel()
             # No checkpoint since cancel(): the caller has not run again.
+            # Over a pipe the cancel was written, not just queued.
             assert wire.sent_cancels() == ([0] if at_once else [])
+            assert conn.statistics().outbox_frames == 0
             assert await peer.receive() == cancel(0)
             await settle()
             assert wire.sent_cancels() == [0]
@@ -142,6 +146,7 @@ async def test_request_cancel_writes_nested_cancels_at_once(
             await trio.testing.wait_all_tasks_blocked()
             contexts[0].request_cancel()
             assert wire.sent_cancels() == ([0] if at_once else [])
+            assert conn.statistics().outbox_frames == 0
             assert await peer.receive_n(2) == [cancel(0), cancelled("a")]
             await peer.send(cancelled(0))
             await peer.expect_silence()
@@ -232,5 +237,37 @@ async def test_a_deadline_cancels_every_wait_under_it_at_once(
             else:
                 assert [(t, len(ids)) for t, ids in seen] == [(3, 1), (3, 2)]
             await peer.send(cancelled(0), cancelled(1))
+            await peer.expect_silence()
+            assert_idle(conn)
+
+
+async def test_a_failing_trace_hook_at_abort_does_not_break_trio(autojump_clock: Any) -> None:
+    """A trace hook that calls Trio fails when a deadline cancels a call
+    (Trio runs the abort outside any task). Nothing may raise into Trio
+    there: the call's task sends the cancel as it unwinds, once."""
+    sent: list[Any] = []
+    failed: list[str] = []
+
+    def trace(direction: str, frame: bytes) -> None:
+        if direction == "send":
+            try:
+                trio.lowlevel.current_task()
+            except RuntimeError:
+                failed.append(frame.decode())
+                raise
+            sent.append(json.loads(frame))
+
+    ours, theirs = pipe_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with open_connection(ours, config=ConnectionConfig(trace=trace)) as conn:
+            peer = RawPeer(theirs)
+            with trio.move_on_after(3) as scope:
+                await conn.call("slow")
+            assert scope.cancelled_caught
+            assert len(failed) == 1
+            assert '"$/cancel_request"' in failed[0]
+            assert await peer.receive_n(2) == [req(0, "slow"), cancel(0)]
+            assert sent == [req(0, "slow"), cancel(0)]
+            await peer.send(cancelled(0))
             await peer.expect_silence()
             assert_idle(conn)

@@ -376,10 +376,34 @@ def feed_chunks_line_first(chunks: list[bytes], limit: int) -> list[bytes | Over
     return out
 
 
+@st.composite
+def _stream_cut_at_line_ends(draw: st.DrawFn) -> list[bytes]:
+    """A stream cut after some (often all) of its b"\n": chunks that are
+    whole lines, as a request/reply exchange reads them."""
+    line = st.one_of(
+        st.sampled_from([b'{"a":1}', b"x", b" x", b"", b"  ", b"\r", b"y\r", b"x" * 70]),
+        st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")),
+    )
+    lines = draw(st.lists(line, max_size=12))
+    data = b"\n".join(lines) + draw(st.sampled_from([b"", b"\n"]))
+    ends = [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    keep = draw(st.lists(st.booleans(), min_size=len(ends), max_size=len(ends)))
+    extra = draw(st.lists(st.integers(0, len(data)), max_size=3))
+    return split_at(data, [e for e, k in zip(ends, keep, strict=True) if k] + extra)
+
+
 @settings(max_examples=600, deadline=None)
 @given(case=_stream_and_chunks(), limit=st.integers(1, 64))
 def test_feed_line_first_gives_the_same_frames(case: tuple[bytes, list[bytes]], limit: int) -> None:
     _data, chunks = case
+    assert feed_chunks_line_first(chunks, limit) == feed_chunks(chunks, limit)
+
+
+@settings(max_examples=600, deadline=None)
+@given(chunks=_stream_cut_at_line_ends(), limit=st.integers(1, 64))
+def test_feed_line_first_gives_the_same_frames_cut_at_line_ends(
+    chunks: list[bytes], limit: int
+) -> None:
     assert feed_chunks_line_first(chunks, limit) == feed_chunks(chunks, limit)
 
 
