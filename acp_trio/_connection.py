@@ -1056,10 +1056,15 @@ class Connection:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
             del _handler_tasks[trio.lowlevel.current_task()]
-            try:
-                self._send_reply(ctx, reply)
-            finally:
-                self._handler_finished(ctx)
+            self._handler_done(ctx, reply)
+
+    def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+        # (Not inline in _run_handler: a nested try there makes the frame of
+        # every request in flight bigger.)
+        try:
+            self._send_reply(ctx, reply)
+        finally:
+            self._handler_finished(ctx)
 
     def _send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         """The one reply of a finished handler (``-32800`` if it produced none)."""
