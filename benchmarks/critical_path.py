@@ -51,10 +51,11 @@ FRAME = (
 )
 
 
-#: (this process's CPU, the echo child's / the agent's CPU); set by --cpus.
-PLACEMENT: tuple[int | None, int | None] = (None, None)
-_CPUS_NAME = "any"
-_PIN = "import os, sys; os.sched_setaffinity(0, {%d}); os.execvp(sys.argv[1], sys.argv[1:])"
+from bench_sdks import _pinned  # noqa: E402 (a sibling script)
+
+#: --cpus: where this process (or the client) and the other one run.
+PLACEMENTS = {"split": (0, 1), "same": (0, 0), "any": (None, None)}
+CPUS = "split"
 
 
 def _pin(cpu: int | None) -> None:
@@ -62,12 +63,8 @@ def _pin(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _pinned(command: list[str], cpu: int | None) -> list[str]:
-    return command if cpu is None else [sys.executable, "-c", _PIN % cpu, *command]
-
-
 def _echo_child(r: int, w: int, n: int) -> None:
-    _pin(PLACEMENT[1])
+    _pin(PLACEMENTS[CPUS][1])
     for _ in range(n):
         os.write(w, os.read(r, 65536))
     os._exit(0)
@@ -184,8 +181,8 @@ def _with_timing(command: list[str]) -> tuple[str, list[dict[str, Any]]]:
 def trio_wake(n: int) -> tuple[float, float]:
     """(µs per round trip, median µs from epoll returning to the read) for a
     bare Trio task."""
-    cpus = ["--cpus", _CPUS_NAME]
-    stdout, reports = _with_timing([sys.executable, __file__, *cpus, "--trio-child", str(n)])
+    command = [sys.executable, __file__, "--cpus", CPUS, "--trio-child", str(n)]
+    stdout, reports = _with_timing(command)
     rate = json.loads(stdout.strip().splitlines()[-1])["per_round_trip_us"]
     return rate, reports[0]["wake_us"]
 
@@ -248,8 +245,9 @@ def acp_trio_read(n: int) -> tuple[float, list[dict[str, Any]]]:
     to the write that follows, and from epoll returning to that read."""
     py = sys.executable
     client = [py, str(HERE / "peers" / "trio_client.py"), "--workload", "read", "--n", str(n)]
-    agent = _pinned([py, "-m", "acp_trio", "scenario-agent"], PLACEMENT[1])
-    stdout, reports = _with_timing([*_pinned(client, PLACEMENT[0]), "--", *agent])
+    ours, theirs = PLACEMENTS[CPUS]
+    agent = _pinned([py, "-m", "acp_trio", "scenario-agent"], theirs)
+    stdout, reports = _with_timing([*_pinned(client, ours), "--", *agent])
     result = json.loads([x for x in stdout.splitlines() if x.startswith("{")][-1])
     return result["per_second"], reports
 
@@ -266,10 +264,9 @@ def main() -> None:
     )
     parser.add_argument("--trio-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    global PLACEMENT, _CPUS_NAME
-    _CPUS_NAME = args.cpus
-    PLACEMENT = {"split": (0, 1), "same": (0, 0), "any": (None, None)}[args.cpus]
-    _pin(PLACEMENT[0])
+    global CPUS
+    CPUS = args.cpus
+    _pin(PLACEMENTS[CPUS][0])
     if args.trio_child:
         _trio_ping_pong(args.trio_child)
         return

@@ -18,7 +18,6 @@ clock (the autojump clock would jump while bytes sit in the kernel).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from connection.conftest import pipe_stream_pair
 
 import acp_trio
 from acp_trio import Agent, AgentProxy, Client, ClientProxy, ConnectionConfig
@@ -105,15 +105,6 @@ def clock(transport: str) -> trio.testing.MockClock | None:
 
 def limit(transport: str) -> float:
     return LIMIT if transport == "memory" else REAL_LIMIT
-
-
-def pipe_stream_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream[Any, Any]]:
-    """Two streams joined by two real OS pipes (one per direction)."""
-    a_read, b_write = os.pipe()
-    b_read, a_write = os.pipe()
-    a = trio.StapledStream(trio.lowlevel.FdStream(a_write), trio.lowlevel.FdStream(a_read))
-    b = trio.StapledStream(trio.lowlevel.FdStream(b_write), trio.lowlevel.FdStream(b_read))
-    return a, b
 
 
 # ----------------------------------------------------------------------

@@ -442,19 +442,12 @@ DECODE_CASES: list[tuple[str, bytes, Any]] = [
     # orjson decodes a frame only when it can tell orjson and the stdlib agree
     # (see decode_frame): these sit on either side of that line.
     ("many-short-numbers", b"[" + b",".join([b"12345"] * 10) + b"]", [12345] * 10),
-    ("18-digit-int", b'{"n":123456789012345678}', {"n": 123456789012345678}),
     (
         "19-digit-int",
         b'{"a":[1,2],"n":1234567890123456789}',
         {"a": [1, 2], "n": 1234567890123456789},
     ),
-    ("u64-max", b"[18446744073709551615]", [2**64 - 1]),
-    ("u64-max-plus-one", b"[18446744073709551616]", [2**64]),
-    ("i64-min-minus-one", b"[-9223372036854775809]", [-(2**63) - 1]),
-    ("30-digit-int", b"123456789012345678901234567890", 123456789012345678901234567890),
     ("19-digits-in-a-string", b'{"s":"1234567890123456789"}', {"s": "1234567890123456789"}),
-    ("19-digit-float", b"[0.1234567890123456789]", [0.1234567890123456789]),
-    ("big-exponent-float", b"[1e400]", [math.inf]),
     ("300-shallow-openers", b"[" + b",".join([b"{}"] * 300) + b"]", [{}] * 300),
     ("depth-255", b"[" * 255 + b"]" * 255, json.loads(b"[" * 255 + b"]" * 255)),
     (
