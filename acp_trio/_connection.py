@@ -70,6 +70,7 @@ from acp_trio._jsonrpc import (
     RequestTable,
     Response,
     cancel_target,
+    cancelled_reply_frame,
     classify,
     decode_frame,
     encode_frame,
@@ -105,6 +106,14 @@ __all__ = [
 _log = logging.getLogger("acp_trio.connection")
 
 CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+# The frame cancelling one of our requests (their ids are integers): the
+# bytes encode_frame makes of that notification.
+_CANCEL_REQUEST: Final = encode_frame(
+    notification(CANCEL_REQUEST_METHOD, {"requestId": 0})
+).replace(b":0}", b":%d}")
+# What an abandoned request's result raises (a fresh copy each time: see
+# PendingRequest._outcome).
+_ABANDONED: Final = LocalProtocolError("the request was abandoned")
 
 _in_notification_handler: Final[ContextVar[bool]] = ContextVar(
     "acp_trio_in_notification_handler", default=False
@@ -659,6 +668,22 @@ class Connection:
                         ):
                             break
                     continue
+                elif (
+                    type(value) is dict
+                    and type(reply_id := value.get("id")) is int
+                    and self._table.is_stale(reply_id)
+                    and value.get("jsonrpc") == "2.0"
+                    and "method" not in value
+                    and "result" not in value
+                    and type(error := value.get("error")) is dict
+                    and type(error.get("code")) is int
+                    and type(error.get("message")) is str
+                ):
+                    # A valid error reply (classify()'s tests) to a request
+                    # we gave up on: the usual -32800 after our
+                    # $/cancel_request. Dropped without building it.
+                    _log.debug("dropping late or repeated reply to request %r", reply_id)
+                    continue
                 else:
                     # Every valid request and notification was taken above
                     # (those tests are classify()'s own): what is left is a
@@ -835,7 +860,7 @@ class Connection:
         self._queued.pop(ctx, None)
         entry = ctx._entry
         if self._table.finish_incoming(entry):
-            self._reply(entry.id, error_response(entry.id, RequestError.request_cancelled()))
+            self._put_reply(entry.id, cancelled_reply_frame(entry.id))
         self._table.incoming_done(entry)
         self._request_finished(ctx)
 
@@ -1021,6 +1046,9 @@ class Connection:
             frame = encode_frame(
                 error_response(request_id, RequestError.internal_error("result is not JSON"))
             )
+        self._put_reply(request_id, frame)
+
+    def _put_reply(self, request_id: RequestId, frame: bytes) -> None:
         if not self._outbox.put_nowait(frame):
             _log.debug("connection closed; reply to %r not sent", request_id)
 
@@ -1071,8 +1099,9 @@ class Connection:
         entry = ctx._entry
         if self._table.finish_incoming(entry):
             if reply is None:
-                reply = error_response(entry.id, RequestError.request_cancelled())
-            self._reply(entry.id, reply)
+                self._put_reply(entry.id, cancelled_reply_frame(entry.id))
+            else:
+                self._reply(entry.id, reply)
 
     def _handler_finished(self, ctx: RequestContext) -> None:
         """The bookkeeping of a finished handler, once its reply is sent."""
@@ -1114,13 +1143,12 @@ class Connection:
 
     def _send_cancel(self, pending: PendingRequest) -> None:
         if self._table.cancel_outgoing(pending._entry):
-            frame = encode_frame(notification(CANCEL_REQUEST_METHOD, {"requestId": pending.id}))
-            self._outbox.put_nowait(frame)
+            self._outbox.put_nowait(_CANCEL_REQUEST % pending.id)
 
     def _abandon(self, pending: PendingRequest) -> None:
         self._table.abandon_outgoing(pending._entry)
         # Anyone still asking for its result gets an answer, not a hang.
-        pending._settle(None, LocalProtocolError("the request was abandoned"), 0)
+        pending._settle(None, _ABANDONED, 0)
         if pending._parent is not None:
             pending._parent._release(pending)
 

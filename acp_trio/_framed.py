@@ -56,6 +56,7 @@ class FramedStream:
 
     __slots__ = (
         "_decoder",
+        "_drained",
         "_eof",
         "_frames",
         "_interrupted",
@@ -80,6 +81,7 @@ class FramedStream:
         self._send_fd = _raw_fd(send_stream)
         self._receive_fd = _raw_receive(receive_stream)
         self._interrupted = False
+        self._drained = False
 
     @property
     def max_message_size(self) -> int:
@@ -150,9 +152,14 @@ class FramedStream:
         more pass of the scheduler per message. Here a wait is the only
         yield; data that is already there costs one that cannot be
         cancelled, so that data once read is never dropped by a cancel.
+
+        After a short read (the pipe was emptied) the next read waits first
+        instead of trying the pipe: a try that finds it empty costs a raised
+        ``BlockingIOError``, and the wait sees data that came meanwhile at
+        once (epoll reports a readable pipe as soon as it is waited on).
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while True:
+        if not self._drained:
+            await trio.lowlevel.checkpoint_if_cancelled()
             try:
                 data = os.read(stream.fileno(), RECEIVE_SIZE)
             except BlockingIOError:
@@ -162,8 +169,10 @@ class FramedStream:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
             else:
+                self._drained = len(data) < RECEIVE_SIZE
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return data
+        while True:
             if self._interrupted:  # (a wait now would outlast notify_closing)
                 raise trio.ClosedResourceError("reading was interrupted: the stream is closing")
             try:
@@ -171,13 +180,15 @@ class FramedStream:
             except OSError as exc:  # a closed descriptor
                 raise trio.ClosedResourceError("the stream was closed") from exc
             try:
-                return os.read(stream.fileno(), RECEIVE_SIZE)
+                data = os.read(stream.fileno(), RECEIVE_SIZE)
             except BlockingIOError:
                 continue  # woken without data: wait again
             except OSError as exc:
                 if exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
+            self._drained = len(data) < RECEIVE_SIZE
+            return data
 
     def unread(self, frame: bytes) -> None:
         """Put back a frame just taken: it is the next one taken again."""

@@ -15,6 +15,7 @@ from acp_trio._jsonrpc._messages import Notification as Notification
 from acp_trio._jsonrpc._messages import Request as Request
 from acp_trio._jsonrpc._messages import RequestId as RequestId
 from acp_trio._jsonrpc._messages import Response as Response
+from acp_trio._jsonrpc._messages import cancelled_reply_frame as cancelled_reply_frame
 from acp_trio._jsonrpc._messages import classify as classify
 from acp_trio._jsonrpc._messages import decode_frame as decode_frame
 from acp_trio._jsonrpc._messages import encode_frame as encode_frame

@@ -394,6 +394,22 @@ def error_response(request_id: RequestId, error: RequestError) -> dict[str, Any]
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
 
 
+def cancelled_reply_frame(request_id: RequestId) -> bytes:
+    """The encoded ``-32800`` reply (no data) to ``request_id``: what a
+    cancelled handler answers. Made from a template for an integer id, the
+    bytes :func:`encode_frame` would make of the same message."""
+    if type(request_id) is int:
+        return _CANCELLED_REPLY % request_id
+    return encode_frame(error_response(request_id, RequestError.request_cancelled()))
+
+
+_CANCELLED_REPLY: Final = (
+    b'{"jsonrpc":"2.0","id":%d,"error":'
+    + encode_frame(RequestError.request_cancelled().to_error_object())[:-1].replace(b"%", b"%%")
+    + b"}\n"
+)
+
+
 def peek_id(head: bytes) -> tuple[str, RequestId] | None:
     """Best effort: find the top-level ``id`` in the first bytes of a message
     that was too large to parse whole.

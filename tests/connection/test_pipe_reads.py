@@ -1,0 +1,165 @@
+"""How :class:`FramedStream` reads a pipe: after a read that emptied the pipe
+it waits before trying again (no read that finds nothing), and what arrives
+meanwhile is still read at once, whole and in order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+
+import acp_trio._framed as framed
+from acp_trio._framed import RECEIVE_SIZE, FramedStream
+
+LIMIT = 10  # real seconds: these tests use real pipes and no virtual clock
+
+
+class CountingOs:
+    """Stands in for ``os`` in ``acp_trio._framed``: counts reads, and the
+    ones that found the pipe empty."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.empty = 0
+
+    def read(self, fd: int, n: int) -> bytes:
+        self.reads += 1
+        try:
+            return os.read(fd, n)
+        except BlockingIOError:
+            self.empty += 1
+            raise
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> CountingOs:
+    fake = CountingOs()
+    monkeypatch.setattr(framed, "os", fake)
+    return fake
+
+
+class Writer:
+    """The write end of the pipe a test's stream reads."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[FramedStream, Writer]]:
+    """A FramedStream reading a pipe, and the pipe's write end."""
+    read_fd, write_fd = os.pipe()
+    other_read, other_write = os.pipe()  # (the send side, unused)
+    stream = FramedStream(trio.lowlevel.FdStream(other_write), trio.lowlevel.FdStream(read_fd))
+    writer = Writer(write_fd)
+    yield stream, writer
+    writer.close()
+    os.close(other_read)
+
+
+async def test_after_a_short_read_the_next_read_waits_first(
+    counting: CountingOs, pipe: tuple[FramedStream, Writer]
+) -> None:
+    stream, writer = pipe
+    write_fd = writer.fd
+    with trio.fail_after(LIMIT):
+        os.write(write_fd, b'{"n":0}\n')
+        assert await stream.receive_frame() == b'{"n":0}'
+        assert (counting.reads, counting.empty) == (1, 0)
+        for n in range(1, 20):
+            async with trio.open_nursery() as nursery:
+                # The frame comes while the reader waits...
+                nursery.start_soon(write_later, write_fd, b'{"n":%d}\n' % n)
+                assert await stream.receive_frame() == b'{"n":%d}' % n
+            # ... or was there before it asked (epoll reports it at once).
+            os.write(write_fd, b'{"m":%d}\n' % n)
+            assert await stream.receive_frame() == b'{"m":%d}' % n
+        assert counting.empty == 0
+        assert counting.reads == 1 + 2 * 19
+        await stream.aclose()
+
+
+async def write_later(fd: int, data: bytes) -> None:
+    await trio.sleep(0.01)
+    os.write(fd, data)
+
+
+async def test_a_full_read_is_followed_by_a_read_without_waiting(
+    counting: CountingOs, pipe: tuple[FramedStream, Writer]
+) -> None:
+    """A read that filled the buffer may have left more in the pipe: the
+    next read tries the pipe first. Every frame comes through, in order."""
+    stream, writer = pipe
+    write_fd = writer.fd
+    frame = b'{"x":"' + b"y" * 1000 + b'"}\n'
+    count = (3 * RECEIVE_SIZE) // len(frame)
+    data = frame * count + b'{"last":1}\n'
+    got: list[Any] = []
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+
+            async def writer() -> None:
+                os.set_blocking(write_fd, False)
+                view = memoryview(data)
+                while view:
+                    await trio.lowlevel.wait_writable(write_fd)
+                    try:
+                        written = os.write(write_fd, view)
+                    except BlockingIOError:
+                        continue
+                    view = view[written:]
+
+            nursery.start_soon(writer)
+            while True:
+                item = await stream.receive_frame()
+                got.append(item)
+                if item == b'{"last":1}':
+                    break
+        assert got == [frame[:-1]] * count + [b'{"last":1}']
+        await stream.aclose()
+
+
+async def test_a_waiting_read_is_cancellable_and_loses_nothing(
+    counting: CountingOs, pipe: tuple[FramedStream, Writer]
+) -> None:
+    stream, writer = pipe
+    write_fd = writer.fd
+    with trio.fail_after(LIMIT):
+        os.write(write_fd, b"1\n")
+        assert await stream.receive_frame() == b"1"
+        with trio.move_on_after(0.01) as scope:
+            await stream.receive_frame()
+        assert scope.cancelled_caught
+        os.write(write_fd, b"2\n")
+        assert await stream.receive_frame() == b"2"
+        assert counting.empty == 0
+        await stream.aclose()
+
+
+async def test_end_of_stream_after_a_short_read(pipe: tuple[FramedStream, Writer]) -> None:
+    stream, writer = pipe
+    write_fd = writer.fd
+    with trio.fail_after(LIMIT):
+        os.write(write_fd, b"1\n2")
+        assert await stream.receive_frame() == b"1"
+        async with trio.open_nursery() as nursery:
+
+            async def close_later() -> None:
+                await trio.sleep(0.01)
+                writer.close()
+
+            nursery.start_soon(close_later)
+            assert await stream.receive_frame() == b"2"  # the unterminated rest, at EOF
+        assert await stream.receive_frame() is None
+        await stream.aclose()
