@@ -62,19 +62,24 @@ from acp_trio._exceptions import (
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions, single_leaf
 from acp_trio._jsonrpc import (
+    CANCEL_REQUEST_METHOD,
     DEFAULT_MAX_MESSAGE_SIZE,
+    TEMPLATE_FRAME_MAX,
     ErrorResponse,
     InvalidMessage,
     OversizedFrame,
     RequestId,
     RequestTable,
     Response,
+    cancel_request_frame,
     cancel_target,
     cancelled_reply_frame,
     classify,
     decode_frame,
     encode_frame,
     error_response,
+    match_cancel_request,
+    match_cancelled_reply,
     notification,
     peek_id,
     request,
@@ -105,12 +110,6 @@ __all__ = [
 
 _log = logging.getLogger("acp_trio.connection")
 
-CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
-# The frame cancelling one of our requests (their ids are integers): the
-# bytes encode_frame makes of that notification.
-_CANCEL_REQUEST: Final = encode_frame(
-    notification(CANCEL_REQUEST_METHOD, {"requestId": 0})
-).replace(b":0}", b":%d}")
 # What an abandoned request's result raises (a fresh copy each time: see
 # PendingRequest._outcome).
 _ABANDONED: Final = LocalProtocolError("the request was abandoned")
@@ -602,6 +601,22 @@ class Connection:
                 if isinstance(frame, OversizedFrame):
                     self._on_oversized(frame)
                     continue
+                if len(frame) <= TEMPLATE_FRAME_MAX:
+                    # The two frames a cascade of cancels is made of, in the
+                    # exact bytes acp_trio writes: taken without decoding.
+                    # (Any other spelling goes the general way below.)
+                    if (target := match_cancel_request(frame)) is not None:
+                        if self._trace is not None:
+                            self._trace("recv", frame)
+                        self._on_cancel_request(target)
+                        continue
+                    if (
+                        reply_id := match_cancelled_reply(frame)
+                    ) is not None and self._table.is_stale(reply_id):
+                        if self._trace is not None:
+                            self._trace("recv", frame)
+                        _log.debug("dropping late or repeated reply to request %r", reply_id)
+                        continue
                 value = decode_frame(frame)
                 if until is not None and (
                     inbox.full or (type(value) is dict and "method" in value and "id" in value)
@@ -877,16 +892,10 @@ class Connection:
         consumer, if anything."""
         if method == CANCEL_REQUEST_METHOD:
             ok, target = cancel_target(params)
-            if not ok:
+            if ok:
+                self._on_cancel_request(target)
+            else:
                 _log.debug("ignoring malformed %s: %r", method, params)
-                return None
-            entry = self._table.cancel_incoming(target)
-            if entry is None or entry.handle is None:
-                _log.debug("ignoring %s for %r: not running", method, target)
-                return None
-            entry.handle.request_cancel(CancelCause.PEER)
-            if entry.handle in self._queued:
-                self._answer_unstarted(entry.handle)
             return None
         try:
             if self._handler.intercept_notification(method, params):
@@ -896,6 +905,15 @@ class Connection:
             return None
         self._notifications_received += 1
         return (self._notifications_received, method, params)
+
+    def _on_cancel_request(self, target: RequestId) -> None:
+        entry = self._table.cancel_incoming(target)
+        if entry is None or entry.handle is None:
+            _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, target)
+            return
+        entry.handle.request_cancel(CancelCause.PEER)
+        if entry.handle in self._queued:
+            self._answer_unstarted(entry.handle)
 
     def _on_response(self, message: Response | ErrorResponse) -> None:
         if isinstance(message, Response):
@@ -1143,7 +1161,7 @@ class Connection:
 
     def _send_cancel(self, pending: PendingRequest) -> None:
         if self._table.cancel_outgoing(pending._entry):
-            self._outbox.put_nowait(_CANCEL_REQUEST % pending.id)
+            self._outbox.put_nowait(cancel_request_frame(pending.id))
 
     def _abandon(self, pending: PendingRequest) -> None:
         self._table.abandon_outgoing(pending._entry)

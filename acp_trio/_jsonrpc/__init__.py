@@ -8,6 +8,8 @@
 from acp_trio._jsonrpc._framing import DEFAULT_MAX_MESSAGE_SIZE as DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._jsonrpc._framing import LineDecoder as LineDecoder
 from acp_trio._jsonrpc._framing import OversizedFrame as OversizedFrame
+from acp_trio._jsonrpc._messages import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
+from acp_trio._jsonrpc._messages import TEMPLATE_FRAME_MAX as TEMPLATE_FRAME_MAX
 from acp_trio._jsonrpc._messages import ErrorResponse as ErrorResponse
 from acp_trio._jsonrpc._messages import InvalidMessage as InvalidMessage
 from acp_trio._jsonrpc._messages import Message as Message
@@ -15,6 +17,7 @@ from acp_trio._jsonrpc._messages import Notification as Notification
 from acp_trio._jsonrpc._messages import Request as Request
 from acp_trio._jsonrpc._messages import RequestId as RequestId
 from acp_trio._jsonrpc._messages import Response as Response
+from acp_trio._jsonrpc._messages import cancel_request_frame as cancel_request_frame
 from acp_trio._jsonrpc._messages import cancelled_reply_frame as cancelled_reply_frame
 from acp_trio._jsonrpc._messages import classify as classify
 from acp_trio._jsonrpc._messages import decode_frame as decode_frame
@@ -22,6 +25,8 @@ from acp_trio._jsonrpc._messages import encode_frame as encode_frame
 from acp_trio._jsonrpc._messages import error_response as error_response
 from acp_trio._jsonrpc._messages import is_request_id as is_request_id
 from acp_trio._jsonrpc._messages import json_backend as json_backend
+from acp_trio._jsonrpc._messages import match_cancel_request as match_cancel_request
+from acp_trio._jsonrpc._messages import match_cancelled_reply as match_cancelled_reply
 from acp_trio._jsonrpc._messages import notification as notification
 from acp_trio._jsonrpc._messages import parse_frame as parse_frame
 from acp_trio._jsonrpc._messages import peek_id as peek_id

@@ -409,6 +409,54 @@ _CANCELLED_REPLY: Final = (
     + b"}\n"
 )
 
+#: The method of the generic per-request cancellation notification.
+CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+
+_CANCEL_REQUEST: Final = encode_frame(
+    notification(CANCEL_REQUEST_METHOD, {"requestId": 0})
+).replace(b":0}", b":%d}")
+
+
+def cancel_request_frame(request_id: int) -> bytes:
+    """The encoded ``$/cancel_request`` for one of our requests (their ids
+    are integers): the bytes :func:`encode_frame` makes of it."""
+    return _CANCEL_REQUEST % request_id
+
+
+# Reading those two frames back. A peer speaking acp_trio (or writing JSON
+# the same compact way) sends exactly these bytes; a cascade of cancels is
+# mostly made of them. Anything else, however equivalent, takes the general
+# path (decode_frame, then the message's tests), which has the same outcome.
+_CANCEL_HEAD, _, _CANCEL_TAIL = _CANCEL_REQUEST.rstrip(b"\n").partition(b"%d")
+_CANCELLED_HEAD, _, _CANCELLED_TAIL = _CANCELLED_REPLY.rstrip(b"\n").partition(b"%d")
+
+#: No frame longer than this matches either template (15-digit ids at most).
+TEMPLATE_FRAME_MAX: Final = 15 + max(
+    len(_CANCEL_HEAD) + len(_CANCEL_TAIL), len(_CANCELLED_HEAD) + len(_CANCELLED_TAIL)
+)
+
+
+def _template_id(frame: bytes, head: bytes, tail: bytes) -> int | None:
+    if frame.startswith(head) and frame.endswith(tail):
+        digits = frame[len(head) : len(frame) - len(tail)]
+        # A JSON integer: no sign, no leading zero, short enough that every
+        # JSON decoder reads it exactly.
+        if 0 < len(digits) <= 15 and digits.isdigit() and (digits[0] != 48 or len(digits) == 1):
+            return int(digits)
+    return None
+
+
+def match_cancel_request(frame: bytes) -> int | None:
+    """The integer ``requestId`` if ``frame`` (without its newline) is exactly
+    the bytes of :func:`cancel_request_frame`; ``None`` otherwise."""
+    return _template_id(frame, _CANCEL_HEAD, _CANCEL_TAIL)
+
+
+def match_cancelled_reply(frame: bytes) -> int | None:
+    """The integer id if ``frame`` (without its newline) is exactly the bytes
+    of :func:`cancelled_reply_frame` for an integer id; ``None`` otherwise."""
+    return _template_id(frame, _CANCELLED_HEAD, _CANCELLED_TAIL)
+
 
 def peek_id(head: bytes) -> tuple[str, RequestId] | None:
     """Best effort: find the top-level ``id`` in the first bytes of a message
