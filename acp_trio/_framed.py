@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections import deque
 from collections.abc import Callable
 from typing import cast
@@ -22,6 +23,30 @@ __all__ = ["RECEIVE_SIZE", "FramedStream"]
 
 # One read: large enough that a pipe full of small frames is one call.
 RECEIVE_SIZE = 256 * 1024
+
+try:
+    import fcntl as _fcntl_module
+except ImportError:  # pragma: no cover - Windows
+    _fcntl_module = None  # type: ignore[assignment]
+# Linux only (Python 3.10+ names it).
+_F_GETPIPE_SZ: int | None = getattr(_fcntl_module, "F_GETPIPE_SZ", None)
+
+
+def _full_read_size(fd: int) -> int:
+    """How many bytes a read of ``fd`` returns when it may have left more
+    behind: a pipe's capacity (a read cannot return more than the pipe
+    holds), else :data:`RECEIVE_SIZE`; ``0`` for a descriptor epoll cannot
+    wait on (a regular file, which never blocks), so that it is always read
+    directly."""
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            return 0
+        if stat.S_ISFIFO(mode) and _F_GETPIPE_SZ is not None:
+            return min(RECEIVE_SIZE, _fcntl_module.fcntl(fd, _F_GETPIPE_SZ))
+    except OSError:
+        pass
+    return RECEIVE_SIZE
 
 
 def _raw_fd(stream: trio.abc.SendStream) -> int | None:
@@ -59,6 +84,7 @@ class FramedStream:
         "_drained",
         "_eof",
         "_frames",
+        "_full_read",
         "_interrupted",
         "_receive",
         "_receive_fd",
@@ -82,6 +108,9 @@ class FramedStream:
         self._receive_fd = _raw_receive(receive_stream)
         self._interrupted = False
         self._drained = False
+        self._full_read = (
+            _full_read_size(self._receive_fd.fileno()) if self._receive_fd is not None else 0
+        )
 
     @property
     def max_message_size(self) -> int:
@@ -153,41 +182,50 @@ class FramedStream:
         yield; data that is already there costs one that cannot be
         cancelled, so that data once read is never dropped by a cancel.
 
-        After a short read (the pipe was emptied) the next read waits first
-        instead of trying the pipe: a try that finds it empty costs a raised
-        ``BlockingIOError``, and the wait sees data that came meanwhile at
-        once (epoll reports a readable pipe as soon as it is waited on).
+        After a short read (less than the pipe holds: it was emptied) the
+        next read waits first instead of trying the pipe: a try that finds it
+        empty costs a raised ``BlockingIOError``, and the wait sees data that
+        came meanwhile at once (epoll reports a readable pipe as soon as it is
+        waited on). After a full read the next one tries the pipe first.
         """
-        if not self._drained:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            try:
-                data = os.read(stream.fileno(), RECEIVE_SIZE)
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                if exc.errno == errno.EBADF:  # closed under us (fileno() is -1)
-                    raise trio.ClosedResourceError("the stream was closed") from None
-                raise trio.BrokenResourceError from exc
-            else:
-                self._drained = len(data) < RECEIVE_SIZE
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return data
         while True:
+            if not self._drained:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    data = os.read(stream.fileno(), RECEIVE_SIZE)
+                except BlockingIOError:
+                    pass
+                except OSError as exc:
+                    if exc.errno == errno.EBADF:  # closed under us (fileno() is -1)
+                        raise trio.ClosedResourceError("the stream was closed") from None
+                    raise trio.BrokenResourceError from exc
+                else:
+                    self._drained = len(data) < self._full_read
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    return data
             if self._interrupted:  # (a wait now would outlast notify_closing)
                 raise trio.ClosedResourceError("reading was interrupted: the stream is closing")
             try:
                 await trio.lowlevel.wait_readable(stream.fileno())
-            except OSError as exc:  # a closed descriptor
+            except OSError as exc:
+                if exc.errno == errno.EPERM:
+                    # Not a descriptor epoll can wait on (a regular file
+                    # fstat did not recognise): it never blocks, so it is
+                    # read directly from now on.
+                    self._full_read = 0
+                    self._drained = False
+                    continue
                 raise trio.ClosedResourceError("the stream was closed") from exc
             try:
                 data = os.read(stream.fileno(), RECEIVE_SIZE)
             except BlockingIOError:
+                self._drained = True
                 continue  # woken without data: wait again
             except OSError as exc:
                 if exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
-            self._drained = len(data) < RECEIVE_SIZE
+            self._drained = len(data) < self._full_read
             return data
 
     def unread(self, frame: bytes) -> None:

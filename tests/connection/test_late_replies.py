@@ -177,7 +177,7 @@ async def test_an_error_answer_to_a_live_call_still_reaches_it(
     autojump_clock: Any, stream_pair: StreamPair
 ) -> None:
     """The quiet path is for ids we gave up on only: an error for a pending
-    call (and one for an id we never issued) goes the usual way."""
+    call goes the usual way."""
     with trio.fail_after(LIMIT):
         async with raw_connection(stream_pair=stream_pair) as (conn, peer, _):
             with trio.move_on_after(1):
@@ -222,3 +222,75 @@ def _frames(tb: Any) -> Any:
     while tb is not None:
         yield tb
         tb = tb.tb_next
+
+
+@streams
+@pytest.mark.parametrize(
+    "late",
+    [
+        err(0, -32800, "Request cancelled"),  # acp_trio's own bytes: matched, not decoded
+        err(0, -32800, "cut short", {"partial": True}),  # decoded, not classified
+        {"error": {"message": "x", "code": 7}, "id": 0, "jsonrpc": "2.0"},  # any key order
+    ],
+    ids=["template", "other-error", "reordered"],
+)
+async def test_a_valid_late_error_is_dropped_without_building_a_message(
+    autojump_clock: Any,
+    stream_pair: StreamPair,
+    late: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import acp_trio._connection as connection_module
+
+    classified: list[Any] = []
+    real_classify = connection_module.classify
+
+    def counting_classify(value: Any) -> Any:
+        classified.append(value)
+        return real_classify(value)
+
+    monkeypatch.setattr(connection_module, "classify", counting_classify)
+    with trio.fail_after(LIMIT):
+        async with raw_connection(FnHandler({"echo": echo_handler}), stream_pair=stream_pair) as (
+            conn,
+            peer,
+            _,
+        ):
+            with trio.move_on_after(1):
+                await conn.call("slow")
+            assert await peer.receive() == req(0, "slow")
+            assert await peer.receive() == cancel(0)
+            await peer.send(late)
+            await peer.expect_silence()
+            await still_works(peer)
+            assert_idle(conn)
+    assert classified == []
+
+
+@streams
+@pytest.mark.parametrize("request_id", [1, 99, "0", -1])
+async def test_an_error_for_an_id_never_issued_is_warned_about(
+    autojump_clock: Any,
+    stream_pair: StreamPair,
+    request_id: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only ids we issued and gave up on are dropped quietly: an error reply
+    to any other id (one not issued yet, a string, a negative number) is
+    warned about, even right after a cancel."""
+    with trio.fail_after(LIMIT):
+        async with raw_connection(FnHandler({"echo": echo_handler}), stream_pair=stream_pair) as (
+            conn,
+            peer,
+            _,
+        ):
+            with trio.move_on_after(1):
+                await conn.call("slow")
+            assert await peer.receive() == req(0, "slow")
+            assert await peer.receive() == cancel(0)
+            await peer.send(err(request_id, -32800, "Request cancelled"))
+            await peer.expect_silence()
+            await still_works(peer)
+            assert_idle(conn)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"dropping reply to unknown request id {request_id!r}"]

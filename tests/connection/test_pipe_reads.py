@@ -4,8 +4,10 @@ meanwhile is still read at once, whole and in order."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +37,9 @@ class CountingOs:
 
     def write(self, fd: int, data: bytes) -> int:
         return os.write(fd, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)  # fstat and the rest, as they are
 
 
 @pytest.fixture
@@ -95,11 +100,58 @@ async def write_later(fd: int, data: bytes) -> None:
     os.write(fd, data)
 
 
-async def test_a_full_read_is_followed_by_a_read_without_waiting(
+class CountingWaits:
+    """Counts ``trio.lowlevel.wait_readable`` calls made by the stream."""
+
+    def __init__(self) -> None:
+        self.waits = 0
+        self._real = trio.lowlevel.wait_readable
+
+    async def __call__(self, fd: Any) -> None:
+        self.waits += 1
+        await self._real(fd)
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> CountingWaits:
+    counter = CountingWaits()
+    monkeypatch.setattr(trio.lowlevel, "wait_readable", counter)
+    return counter
+
+
+async def test_a_read_that_takes_all_the_pipe_holds_is_followed_by_a_read_without_waiting(
+    counting: CountingOs, waits: CountingWaits, pipe: tuple[FramedStream, Writer]
+) -> None:
+    """A read as big as the pipe may have left more behind (the writer was
+    blocked on the full pipe): the next read tries the pipe first. A pipe
+    holds less than RECEIVE_SIZE, so "full" is the pipe's own size."""
+    stream, writer = pipe
+    write_fd = writer.fd
+    capacity = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
+    assert capacity < RECEIVE_SIZE
+    frame = b'{"x":"' + b"y" * (1024 - 9) + b'"}\n'
+    assert len(frame) == 1024
+    assert capacity % 1024 == 0
+    with trio.fail_after(LIMIT):
+        os.set_blocking(write_fd, False)
+        assert os.write(write_fd, frame * (capacity // 1024)) == capacity  # the pipe is full
+        for _ in range(capacity // 1024):
+            assert await stream.receive_frame() == frame[:-1]
+        assert (counting.reads, waits.waits) == (1, 0)
+        # More came after the full read: taken with no wait.
+        os.write(write_fd, b'{"more":1}\n')
+        assert await stream.receive_frame() == b'{"more":1}'
+        assert (counting.reads, counting.empty, waits.waits) == (2, 0, 0)
+        # That read was short: the next one waits first, and finds its data.
+        os.write(write_fd, b'{"more":2}\n')
+        assert await stream.receive_frame() == b'{"more":2}'
+        assert (counting.reads, counting.empty, waits.waits) == (3, 0, 1)
+        await stream.aclose()
+
+
+async def test_a_stream_bigger_than_the_pipe_comes_through_whole_and_in_order(
     counting: CountingOs, pipe: tuple[FramedStream, Writer]
 ) -> None:
-    """A read that filled the buffer may have left more in the pipe: the
-    next read tries the pipe first. Every frame comes through, in order."""
     stream, writer = pipe
     write_fd = writer.fd
     frame = b'{"x":"' + b"y" * 1000 + b'"}\n'
@@ -128,6 +180,30 @@ async def test_a_full_read_is_followed_by_a_read_without_waiting(
                     break
         assert got == [frame[:-1]] * count + [b'{"last":1}']
         await stream.aclose()
+
+
+@pytest.mark.parametrize("recognised", [True, False], ids=["by-fstat", "by-epoll-refusal"])
+async def test_a_regular_file_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recognised: bool
+) -> None:
+    """A regular file behind an FdStream (a saved transcript, say) never
+    blocks and cannot be waited on with epoll: it is read directly, to a
+    clean end of stream, unterminated last frame included. Should fstat not
+    tell, epoll's refusal (EPERM) does."""
+    if not recognised:
+        monkeypatch.setattr(framed, "_full_read_size", lambda fd: RECEIVE_SIZE)
+    path = tmp_path / "transcript.jsonl"
+    path.write_bytes(b'{"n":1}\n{"n":2}\n{"n":3}')
+    read_fd = os.open(path, os.O_RDONLY)
+    other_read, other_write = os.pipe()
+    stream = FramedStream(trio.lowlevel.FdStream(other_write), trio.lowlevel.FdStream(read_fd))
+    with trio.fail_after(LIMIT):
+        frames = []
+        while (item := await stream.receive_frame()) is not None:
+            frames.append(item)
+        assert frames == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
+        await stream.aclose()
+    os.close(other_read)
 
 
 async def test_a_waiting_read_is_cancellable_and_loses_nothing(
