@@ -32,21 +32,24 @@ except ImportError:  # pragma: no cover - Windows
 _F_GETPIPE_SZ: int | None = getattr(_fcntl_module, "F_GETPIPE_SZ", None)
 
 
-def _full_read_size(fd: int) -> int:
-    """How many bytes a read of ``fd`` returns when it may have left more
-    behind: a pipe's capacity (a read cannot return more than the pipe
-    holds), else :data:`RECEIVE_SIZE`; ``0`` for a descriptor epoll cannot
+def _big_read_size(fd: int) -> int:
+    """From how many bytes a read of ``fd`` may have left more behind: half
+    a pipe's capacity (a read cannot return more than the pipe holds, and a
+    pipe filled by many small writes blocks its writer well before its
+    capacity: each write takes a fresh page unless it fits the last one),
+    else half of :data:`RECEIVE_SIZE`; ``0`` for a descriptor epoll cannot
     wait on (a regular file, which never blocks), so that it is always read
-    directly."""
+    directly. Misjudging costs little either way: one read that finds
+    nothing, or one wait that returns at once."""
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
             return 0
         if stat.S_ISFIFO(mode) and _F_GETPIPE_SZ is not None:
-            return min(RECEIVE_SIZE, _fcntl_module.fcntl(fd, _F_GETPIPE_SZ))
+            return min(RECEIVE_SIZE, _fcntl_module.fcntl(fd, _F_GETPIPE_SZ)) // 2
     except OSError:
         pass
-    return RECEIVE_SIZE
+    return RECEIVE_SIZE // 2
 
 
 def _raw_fd(stream: trio.abc.SendStream) -> int | None:
@@ -80,11 +83,11 @@ class FramedStream:
     """
 
     __slots__ = (
+        "_big_read",
         "_decoder",
         "_drained",
         "_eof",
         "_frames",
-        "_full_read",
         "_interrupted",
         "_receive",
         "_receive_fd",
@@ -108,8 +111,8 @@ class FramedStream:
         self._receive_fd = _raw_receive(receive_stream)
         self._interrupted = False
         self._drained = False
-        self._full_read = (
-            _full_read_size(self._receive_fd.fileno()) if self._receive_fd is not None else 0
+        self._big_read = (
+            _big_read_size(self._receive_fd.fileno()) if self._receive_fd is not None else 0
         )
 
     @property
@@ -182,25 +185,27 @@ class FramedStream:
         yield; data that is already there costs one that cannot be
         cancelled, so that data once read is never dropped by a cancel.
 
-        After a short read (less than the pipe holds: it was emptied) the
-        next read waits first instead of trying the pipe: a try that finds it
-        empty costs a raised ``BlockingIOError``, and the wait sees data that
-        came meanwhile at once (epoll reports a readable pipe as soon as it is
-        waited on). After a full read the next one tries the pipe first.
+        After a small read (the pipe was emptied) the next read waits first
+        instead of trying the pipe: a try that finds it empty costs a raised
+        ``BlockingIOError``, and the wait sees data that came meanwhile at
+        once (epoll reports a readable pipe as soon as it is waited on).
+        After a big read (see :func:`_big_read_size`) the next one tries the
+        pipe first.
         """
+        found_empty = False
         while True:
             if not self._drained:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 try:
                     data = os.read(stream.fileno(), RECEIVE_SIZE)
                 except BlockingIOError:
-                    pass
+                    found_empty = True
                 except OSError as exc:
                     if exc.errno == errno.EBADF:  # closed under us (fileno() is -1)
                         raise trio.ClosedResourceError("the stream was closed") from None
                     raise trio.BrokenResourceError from exc
                 else:
-                    self._drained = len(data) < self._full_read
+                    self._drained = len(data) < self._big_read
                     await trio.lowlevel.cancel_shielded_checkpoint()
                     return data
             if self._interrupted:  # (a wait now would outlast notify_closing)
@@ -209,10 +214,16 @@ class FramedStream:
                 await trio.lowlevel.wait_readable(stream.fileno())
             except OSError as exc:
                 if exc.errno == errno.EPERM:
+                    if found_empty:
+                        # Neither waited on nor read: trying again would
+                        # spin without a schedule point.
+                        raise trio.BrokenResourceError(
+                            "the stream's descriptor can neither be waited on nor read now"
+                        ) from exc
                     # Not a descriptor epoll can wait on (a regular file
                     # fstat did not recognise): it never blocks, so it is
                     # read directly from now on.
-                    self._full_read = 0
+                    self._big_read = 0
                     self._drained = False
                     continue
                 raise trio.ClosedResourceError("the stream was closed") from exc
@@ -225,7 +236,7 @@ class FramedStream:
                 if exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
-            self._drained = len(data) < self._full_read
+            self._drained = len(data) < self._big_read
             return data
 
     def unread(self, frame: bytes) -> None:

@@ -4,7 +4,7 @@ meanwhile is still read at once, whole and in order."""
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,30 +119,36 @@ def waits(monkeypatch: pytest.MonkeyPatch) -> CountingWaits:
     return counter
 
 
-async def test_a_read_that_takes_all_the_pipe_holds_is_followed_by_a_read_without_waiting(
-    counting: CountingOs, waits: CountingWaits, pipe: tuple[FramedStream, Writer]
+@pytest.mark.parametrize("frame_size", [100, 1024, 3000])
+async def test_a_read_that_emptied_a_full_pipe_is_followed_by_a_read_without_waiting(
+    counting: CountingOs,
+    waits: CountingWaits,
+    pipe: tuple[FramedStream, Writer],
+    frame_size: int,
 ) -> None:
-    """A read as big as the pipe may have left more behind (the writer was
-    blocked on the full pipe): the next read tries the pipe first. A pipe
-    holds less than RECEIVE_SIZE, so "full" is the pipe's own size."""
+    """A big read may have left more behind (the writer was blocked on the
+    full pipe): the next read tries the pipe first. The pipe is filled as a
+    peer fills it, a frame per write, until the writer would block (a pipe
+    of 3,000-byte writes blocks at 48 KB of its 64 KB)."""
     stream, writer = pipe
     write_fd = writer.fd
-    capacity = fcntl.fcntl(write_fd, fcntl.F_GETPIPE_SZ)
-    assert capacity < RECEIVE_SIZE
-    frame = b'{"x":"' + b"y" * (1024 - 9) + b'"}\n'
-    assert len(frame) == 1024
-    assert capacity % 1024 == 0
+    frame = b'{"x":"' + b"y" * (frame_size - 9) + b'"}\n'
+    assert len(frame) == frame_size
     with trio.fail_after(LIMIT):
         os.set_blocking(write_fd, False)
-        assert os.write(write_fd, frame * (capacity // 1024)) == capacity  # the pipe is full
-        for _ in range(capacity // 1024):
+        count = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                assert os.write(write_fd, frame) == frame_size
+                count += 1
+        for _ in range(count):
             assert await stream.receive_frame() == frame[:-1]
         assert (counting.reads, waits.waits) == (1, 0)
-        # More came after the full read: taken with no wait.
+        # More came after the big read: taken with no wait.
         os.write(write_fd, b'{"more":1}\n')
         assert await stream.receive_frame() == b'{"more":1}'
         assert (counting.reads, counting.empty, waits.waits) == (2, 0, 0)
-        # That read was short: the next one waits first, and finds its data.
+        # That read was small: the next one waits first, and finds its data.
         os.write(write_fd, b'{"more":2}\n')
         assert await stream.receive_frame() == b'{"more":2}'
         assert (counting.reads, counting.empty, waits.waits) == (3, 0, 1)
@@ -184,14 +190,14 @@ async def test_a_stream_bigger_than_the_pipe_comes_through_whole_and_in_order(
 
 @pytest.mark.parametrize("recognised", [True, False], ids=["by-fstat", "by-epoll-refusal"])
 async def test_a_regular_file_is_read_to_its_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recognised: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waits: CountingWaits, recognised: bool
 ) -> None:
     """A regular file behind an FdStream (a saved transcript, say) never
     blocks and cannot be waited on with epoll: it is read directly, to a
     clean end of stream, unterminated last frame included. Should fstat not
-    tell, epoll's refusal (EPERM) does."""
+    tell, epoll's refusal (EPERM) does, once."""
     if not recognised:
-        monkeypatch.setattr(framed, "_full_read_size", lambda fd: RECEIVE_SIZE)
+        monkeypatch.setattr(framed, "_big_read_size", lambda fd: RECEIVE_SIZE)
     path = tmp_path / "transcript.jsonl"
     path.write_bytes(b'{"n":1}\n{"n":2}\n{"n":3}')
     read_fd = os.open(path, os.O_RDONLY)
@@ -203,6 +209,34 @@ async def test_a_regular_file_is_read_to_its_end(
             frames.append(item)
         assert frames == [b'{"n":1}', b'{"n":2}', b'{"n":3}']
         await stream.aclose()
+    os.close(other_read)
+    assert waits.waits == (0 if recognised else 1)
+
+
+async def test_a_descriptor_that_can_neither_be_waited_on_nor_read_is_broken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """epoll refuses it and reading it says "try again": reading fails at
+    once instead of spinning without a schedule point."""
+
+    class AlwaysEmpty(CountingOs):
+        def read(self, fd: int, n: int) -> bytes:
+            self.reads += 1
+            if self.reads > 100:
+                raise AssertionError("reading spins")  # (no checkpoint: fail_after cannot fire)
+            raise BlockingIOError
+
+    fake = AlwaysEmpty()
+    monkeypatch.setattr(framed, "os", fake)
+    path = tmp_path / "device"
+    path.write_bytes(b"")
+    read_fd = os.open(path, os.O_RDONLY)
+    other_read, other_write = os.pipe()
+    stream = FramedStream(trio.lowlevel.FdStream(other_write), trio.lowlevel.FdStream(read_fd))
+    with trio.fail_after(LIMIT), pytest.raises(trio.BrokenResourceError, match="neither"):
+        await stream.receive_frame()
+    assert fake.reads == 1
+    await stream.aclose()
     os.close(other_read)
 
 
