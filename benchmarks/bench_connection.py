@@ -148,21 +148,24 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
     and nothing is left in flight on either side."""
     async with pair(Server(), Server()) as (a, b):
         method, params = ("fan", {"n": n}) if kind == "fan" else ("chain", {"depth": n - 1})
+        start = 0.0
         with trio.CancelScope() as scope:
 
             async def cancel_when_ready() -> None:
+                nonlocal start
+
                 def ready() -> bool:
                     sa, sb = a.statistics(), b.statistics()
                     total = sa.incoming_in_flight + sb.incoming_in_flight
                     return total >= (n + 1 if kind == "fan" else n)
 
                 await _wait_until(ready)
+                start = time.perf_counter()
                 scope.cancel()
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(cancel_when_ready)
                 await a.call(method, params)
-        start = time.perf_counter()
 
         def settled() -> bool:
             sa, sb = a.statistics(), b.statistics()

@@ -3,149 +3,169 @@ floor under acp_trio's number on the same machine at the same moment.
 
 ``bench_connection.cascade`` cancels a tree of 1,000 in-flight requests
 between two connections that share one Trio loop, over two OS pipes, and
-times until every level is answered. That is CPU work on one core, so the
-milliseconds follow the machine's speed of the moment (on the shared
-machines here, by up to 2x within an hour). This module does the same work
-with nothing but Trio, ``os`` and the JSON decoder acp_trio uses, and no
-SDK at all:
+times from the cancel until every request has answered. That is CPU work on
+one core, so the milliseconds follow the machine's speed of the moment (on
+the shared machines here, by up to 2x within an hour). This module does the
+same work with nothing but Trio and ``os``, and no SDK at all:
 
-- two "sides", each a reader task (``wait_readable``, ``os.read``, split
-  lines, decode each one, cancel the scope a ``$/cancel_request`` names);
-- each request a task in its own ``CancelScope``, parked in
-  ``wait_task_rescheduled``; its abort function writes the cancel of the
-  request it waits on (if any) straight to the pipe, as acp_trio's does;
-- once cancelled, each task writes its ``-32800`` reply and exits, and the
-  other side's reader decodes that reply too.
+- two "sides", each a reader task (``wait_readable``, ``os.read`` of up to
+  256 KiB, split lines, cancel the scope a ``$/cancel_request`` names, drop
+  a ``-32800`` reply), matching the frames by their bytes as acp_trio's
+  reader does for these two (neither decodes them);
+- each incoming request a task in its own ``CancelScope``; each outgoing
+  request a task parked in ``wait_task_rescheduled`` whose abort function
+  writes that request's ``$/cancel_request`` on the spot, as acp_trio's
+  does (the chain's handler waits on its one call in its own task; the
+  fan-out's handler runs 1,000 caller tasks in a nursery, as the benchmark's
+  handler does);
+- once cancelled, each handler writes its ``-32800`` reply and exits;
+- writes go straight to the pipe (64 KiB, the default size), and what a
+  full pipe refuses goes to a writer task that waits until it is writable.
 
-``chain``: request ``i`` lives on side ``i % 2`` and waits on request
-``i + 1``. ``fan``: one request on one side waits on 1,000 requests on the
-other (1,001 in all, as in ``bench_connection.py``). What acp_trio adds on
-top (message validation, the request table, the handler API, exactly one
-reply, the trace hook, logging) is the difference between the two numbers;
-their ratio depends far less on the machine's speed than either number.
+``chain``: request ``i`` lives on side ``i % 2`` and calls request ``i + 1``.
+``fan``: one request on one side calls 1,000 requests on the other (1,001
+in all). Both start the clock just before the cancel and stop it when every
+request has answered, polled every millisecond, as ``cascade`` does. What
+acp_trio adds on top (message validation, the request table, the handler
+API, exactly one reply, the trace hook, logging) is the difference between
+the two numbers; their ratio depends far less on the machine's speed than
+either number.
 
 Run: ``python benchmarks/cascade_floor.py`` (both shapes, acp_trio and the
-floor interleaved, 9 rounds). ``bench_sdks.py`` prints the chain's ratio
-next to the cascade target.
+floor interleaved, 9 rounds). ``bench_sdks.py`` prints both beside the
+cascade target.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import statistics
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import trio
 import trio.testing
 
-try:
-    import orjson
-
-    _loads: Any = orjson.loads
-except ImportError:  # pragma: no cover - the bench environment has it
-    import json
-
-    _loads = json.loads
-
+RECEIVE_SIZE = 256 * 1024
 _CANCEL = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}\n'
+_CANCEL_HEAD = _CANCEL.split(b"%d")[0]
+_CANCEL_TAIL = len(b"}}")
 _CANCELLED = b'{"jsonrpc":"2.0","id":%d,"error":{"code":-32800,"message":"Request cancelled"}}\n'
 
 
 class _Side:
+    """One end: the pipe it reads, the pipe it writes, its handlers' scopes."""
+
     def __init__(self, read_fd: int, write_fd: int) -> None:
         self.read_fd = read_fd
         self.write_fd = write_fd
         self.scopes: dict[int, trio.CancelScope] = {}
-        self.replies_read = 0
+        self.backlog: deque[bytes] = deque()
+        self.writer_lot = trio.lowlevel.ParkingLot()
+
+    def write(self, frame: bytes) -> None:
+        if not self.backlog:
+            try:
+                written = os.write(self.write_fd, frame)
+            except BlockingIOError:
+                written = 0
+            if written == len(frame):
+                return
+            frame = frame[written:]
+        self.backlog.append(frame)
+        self.writer_lot.unpark()
+
+    async def writer(self) -> None:
+        while True:
+            while not self.backlog:
+                await self.writer_lot.park()
+            await trio.lowlevel.wait_writable(self.write_fd)
+            data = b"".join(self.backlog)
+            self.backlog.clear()
+            try:
+                written = os.write(self.write_fd, data)
+            except BlockingIOError:
+                written = 0
+            if written < len(data):
+                self.backlog.appendleft(data[written:])
+
+    async def reader(self) -> None:
+        held = b""
+        while True:
+            await trio.lowlevel.wait_readable(self.read_fd)
+            *lines, held = (held + os.read(self.read_fd, RECEIVE_SIZE)).split(b"\n")
+            for line in lines:
+                if line.startswith(_CANCEL_HEAD):
+                    self.scopes[int(line[len(_CANCEL_HEAD) : -_CANCEL_TAIL])].cancel()
+                # else: a -32800 reply to a call that is gone: dropped
+
+
+async def _call(side: _Side, request_id: int) -> None:
+    """An outgoing request from ``side``: wait; on cancel, write its cancel
+    from the abort function, at once."""
+
+    def abort(_: Any) -> trio.lowlevel.Abort:
+        side.write(_CANCEL % request_id)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    await trio.lowlevel.wait_task_rescheduled(abort)
 
 
 async def bare_trio_cascade(kind: str, n: int = 1000) -> float:
     """Seconds from cancelling the top request until every request has
-    answered and every answer has been read and decoded."""
+    answered (written its reply)."""
     r1, w1 = os.pipe()
     r2, w2 = os.pipe()
     for fd in (r1, w1, r2, w2):
         os.set_blocking(fd, False)
-    for fd in (w1, w2):
-        # Room for a fan's 1,000 cancels in one go: the floor has no writer
-        # task to take what a full pipe refuses (acp_trio's has).
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
     a, b = _Side(r1, w2), _Side(r2, w1)
     total = n if kind == "chain" else n + 1
-    finished = 0
-    all_done = trio.Event()
+    answered = 0
 
-    def place(i: int) -> tuple[_Side, _Side]:
-        """(the side request i runs on, the side its caller is on)."""
-        if kind == "chain":
-            return (a, b) if i % 2 == 0 else (b, a)
-        return (a, b) if i == 0 else (b, a)
-
-    def children(i: int) -> list[int]:
-        if kind == "chain":
-            return [i + 1] if i + 1 < n else []
-        return list(range(1, total)) if i == 0 else []
-
-    def check_done() -> None:
-        if finished == total and a.replies_read + b.replies_read == total:
-            all_done.set()
-
-    async def request(i: int, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        nonlocal finished
-        side, _ = place(i)
+    async def handler(i: int, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        nonlocal answered
+        side = (a if i % 2 == 0 else b) if kind == "chain" else (a if i == 0 else b)
         with trio.CancelScope() as scope:
             side.scopes[i] = scope
             task_status.started()
-
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                for child in children(i):
-                    # The child runs on the other side: this side's write fd
-                    # leads there.
-                    os.write(side.write_fd, _CANCEL % child)
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+            if kind == "chain" and i + 1 < n:
+                await _call(side, i + 1)
+            elif kind == "fan" and i == 0:
+                async with trio.open_nursery() as nursery:
+                    for child in range(1, total):
+                        nursery.start_soon(_call, side, child)
+            else:
+                await trio.sleep_forever()
         del side.scopes[i]
-        os.write(side.write_fd, _CANCELLED % i)
-        finished += 1
-        check_done()
-
-    async def reader(side: _Side) -> None:
-        held = b""
-        while True:
-            await trio.lowlevel.wait_readable(side.read_fd)
-            data = os.read(side.read_fd, 65536)
-            *lines, held = (held + data).split(b"\n")
-            for line in lines:
-                message = _loads(line)
-                if message.get("method") == "$/cancel_request":
-                    side.scopes[message["params"]["requestId"]].cancel()
-                else:
-                    side.replies_read += 1
-                    check_done()
+        side.write(_CANCELLED % i)
+        answered += 1
 
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(reader, a)
-            nursery.start_soon(reader, b)
-            for i in range(total):
-                await nursery.start(request, i)
+            for side in (a, b):
+                nursery.start_soon(side.reader)
+                nursery.start_soon(side.writer)
+            # The deepest first, so that each call has its handler waiting
+            # (the fan's first handler starts its callers itself).
+            order = range(total - 1, -1, -1) if kind == "chain" else range(1, total)
+            for i in order:
+                await nursery.start(handler, i)
+            if kind == "fan":
+                await nursery.start(handler, 0)
             await trio.testing.wait_all_tasks_blocked()
             start = time.perf_counter()
             a.scopes[0].cancel()
-            await all_done.wait()
+            while answered < total:  # noqa: ASYNC110 (polled as cascade() polls)
+                await trio.sleep(0.001)
             elapsed = time.perf_counter() - start
             nursery.cancel_scope.cancel()
     finally:
         for fd in (r1, w1, r2, w2):
             os.close(fd)
-    # Request 0's reply goes to a caller that is not there (the caller is
-    # the benchmark): it was written and read like the others.
     return elapsed
 
 
@@ -172,7 +192,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     print(
-        f"trio {trio.__version__}, {os.cpu_count()} cores; 1,000 requests, both sides in one loop"
+        f"trio {trio.__version__}, {os.cpu_count()} cores; 1,000 requests, both sides in one "
+        "loop, over pipes"
     )
     for kind in ("fan", "chain"):
         sdk, floor = interleaved(kind, args.rounds)
