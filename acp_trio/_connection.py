@@ -911,7 +911,17 @@ class Connection:
         if entry is None or entry.handle is None:
             _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, target)
             return
-        entry.handle.request_cancel(CancelCause.PEER)
+        children = entry.handle._children
+        if children is None or len(children) < 2:
+            entry.handle.request_cancel(CancelCause.PEER)
+        else:
+            # The cancels of the handler's calls go out from inside this
+            # cancel() (see PendingRequest._abort_call): as one write.
+            self._outbox.hold()
+            try:
+                entry.handle.request_cancel(CancelCause.PEER)
+            finally:
+                self._outbox.release()
         if entry.handle in self._queued:
             self._answer_unstarted(entry.handle)
 

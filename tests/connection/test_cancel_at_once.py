@@ -271,3 +271,51 @@ async def test_a_failing_trace_hook_at_abort_does_not_break_trio(autojump_clock:
             await peer.send(cancelled(0))
             await peer.expect_silence()
             assert_idle(conn)
+
+
+@pytest.mark.parametrize("nested", [1, 2, 5])
+async def test_the_cancels_of_a_peer_cancelled_handler_go_out_in_one_write(
+    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch, nested: int
+) -> None:
+    """Over a pipe, the cancels written from inside one peer ``$/cancel_request``
+    (one per nested call of the cancelled handler) are one ``os.write``."""
+    import os
+
+    import acp_trio._framed as framed
+
+    writes: list[bytes] = []
+
+    class RecordingOs:
+        def write(self, fd: int, data: bytes) -> int:
+            writes.append(bytes(data))
+            return os.write(fd, data)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+    async def fan(ctx: RequestContext, params: Any) -> Any:
+        async with trio.open_nursery() as nursery:
+            for i in range(nested):
+                nursery.start_soon(ctx.connection.call, "nested", {"i": i})
+
+    with trio.fail_after(LIMIT):
+        async with raw_connection(FnHandler({"fan": fan}), stream_pair=pipe_stream_pair) as (
+            conn,
+            peer,
+            _,
+        ):
+            await peer.send(req(7, "fan"))
+            sent = await peer.receive_n(nested)
+            ids = sorted(m["id"] for m in sent)
+            await trio.testing.wait_all_tasks_blocked()
+            monkeypatch.setattr(framed, "os", RecordingOs())
+            await peer.send(cancel(7))
+            got = await peer.receive_n(nested + 1)
+            assert sorted(m["params"]["requestId"] for m in got[:nested]) == ids
+            assert got[nested] == cancelled(7)
+            cancel_writes = [w for w in writes if b"$/cancel_request" in w]
+            assert len(cancel_writes) == 1
+            assert cancel_writes[0].count(b"\n") == nested
+            await peer.send(*(cancelled(i) for i in ids))
+            await peer.expect_silence()
+            assert_idle(conn)

@@ -50,3 +50,102 @@ async def test_direct_writes_only_while_the_writer_is_idle_and_keep_order(
         outbox.close()
     assert bytes(wire) == b"a\nbbbbbbbb\nc\n"
     assert traced == [b"a\n", b"bbbbbbbb\n", b"c\n"]
+
+
+async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -> None:
+    writes: list[bytes] = []
+    budget = [10**6]
+
+    def direct(data: bytes) -> int:
+        n = min(budget[0], len(data))
+        budget[0] -= n
+        writes.append(data[:n])
+        return n
+
+    traced: list[bytes] = []
+    outbox = Outbox(16, direct_write=direct, trace=traced.append)
+    async with trio.open_nursery() as nursery:
+        batches: list[list[bytes]] = []
+
+        async def writer() -> None:
+            while (batch := await outbox.get_batch()) is not None:
+                batches.append(batch)
+                writes.append(b"".join(batch))
+
+        nursery.start_soon(writer)
+        await trio.testing.wait_all_tasks_blocked()
+        outbox.hold()
+        for frame in (b"a\n", b"b\n", b"c\n"):
+            assert outbox.put_nowait(frame)
+        assert writes == []  # kept back, and the writer was not woken
+        assert len(outbox) == 3
+        outbox.release()
+        assert writes == [b"a\nb\nc\n"]
+        assert len(outbox) == 0
+        # Not held any more: the next frame goes out on its own.
+        assert outbox.put_nowait(b"d\n")
+        assert writes == [b"a\nb\nc\n", b"d\n"]
+
+        # What a full pipe refuses at release goes to the writer, in order.
+        budget[0] = 3
+        outbox.hold()
+        assert outbox.put_nowait(b"eee\n")
+        assert outbox.put_nowait(b"f\n")
+        outbox.release()
+        assert outbox.put_nowait(b"g\n")  # queued behind the remainder
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == [[b"\nf\n", b"g\n"]]
+
+        # Nothing held: release() does nothing.
+        outbox.hold()
+        outbox.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == [[b"\nf\n", b"g\n"]]
+        outbox.close()
+    assert b"".join(writes) == b"a\nb\nc\nd\neee\nf\ng\n"
+    assert traced == [b"a\n", b"b\n", b"c\n", b"d\n", b"eee\n", b"f\n", b"g\n"]
+
+
+async def test_held_frames_without_a_direct_writer_wake_the_writer_at_release(
+    autojump_clock: Any,
+) -> None:
+    outbox = Outbox(16)
+    async with trio.open_nursery() as nursery:
+        batches: list[list[bytes]] = []
+
+        async def writer() -> None:
+            while (batch := await outbox.get_batch()) is not None:
+                batches.append(batch)
+
+        nursery.start_soon(writer)
+        await trio.testing.wait_all_tasks_blocked()
+        outbox.hold()
+        assert outbox.put_nowait(b"a\n")
+        assert outbox.put_nowait(b"b\n")
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == []  # the writer was not woken while held
+        outbox.release()
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == [[b"a\n", b"b\n"]]
+        outbox.close()
+
+
+async def test_a_closed_outbox_takes_nothing_while_held(autojump_clock: Any) -> None:
+    writes: list[bytes] = []
+    outbox = Outbox(16, direct_write=lambda data: writes.append(data) or len(data))
+    async with trio.open_nursery() as nursery:
+        drained: list[list[bytes]] = []
+
+        async def writer() -> None:
+            while (batch := await outbox.get_batch()) is not None:
+                drained.append(batch)
+
+        nursery.start_soon(writer)
+        await trio.testing.wait_all_tasks_blocked()
+        outbox.hold()
+        assert outbox.put_nowait(b"a\n")
+        outbox.close()
+        assert not outbox.put_nowait(b"b\n")
+        outbox.release()
+    assert writes == []
+    assert drained == [[b"a\n"]]  # what was accepted is still written, by the writer
