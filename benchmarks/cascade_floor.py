@@ -20,7 +20,9 @@ same work with nothing but Trio and ``os``, and no SDK at all:
   handler does);
 - once cancelled, each handler writes its ``-32800`` reply and exits;
 - writes go straight to the pipe (64 KiB, the default size), and what a
-  full pipe refuses goes to a writer task that waits until it is writable.
+  full pipe refuses goes to a writer task that waits until it is writable;
+  the cancels one ``cancel()`` makes are joined into one write, as
+  acp_trio's reader joins them.
 
 ``chain``: request ``i`` lives on side ``i % 2`` and calls request ``i + 1``.
 ``fan``: one request on one side calls 1,000 requests on the other (1,001
@@ -66,8 +68,12 @@ class _Side:
         self.scopes: dict[int, trio.CancelScope] = {}
         self.backlog: deque[bytes] = deque()
         self.writer_lot = trio.lowlevel.ParkingLot()
+        self.held: list[bytes] | None = None
 
     def write(self, frame: bytes) -> None:
+        if self.held is not None:
+            self.held.append(frame)
+            return
         if not self.backlog:
             try:
                 written = os.write(self.write_fd, frame)
@@ -100,7 +106,12 @@ class _Side:
             *lines, held = (held + os.read(self.read_fd, RECEIVE_SIZE)).split(b"\n")
             for line in lines:
                 if line.startswith(_CANCEL_HEAD):
+                    # What the cancel makes the aborts write, in one write.
+                    self.held = []
                     self.scopes[int(line[len(_CANCEL_HEAD) : -_CANCEL_TAIL])].cancel()
+                    burst, self.held = self.held, None
+                    if burst:
+                        self.write(b"".join(burst))
                 # else: a -32800 reply to a call that is gone: dropped
 
 
