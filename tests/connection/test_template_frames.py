@@ -89,7 +89,8 @@ def reply_spellings(request_id: int) -> dict[str, bytes]:
 def test_the_templates_read_back_their_own_ids(request_id: int) -> None:
     cancel = cancel_request_frame(request_id)
     reply = cancelled_reply_frame(request_id)
-    assert cancel.endswith(b"\n") and reply.endswith(b"\n")
+    assert cancel.endswith(b"\n")
+    assert reply.endswith(b"\n")
     assert match_cancel_request(cancel[:-1]) == request_id
     assert match_cancelled_reply(reply[:-1]) == request_id
     assert len(cancel) - 1 <= TEMPLATE_FRAME_MAX
@@ -116,7 +117,7 @@ def test_the_templates_read_back_their_own_ids(request_id: int) -> None:
         b"null",
         b"true",
         b"\xd9\xa1",  # ARABIC-INDIC DIGIT ONE, in UTF-8: not an ASCII digit
-        b"1},\"x\":{\"y\":2",
+        b'1},"x":{"y":2',
     ],
 )
 def test_anything_but_a_plain_short_integer_goes_the_general_way(digits: bytes) -> None:
