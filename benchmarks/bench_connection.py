@@ -26,10 +26,13 @@ import gc
 import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -174,6 +177,99 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
 
         await _wait_until(settled)
         return time.perf_counter() - start
+
+
+_HERE = str(Path(__file__).resolve())
+
+
+class _PeerServer(Server):
+    """The agent side of :func:`cascade_two_processes`: also says how much
+    it still has in flight (``pending``, not counting that request)."""
+
+    conn: Connection | None = None
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "pending":
+            assert self.conn is not None
+            stats = self.conn.statistics()
+            return stats.incoming_in_flight - 1 + stats.outgoing_pending
+        return await super().handle_request(ctx, method, params)
+
+
+class _ClientServer(Server):
+    """The client side: notes when the chain has reached its bottom."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bottom = trio.Event()
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "chain" and params["depth"] == 0:
+            self.bottom.set()
+        return await super().handle_request(ctx, method, params)
+
+
+async def serve_cascade_peer() -> None:
+    """``--cascade-peer``: the agent process of :func:`cascade_two_processes`."""
+    async with acp_trio.open_stdio_stream() as stream:
+        handler = _PeerServer()
+        async with acp_trio.open_connection(stream, handler, config=_config()) as conn:
+            handler.conn = conn
+            await conn.wait_closed()
+
+
+async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
+    """:func:`cascade` with the two sides in two processes (a client that
+    spawned its agent, over the agent's stdin and stdout), as ACP runs:
+    milliseconds from the cancel until neither process has anything in
+    flight (the client asks the agent every millisecond once it is done)."""
+    assert kind == "fan" or n % 2 == 0  # (the chain's bottom is on the client's side)
+    command = [sys.executable, _HERE, "--cascade-peer"]
+    process = await trio.lowlevel.open_process(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    handler = _ClientServer()
+    out: list[float] = []
+    try:
+        stream = trio.StapledStream(process.stdin, process.stdout)
+        async with acp_trio.open_connection(stream, handler, config=_config()) as client:
+            for _ in range(runs):
+                handler.bottom = trio.Event()
+                start = 0.0
+                with trio.CancelScope() as scope:
+
+                    async def cancel_when_ready() -> None:
+                        nonlocal start
+                        if kind == "chain":
+                            await handler.bottom.wait()
+                        else:
+                            await _wait_until(lambda: client.statistics().incoming_in_flight >= n)
+                        await trio.testing.wait_all_tasks_blocked()
+                        start = time.perf_counter()
+                        scope.cancel()
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(cancel_when_ready)
+                        if kind == "chain":
+                            await client.call("chain", {"depth": n - 1})
+                        else:
+                            await client.call("fan", {"n": n})
+                while True:
+                    stats = client.statistics()
+                    if (
+                        stats.incoming_in_flight + stats.outgoing_pending == 0
+                        and await client.call("pending") == 0
+                    ):
+                        break
+                    await trio.sleep(0.001)
+                out.append((time.perf_counter() - start) * 1000)
+            client.close_soon()
+    finally:
+        process.kill()
+        await process.wait()
+    return out
 
 
 async def memory_in_flight(n: int) -> tuple[float, float, float]:
@@ -324,6 +420,12 @@ async def main(quick: bool) -> None:
                 f"{name:>7} cancel a {kind:<5} tree of 1,000 in-flight requests: "
                 f"{statistics.median(ms):6.1f} ms (min {low:.1f}, max {high:.1f}){target}"
             )
+    for kind in ("fan", "chain"):
+        ms = await cascade_two_processes(kind, 1000, max(repeats, 5))
+        print(
+            f"  two processes (client and agent) cancel a {kind:<5} tree of 1,000: "
+            f"{statistics.median(ms):6.1f} ms (min {min(ms):.1f}, max {max(ms):.1f})"
+        )
     n_mem = 2_000 if quick else 10_000
     serving, calling, both = await memory_in_flight(n_mem)
     print(
@@ -343,4 +445,9 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
-    trio.run(main, parser.parse_args().quick)
+    parser.add_argument("--cascade-peer", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cascade_peer:
+        trio.run(serve_cascade_peer)
+    else:
+        trio.run(main, args.quick)
