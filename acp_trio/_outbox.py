@@ -101,15 +101,15 @@ class Outbox:
             return False
         if self._trace is not None:
             self._trace(frame)
+        if self._held:
+            self._frames.append(frame)  # written at release(), with the rest
+            return True
         if self._direct is not None and self._writer and not self._frames:
             # The writer is parked on an empty queue: nobody else is writing.
-            if self._held:
-                self._frames.append(frame)  # written at release(), with the rest
-                return True
             self._write_directly(frame)
             return True
         self._frames.append(frame)
-        if self._writer and not self._held:
+        if self._writer:
             self._writer.unpark()
         return True
 

@@ -223,6 +223,16 @@ def pipe_stream_pair() -> tuple[trio.StapledStream[Any, Any], trio.StapledStream
     return a, b
 
 
+StreamPair = Callable[[], tuple[trio.abc.Stream, trio.abc.Stream]]
+
+#: Runs a test (taking ``stream_pair``) over memory streams and over pipes.
+both_streams = pytest.mark.parametrize(
+    "stream_pair",
+    [trio.testing.memory_stream_pair, pipe_stream_pair],
+    ids=["memory", "pipes"],
+)
+
+
 @asynccontextmanager
 async def raw_connection(
     handler: Handler | None = None,

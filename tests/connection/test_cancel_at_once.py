@@ -11,7 +11,6 @@ cancel sends nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from .conftest import (
     LIMIT,
     FnHandler,
     RawPeer,
+    StreamPair,
     assert_idle,
     cancel,
     cancelled,
@@ -33,8 +33,6 @@ from .conftest import (
     req,
     settle,
 )
-
-StreamPair = Callable[[], tuple[trio.abc.Stream, trio.abc.Stream]]
 
 
 @pytest.fixture(params=["pipes", "memory"])

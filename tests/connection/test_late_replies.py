@@ -12,36 +12,28 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from acp_trio import LocalProtocolError, RequestContext
+from acp_trio import Connection, LocalProtocolError, RequestContext
 
 from .conftest import (
     LIMIT,
     FnHandler,
     RawPeer,
+    StreamPair,
     assert_idle,
+    both_streams,
     cancel,
     echo_handler,
     err,
     ok,
-    pipe_stream_pair,
     raw_connection,
     req,
     settle,
-)
-
-StreamPair = Callable[[], tuple[trio.abc.Stream, trio.abc.Stream]]
-
-streams = pytest.mark.parametrize(
-    "stream_pair",
-    [trio.testing.memory_stream_pair, pipe_stream_pair],
-    ids=["memory", "pipes"],
 )
 
 
@@ -61,11 +53,20 @@ async def still_works(peer: RawPeer) -> None:
     assert await peer.receive() == ok("check", {"still": "works"})
 
 
+async def give_up_on_a_call(conn: Connection, peer: RawPeer) -> None:
+    """Call ``slow`` (id 0), give up after a second: the peer sees the request
+    and its ``$/cancel_request``."""
+    with trio.move_on_after(1):
+        await conn.call("slow")
+    assert await peer.receive() == req(0, "slow")
+    assert await peer.receive() == cancel(0)
+
+
 async def hang(ctx: RequestContext, params: Any) -> Any:
     await trio.sleep_forever()
 
 
-@streams
+@both_streams
 @pytest.mark.parametrize("request_id", [0, 7, -3, 2**64, "s-1", ""])
 async def test_a_cancelled_handler_answers_exactly_the_encoded_32800(
     autojump_clock: Any, stream_pair: StreamPair, request_id: Any
@@ -82,7 +83,7 @@ async def test_a_cancelled_handler_answers_exactly_the_encoded_32800(
             assert_idle(conn)
 
 
-@streams
+@both_streams
 async def test_a_cancelled_call_sends_exactly_the_encoded_cancel(
     autojump_clock: Any, stream_pair: StreamPair
 ) -> None:
@@ -98,7 +99,7 @@ async def test_a_cancelled_call_sends_exactly_the_encoded_cancel(
             assert_idle(conn)
 
 
-@streams
+@both_streams
 @pytest.mark.parametrize(
     "late",
     [
@@ -122,10 +123,7 @@ async def test_a_valid_late_answer_is_dropped_quietly(
             peer,
             _,
         ):
-            with trio.move_on_after(1):
-                await conn.call("slow")
-            assert await peer.receive() == req(0, "slow")
-            assert await peer.receive() == cancel(0)
+            await give_up_on_a_call(conn, peer)
             await peer.send(late, late)  # late, then repeated
             await peer.expect_silence()
             await still_works(peer)
@@ -135,7 +133,7 @@ async def test_a_valid_late_answer_is_dropped_quietly(
     assert dropped == ["dropping late or repeated reply to request 0"] * 2
 
 
-@streams
+@both_streams
 @pytest.mark.parametrize(
     "late",
     [
@@ -159,10 +157,7 @@ async def test_a_malformed_late_answer_is_still_warned_about(
             peer,
             _,
         ):
-            with trio.move_on_after(1):
-                await conn.call("slow")
-            assert await peer.receive() == req(0, "slow")
-            assert await peer.receive() == cancel(0)
+            await give_up_on_a_call(conn, peer)
             await peer.send(late)
             await peer.expect_silence()  # (no reply to a reply)
             await still_works(peer)
@@ -172,7 +167,7 @@ async def test_a_malformed_late_answer_is_still_warned_about(
     assert "invalid message" in warnings[0]
 
 
-@streams
+@both_streams
 async def test_an_error_answer_to_a_live_call_still_reaches_it(
     autojump_clock: Any, stream_pair: StreamPair
 ) -> None:
@@ -224,7 +219,7 @@ def _frames(tb: Any) -> Any:
         tb = tb.tb_next
 
 
-@streams
+@both_streams
 @pytest.mark.parametrize(
     "late",
     [
@@ -256,10 +251,7 @@ async def test_a_valid_late_error_is_dropped_without_building_a_message(
             peer,
             _,
         ):
-            with trio.move_on_after(1):
-                await conn.call("slow")
-            assert await peer.receive() == req(0, "slow")
-            assert await peer.receive() == cancel(0)
+            await give_up_on_a_call(conn, peer)
             await peer.send(late)
             await peer.expect_silence()
             await still_works(peer)
@@ -267,7 +259,7 @@ async def test_a_valid_late_error_is_dropped_without_building_a_message(
     assert classified == []
 
 
-@streams
+@both_streams
 @pytest.mark.parametrize("request_id", [1, 99, "0", -1])
 async def test_an_error_for_an_id_never_issued_is_warned_about(
     autojump_clock: Any,
@@ -284,10 +276,7 @@ async def test_an_error_for_an_id_never_issued_is_warned_about(
             peer,
             _,
         ):
-            with trio.move_on_after(1):
-                await conn.call("slow")
-            assert await peer.receive() == req(0, "slow")
-            assert await peer.receive() == cancel(0)
+            await give_up_on_a_call(conn, peer)
             await peer.send(err(request_id, -32800, "Request cancelled"))
             await peer.expect_silence()
             await still_works(peer)

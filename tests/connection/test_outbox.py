@@ -52,6 +52,17 @@ async def test_direct_writes_only_while_the_writer_is_idle_and_keep_order(
     assert traced == [b"a\n", b"bbbbbbbb\n", b"c\n"]
 
 
+async def write_batches(
+    outbox: Outbox, batches: list[list[bytes]], wire: list[bytes] | None = None
+) -> None:
+    """The writer task: records each batch (and, with ``wire``, its one
+    write) until the outbox is closed and drained."""
+    while (batch := await outbox.get_batch()) is not None:
+        batches.append(batch)
+        if wire is not None:
+            wire.append(b"".join(batch))
+
+
 async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -> None:
     writes: list[bytes] = []
     budget = [10**6]
@@ -64,15 +75,9 @@ async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -
 
     traced: list[bytes] = []
     outbox = Outbox(16, direct_write=direct, trace=traced.append)
+    batches: list[list[bytes]] = []
     async with trio.open_nursery() as nursery:
-        batches: list[list[bytes]] = []
-
-        async def writer() -> None:
-            while (batch := await outbox.get_batch()) is not None:
-                batches.append(batch)
-                writes.append(b"".join(batch))
-
-        nursery.start_soon(writer)
+        nursery.start_soon(write_batches, outbox, batches, writes)
         await trio.testing.wait_all_tasks_blocked()
         outbox.hold()
         for frame in (b"a\n", b"b\n", b"c\n"):
@@ -110,14 +115,9 @@ async def test_held_frames_without_a_direct_writer_wake_the_writer_at_release(
     autojump_clock: Any,
 ) -> None:
     outbox = Outbox(16)
+    batches: list[list[bytes]] = []
     async with trio.open_nursery() as nursery:
-        batches: list[list[bytes]] = []
-
-        async def writer() -> None:
-            while (batch := await outbox.get_batch()) is not None:
-                batches.append(batch)
-
-        nursery.start_soon(writer)
+        nursery.start_soon(write_batches, outbox, batches)
         await trio.testing.wait_all_tasks_blocked()
         outbox.hold()
         assert outbox.put_nowait(b"a\n")
@@ -133,14 +133,9 @@ async def test_held_frames_without_a_direct_writer_wake_the_writer_at_release(
 async def test_a_closed_outbox_takes_nothing_while_held(autojump_clock: Any) -> None:
     writes: list[bytes] = []
     outbox = Outbox(16, direct_write=lambda data: writes.append(data) or len(data))
+    drained: list[list[bytes]] = []
     async with trio.open_nursery() as nursery:
-        drained: list[list[bytes]] = []
-
-        async def writer() -> None:
-            while (batch := await outbox.get_batch()) is not None:
-                drained.append(batch)
-
-        nursery.start_soon(writer)
+        nursery.start_soon(write_batches, outbox, drained)
         await trio.testing.wait_all_tasks_blocked()
         outbox.hold()
         assert outbox.put_nowait(b"a\n")
