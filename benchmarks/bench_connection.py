@@ -163,6 +163,10 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
                     return total >= (n + 1 if kind == "fan" else n)
 
                 await _wait_until(ready)
+                # Registered is not yet running: let every handler reach the
+                # point where it waits (as the floor and the two-process
+                # cascade do), so that no handler start is timed.
+                await trio.testing.wait_all_tasks_blocked()
                 start = time.perf_counter()
                 scope.cancel()
 
