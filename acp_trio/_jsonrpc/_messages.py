@@ -436,26 +436,31 @@ TEMPLATE_FRAME_MAX: Final = 15 + max(
 )
 
 
-def _template_id(frame: bytes, head: bytes, tail: bytes) -> int | None:
-    if frame.startswith(head) and frame.endswith(tail):
-        digits = frame[len(head) : len(frame) - len(tail)]
-        # A JSON integer: no sign, no leading zero, short enough that every
-        # JSON decoder reads it exactly.
-        if 0 < len(digits) <= 15 and digits.isdigit() and (digits[0] != 48 or len(digits) == 1):
-            return int(digits)
-    return None
+def _template_matcher(head: bytes, tail: bytes) -> Callable[[bytes], int | None]:
+    """A function taking the integer id out of a frame made from the template
+    ``head + id + tail``, or giving ``None`` for any other frame. (One call per
+    frame: the reader tries these on every short frame.)"""
+    cut = len(tail)
+
+    def match(frame: bytes) -> int | None:
+        if frame.startswith(head) and frame.endswith(tail):
+            digits = frame[len(head) : len(frame) - cut]
+            # A JSON integer: no sign, no leading zero, short enough that every
+            # JSON decoder reads it exactly.
+            if 0 < len(digits) <= 15 and digits.isdigit() and (digits[0] != 48 or len(digits) == 1):
+                return int(digits)
+        return None
+
+    return match
 
 
-def match_cancel_request(frame: bytes) -> int | None:
-    """The integer ``requestId`` if ``frame`` (without its newline) is exactly
-    the bytes of :func:`cancel_request_frame`; ``None`` otherwise."""
-    return _template_id(frame, _CANCEL_HEAD, _CANCEL_TAIL)
+match_cancel_request: Final = _template_matcher(_CANCEL_HEAD, _CANCEL_TAIL)
+"""The integer ``requestId`` if a frame (without its newline) is exactly the
+bytes of :func:`cancel_request_frame`; ``None`` otherwise."""
 
-
-def match_cancelled_reply(frame: bytes) -> int | None:
-    """The integer id if ``frame`` (without its newline) is exactly the bytes
-    of :func:`cancelled_reply_frame` for an integer id; ``None`` otherwise."""
-    return _template_id(frame, _CANCELLED_HEAD, _CANCELLED_TAIL)
+match_cancelled_reply: Final = _template_matcher(_CANCELLED_HEAD, _CANCELLED_TAIL)
+"""The integer id if a frame (without its newline) is exactly the bytes of
+:func:`cancelled_reply_frame` for an integer id; ``None`` otherwise."""
 
 
 def peek_id(head: bytes) -> tuple[str, RequestId] | None:
