@@ -9,7 +9,7 @@ the shared machines here, by up to 2x within an hour). This module does the
 same work with nothing but Trio and ``os``, and no SDK at all:
 
 - two "sides", each a reader task (``wait_readable``, ``os.read`` of up to
-  256 KiB, split lines, cancel the scope a ``$/cancel_request`` names, drop
+  64 KiB, split lines, cancel the scope a ``$/cancel_request`` names, drop
   a ``-32800`` reply), matching the frames by their bytes as acp_trio's
   reader does for these two (neither decodes them);
 - each incoming request a task in its own ``CancelScope``; each outgoing
@@ -52,7 +52,7 @@ from typing import Any
 import trio
 import trio.testing
 
-RECEIVE_SIZE = 256 * 1024
+RECEIVE_SIZE = 64 * 1024  # as acp_trio reads
 _CANCEL = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}\n'
 _CANCEL_HEAD = _CANCEL.split(b"%d")[0]
 _CANCEL_TAIL = len(b"}}")

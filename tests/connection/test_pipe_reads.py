@@ -26,9 +26,11 @@ class CountingOs:
     def __init__(self) -> None:
         self.reads = 0
         self.empty = 0
+        self.sizes: set[int] = set()
 
     def read(self, fd: int, n: int) -> bytes:
         self.reads += 1
+        self.sizes.add(n)
         try:
             return os.read(fd, n)
         except BlockingIOError:
@@ -93,6 +95,22 @@ async def test_after_a_short_read_the_next_read_waits_first(
         assert counting.empty == 0
         assert counting.reads == 1 + 2 * 19
         await stream.aclose()
+
+
+async def test_no_read_asks_for_a_buffer_the_allocator_would_map(
+    counting: CountingOs, pipe: tuple[FramedStream, Writer]
+) -> None:
+    """Each read allocates the size it asks for before shrinking it to what
+    came. From 128 KiB (glibc's initial mmap threshold) that allocation is a
+    fresh mapping per read: three system calls on every small message."""
+    stream, writer = pipe
+    with trio.fail_after(LIMIT):
+        for n in range(3):
+            os.write(writer.fd, b'{"n":%d}\n' % n)
+            assert await stream.receive_frame() == b'{"n":%d}' % n
+        await stream.aclose()
+    assert counting.sizes
+    assert max(counting.sizes) < 128 * 1024
 
 
 async def write_later(fd: int, data: bytes) -> None:
