@@ -257,7 +257,7 @@ class PendingRequest:
         """
         if self._task is not None:
             raise RuntimeError("another task is already waiting for this request")
-        await self._conn._await_reply(self, may_read=False)
+        await self._conn._await_reply(self)
         if self._barrier > self._conn._notifications_handled:
             await self._conn._wait_for_notifications(self._barrier)
         return self._outcome()

@@ -173,6 +173,41 @@ async def test_a_read_that_emptied_a_full_pipe_is_followed_by_a_read_without_wai
         await stream.aclose()
 
 
+@pytest.mark.skipif(getattr(framed, "_F_GETPIPE_SZ", None) is None, reason="pipe sizes are Linux's")
+async def test_a_pipe_bigger_than_one_read_is_read_without_waiting_until_it_is_empty(
+    counting: CountingOs, waits: CountingWaits
+) -> None:
+    """A pipe enlarged beyond one read (F_SETPIPE_SZ) can hold several reads'
+    worth: every full read is followed by another try, not by a wait, until
+    the pipe is empty."""
+    import fcntl
+
+    read_fd, write_fd = os.pipe()
+    other_read, other_write = os.pipe()  # (the send side, unused)
+    writer = Writer(write_fd)
+    try:
+        try:
+            fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1024 * 1024)
+        except OSError:
+            os.close(read_fd)
+            os.close(other_write)
+            pytest.skip("this system refuses a 1 MiB pipe")
+        stream = FramedStream(trio.lowlevel.FdStream(other_write), trio.lowlevel.FdStream(read_fd))
+        frame = b'{"x":"' + b"y" * 1015 + b'"}\n'
+        count = (4 * RECEIVE_SIZE) // len(frame)
+        with trio.fail_after(LIMIT):
+            for _ in range(count):
+                assert os.write(write_fd, frame) == len(frame)
+            for _ in range(count):
+                assert await stream.receive_frame() == frame[:-1]
+            assert counting.reads >= 4
+            assert (counting.empty, waits.waits) == (0, 0)
+            await stream.aclose()
+    finally:
+        writer.close()
+        os.close(other_read)
+
+
 async def test_a_stream_bigger_than_the_pipe_comes_through_whole_and_in_order(
     counting: CountingOs, pipe: tuple[FramedStream, Writer]
 ) -> None:
@@ -185,7 +220,7 @@ async def test_a_stream_bigger_than_the_pipe_comes_through_whole_and_in_order(
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
 
-            async def writer() -> None:
+            async def fill() -> None:
                 os.set_blocking(write_fd, False)
                 view = memoryview(data)
                 while view:
@@ -196,7 +231,7 @@ async def test_a_stream_bigger_than_the_pipe_comes_through_whole_and_in_order(
                         continue
                     view = view[written:]
 
-            nursery.start_soon(writer)
+            nursery.start_soon(fill)
             while True:
                 item = await stream.receive_frame()
                 got.append(item)
