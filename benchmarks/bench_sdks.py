@@ -348,7 +348,9 @@ def run_connection(quick: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind in ("fan", "chain"):
         # Over pipes, each run next to the same cascade in bare Trio.
-        out["pipes", kind], out["floor", kind] = cascade_floor.interleaved(kind, repeats)
+        runs = cascade_floor.interleaved(kind, repeats)
+        out["pipes", kind], out["floor", kind] = runs.sdk, runs.floor
+        out["gc", kind] = (runs.sdk_full_collections, runs.floor_full_collections)
     for kind in ("fan", "chain"):
         out["procs", kind] = trio.run(bc.cascade_two_processes, kind, 1000, repeats)
     for kind in ("fan", "chain"):
@@ -365,6 +367,9 @@ def run_connection(quick: bool) -> dict[str, Any]:
 
 
 def print_connection(conn: dict[str, Any]) -> None:
+    sys.path.insert(0, str(HERE))
+    import bench_connection as bc
+
     print("acp_trio connection (bench_connection.py, both sides in this process)")
     for transport in ("pipes", "memory"):
         for kind, what in (("fan", "fan-out (one handler, 1,000 nested)"), ("chain", "chain")):
@@ -386,6 +391,11 @@ def print_connection(conn: dict[str, Any]) -> None:
                     f"    the same in bare Trio (cascade_floor.py, runs interleaved): median "
                     f"{statistics.median(floor):.1f} ms (min {min(floor):.1f}, max "
                     f"{max(floor):.1f}); acp_trio / bare Trio {ratio:.2f}x"
+                )
+                sdk_gc, floor_gc = conn["gc", kind]
+                print(
+                    f"    acp_trio: {bc.with_full_collection(sdk_gc)}; "
+                    f"bare Trio: {bc.with_full_collection(floor_gc)}"
                 )
     serving, calling, both = conn["memory"]
     print(

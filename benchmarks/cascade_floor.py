@@ -41,18 +41,23 @@ cascade target.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 import trio.testing
 
 RECEIVE_SIZE = 64 * 1024  # as acp_trio reads
+
+#: For each run of :func:`bare_trio_cascade`, the full garbage collections
+#: inside its timed window (as ``bench_connection.FULL_COLLECTIONS_IN_WINDOW``).
+FULL_COLLECTIONS_IN_WINDOW: list[int] = []
 _CANCEL = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":%d}}\n'
 _CANCEL_HEAD = _CANCEL.split(b"%d")[0]
 _CANCEL_TAIL = len(b"}}")
@@ -168,11 +173,15 @@ async def bare_trio_cascade(kind: str, n: int = 1000) -> float:
             if kind == "fan":
                 await nursery.start(handler, 0)
             await trio.testing.wait_all_tasks_blocked()
+            collections_at_start = gc.get_stats()[2]["collections"]
             start = time.perf_counter()
             a.scopes[0].cancel()
             while answered < total:  # noqa: ASYNC110 (polled as cascade() polls)
                 await trio.sleep(0.001)
             elapsed = time.perf_counter() - start
+            FULL_COLLECTIONS_IN_WINDOW.append(
+                gc.get_stats()[2]["collections"] - collections_at_start
+            )
             nursery.cancel_scope.cancel()
     finally:
         for fd in (r1, w1, r2, w2):
@@ -180,9 +189,19 @@ async def bare_trio_cascade(kind: str, n: int = 1000) -> float:
     return elapsed
 
 
-def interleaved(kind: str, rounds: int, n: int = 1000) -> tuple[list[float], list[float]]:
-    """(acp_trio ms, bare Trio ms), alternating run by run, each in its own
-    ``trio.run`` (as ``bench_sdks.py`` runs the cascades)."""
+class Interleaved(NamedTuple):
+    """Interleaved runs: milliseconds, and full garbage collections inside
+    each run's timed window."""
+
+    sdk: list[float]
+    floor: list[float]
+    sdk_full_collections: list[int]
+    floor_full_collections: list[int]
+
+
+def interleaved(kind: str, rounds: int, n: int = 1000) -> Interleaved:
+    """acp_trio's cascade and bare Trio's, alternating run by run, each in its
+    own ``trio.run`` (as ``bench_sdks.py`` runs the cascades)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_connection as bc
 
@@ -195,7 +214,12 @@ def interleaved(kind: str, rounds: int, n: int = 1000) -> tuple[list[float], lis
         ]
         for out, run in runs if r % 2 == 0 else runs[::-1]:
             out.append(run() * 1000)
-    return sdk, floor
+    return Interleaved(
+        sdk,
+        floor,
+        bc.FULL_COLLECTIONS_IN_WINDOW[-rounds:],
+        FULL_COLLECTIONS_IN_WINDOW[-rounds:],
+    )
 
 
 def main() -> None:
@@ -206,14 +230,21 @@ def main() -> None:
         f"trio {trio.__version__}, {os.cpu_count()} cores; 1,000 requests, both sides in one "
         "loop, over pipes"
     )
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_connection as bc
+
     for kind in ("fan", "chain"):
-        sdk, floor = interleaved(kind, args.rounds)
+        sdk, floor, sdk_gc, floor_gc = interleaved(kind, args.rounds)
         ratios = [s / f for s, f in zip(sdk, floor, strict=True)]
         print(
             f"  {kind:<5} acp_trio {statistics.median(sdk):6.1f} ms (min {min(sdk):.1f}, max "
             f"{max(sdk):.1f}); bare Trio {statistics.median(floor):6.1f} ms (min {min(floor):.1f},"
             f" max {max(floor):.1f}); acp_trio / bare Trio, median of pairs "
             f"{statistics.median(ratios):.2f}x"
+        )
+        print(
+            f"        acp_trio: {bc.with_full_collection(sdk_gc)}; "
+            f"bare Trio: {bc.with_full_collection(floor_gc)}"
         )
 
 

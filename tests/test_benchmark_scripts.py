@@ -3,7 +3,9 @@ leaves nothing in flight, and reports a time. Not a timing test."""
 
 from __future__ import annotations
 
+import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,9 +28,36 @@ async def test_the_bare_trio_cascade_finishes(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["fan", "chain"])
 async def test_the_connection_cascade_finishes(kind: str) -> None:
+    runs = len(bench_connection.FULL_COLLECTIONS_IN_WINDOW)
     with trio.fail_after(LIMIT):
         seconds = await bench_connection.cascade(kind, 20, bench_connection.pipe_pair)
     assert 0 < seconds < LIMIT
+    # Each run records the full garbage collections inside its timing.
+    assert len(bench_connection.FULL_COLLECTIONS_IN_WINDOW) == runs + 1
+    assert bench_connection.FULL_COLLECTIONS_IN_WINDOW[-1] >= 0
+
+
+async def test_a_full_collection_inside_the_timing_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_wait_until = bench_connection._wait_until
+    calls = 0
+
+    async def wait_until(predicate: Callable[[], bool]) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:  # the wait for the cascade to settle: inside the timing
+            gc.collect()
+        await real_wait_until(predicate)
+
+    monkeypatch.setattr(bench_connection, "_wait_until", wait_until)
+    with trio.fail_after(LIMIT):
+        await bench_connection.cascade("fan", 20, bench_connection.pipe_pair)
+    assert calls == 2
+    assert bench_connection.FULL_COLLECTIONS_IN_WINDOW[-1] >= 1
+    assert bench_connection.with_full_collection([0, 1, 0, 2]) == (
+        "2 of 4 runs with a full garbage collection inside"
+    )
 
 
 @pytest.mark.parametrize("kind", ["fan", "chain"])
