@@ -293,6 +293,39 @@ async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
     return out
 
 
+async def _collect_ms_with_fan_in_flight(n: int) -> float:
+    """Milliseconds of one full garbage collection (median of 3) while a
+    fan-out of ``n`` requests is in flight over pipes."""
+    async with pipe_pair(Server(), Server()) as (a, b), trio.open_nursery() as nursery:
+        nursery.start_soon(a.call, "fan", {"n": n})
+        await _wait_until(
+            lambda: a.statistics().incoming_in_flight + b.statistics().incoming_in_flight >= n + 1
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            gc.collect()
+            times.append((time.perf_counter() - start) * 1000)
+        nursery.cancel_scope.cancel()
+    return statistics.median(times)
+
+
+async def full_collection_ms(n: int) -> tuple[float, float]:
+    """What a full garbage collection costs with ``n`` requests in flight: as
+    Python runs it, and with everything made before the requests (the
+    imports: Python's, Trio's, acp_trio's schema) frozen out of it first
+    with ``gc.freeze()``, which a process may do once it has started."""
+    plain = await _collect_ms_with_fan_in_flight(n)
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = await _collect_ms_with_fan_in_flight(n)
+    finally:
+        gc.unfreeze()
+    return plain, frozen
+
+
 async def memory_in_flight(n: int) -> tuple[float, float, float]:
     """Bytes per in-flight request: (serving side, calling side, both sides
     with one caller task per request, as ``nursery.start_soon(conn.call)``).
@@ -455,6 +488,11 @@ async def main(quick: bool) -> None:
             f"  two processes (client and agent) cancel a {kind:<5} tree of 1,000: "
             f"{statistics.median(ms):6.1f} ms (min {min(ms):.1f}, max {max(ms):.1f})"
         )
+    plain, frozen = await full_collection_ms(1000)
+    print(
+        f"a full garbage collection with 1,000 requests in flight: {plain:.1f} ms; "
+        f"with what existed before them frozen out of it (gc.freeze()): {frozen:.1f} ms"
+    )
     n_mem = 2_000 if quick else 10_000
     serving, calling, both = await memory_in_flight(n_mem)
     print(

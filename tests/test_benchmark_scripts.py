@@ -66,3 +66,11 @@ async def test_the_two_process_cascade_finishes(kind: str) -> None:
         times = await bench_connection.cascade_two_processes(kind, 20, 2)
     assert len(times) == 2
     assert all(0 < ms < LIMIT * 1000 for ms in times)
+
+
+async def test_the_cost_of_a_full_collection_is_measured_and_nothing_stays_frozen() -> None:
+    with trio.fail_after(LIMIT):
+        plain, frozen = await bench_connection.full_collection_ms(20)
+    assert plain > 0
+    assert frozen > 0
+    assert gc.get_freeze_count() == 0
