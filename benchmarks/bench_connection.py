@@ -488,11 +488,6 @@ async def main(quick: bool) -> None:
             f"  two processes (client and agent) cancel a {kind:<5} tree of 1,000: "
             f"{statistics.median(ms):6.1f} ms (min {min(ms):.1f}, max {max(ms):.1f})"
         )
-    plain, frozen = await full_collection_ms(1000)
-    print(
-        f"a full garbage collection with 1,000 requests in flight: {plain:.1f} ms; "
-        f"with what existed before them frozen out of it (gc.freeze()): {frozen:.1f} ms"
-    )
     n_mem = 2_000 if quick else 10_000
     serving, calling, both = await memory_in_flight(n_mem)
     print(
@@ -506,6 +501,12 @@ async def main(quick: bool) -> None:
         f"memory after churn ({n_churn:,} requests): after 10% "
         f"{marks[1]:,} B, after 100% {marks[-1]:,} B; growth from 10% to 100% (slope of "
         f"10 samples): {churn_slope(marks, n_churn):+.2f} B/request; target: flat (< 1)"
+    )
+    # Last: freezing and unfreezing would disturb the memory figures above.
+    plain, frozen = await full_collection_ms(1000)
+    print(
+        f"a full garbage collection with 1,000 requests in flight: {plain:.1f} ms; "
+        f"with what existed before them frozen out of it (gc.freeze()): {frozen:.1f} ms"
     )
 
 
