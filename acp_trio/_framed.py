@@ -22,11 +22,11 @@ from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder, OversizedFr
 __all__ = ["RECEIVE_SIZE", "FramedStream"]
 
 # One read: a default pipe's whole capacity (16 pages of 4 KiB), so that a
-# pipe full of small frames is one call, and no more. Python allocates the full size for every
-# read and then shrinks it; from 128 KiB (glibc's initial mmap threshold)
-# that is an mmap, an mremap and an munmap per read, three system calls and
-# fresh zeroed pages on every message, unless something earlier in the
-# process happened to raise the threshold.
+# pipe full of small frames is one call, and no more. Python allocates the
+# full size for every read and then shrinks it; from 128 KiB (glibc's initial
+# mmap threshold) that is an mmap, an mremap and an munmap per read, three
+# system calls and fresh zeroed pages on every message, unless something
+# earlier in the process happened to raise the threshold.
 RECEIVE_SIZE = 64 * 1024
 
 try:

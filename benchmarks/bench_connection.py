@@ -168,7 +168,7 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
         with trio.CancelScope() as scope:
 
             async def cancel_when_ready() -> None:
-                nonlocal start
+                nonlocal start, collections_at_start
 
                 def ready() -> bool:
                     sa, sb = a.statistics(), b.statistics()
@@ -180,7 +180,6 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
                 # point where it waits (as the floor and the two-process
                 # cascade do), so that no handler start is timed.
                 await trio.testing.wait_all_tasks_blocked()
-                nonlocal collections_at_start
                 collections_at_start = full_collections()
                 start = time.perf_counter()
                 scope.cancel()

@@ -350,7 +350,7 @@ def run_connection(quick: bool) -> dict[str, Any]:
         # Over pipes, each run next to the same cascade in bare Trio.
         runs = cascade_floor.interleaved(kind, repeats)
         out["pipes", kind], out["floor", kind] = runs.sdk, runs.floor
-        out["gc", kind] = (runs.sdk_full_collections, runs.floor_full_collections)
+        out["gc", kind] = runs.collections_note()
     for kind in ("fan", "chain"):
         out["procs", kind] = trio.run(bc.cascade_two_processes, kind, 1000, repeats)
     for kind in ("fan", "chain"):
@@ -367,9 +367,6 @@ def run_connection(quick: bool) -> dict[str, Any]:
 
 
 def print_connection(conn: dict[str, Any]) -> None:
-    sys.path.insert(0, str(HERE))
-    import bench_connection as bc
-
     print("acp_trio connection (bench_connection.py, both sides in this process)")
     for transport in ("pipes", "memory"):
         for kind, what in (("fan", "fan-out (one handler, 1,000 nested)"), ("chain", "chain")):
@@ -392,11 +389,7 @@ def print_connection(conn: dict[str, Any]) -> None:
                     f"{statistics.median(floor):.1f} ms (min {min(floor):.1f}, max "
                     f"{max(floor):.1f}); acp_trio / bare Trio {ratio:.2f}x"
                 )
-                sdk_gc, floor_gc = conn["gc", kind]
-                print(
-                    f"    acp_trio: {bc.with_full_collection(sdk_gc)}; "
-                    f"bare Trio: {bc.with_full_collection(floor_gc)}"
-                )
+                print(f"    {conn['gc', kind]}")
     serving, calling, both = conn["memory"]
     print(
         f"  memory per in-flight request ({conn['n_mem']:,} in flight): serving side "

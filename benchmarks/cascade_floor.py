@@ -189,6 +189,15 @@ async def bare_trio_cascade(kind: str, n: int = 1000) -> float:
     return elapsed
 
 
+def _bench_connection() -> Any:
+    """acp_trio's side, ``bench_connection.py`` (imported only when needed:
+    the floor itself uses no SDK)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_connection
+
+    return bench_connection
+
+
 class Interleaved(NamedTuple):
     """Interleaved runs: milliseconds, and full garbage collections inside
     each run's timed window."""
@@ -198,13 +207,19 @@ class Interleaved(NamedTuple):
     sdk_full_collections: list[int]
     floor_full_collections: list[int]
 
+    def collections_note(self) -> str:
+        """How many runs of each had a full garbage collection inside."""
+        note = _bench_connection().with_full_collection
+        return (
+            f"acp_trio: {note(self.sdk_full_collections)}; "
+            f"bare Trio: {note(self.floor_full_collections)}"
+        )
+
 
 def interleaved(kind: str, rounds: int, n: int = 1000) -> Interleaved:
     """acp_trio's cascade and bare Trio's, alternating run by run, each in its
     own ``trio.run`` (as ``bench_sdks.py`` runs the cascades)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_connection as bc
-
+    bc = _bench_connection()
     sdk: list[float] = []
     floor: list[float] = []
     for r in range(rounds):
@@ -230,11 +245,9 @@ def main() -> None:
         f"trio {trio.__version__}, {os.cpu_count()} cores; 1,000 requests, both sides in one "
         "loop, over pipes"
     )
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import bench_connection as bc
-
     for kind in ("fan", "chain"):
-        sdk, floor, sdk_gc, floor_gc = interleaved(kind, args.rounds)
+        runs = interleaved(kind, args.rounds)
+        sdk, floor = runs.sdk, runs.floor
         ratios = [s / f for s, f in zip(sdk, floor, strict=True)]
         print(
             f"  {kind:<5} acp_trio {statistics.median(sdk):6.1f} ms (min {min(sdk):.1f}, max "
@@ -242,10 +255,7 @@ def main() -> None:
             f" max {max(floor):.1f}); acp_trio / bare Trio, median of pairs "
             f"{statistics.median(ratios):.2f}x"
         )
-        print(
-            f"        acp_trio: {bc.with_full_collection(sdk_gc)}; "
-            f"bare Trio: {bc.with_full_collection(floor_gc)}"
-        )
+        print(f"        {runs.collections_note()}")
 
 
 if __name__ == "__main__":

@@ -269,6 +269,21 @@ async def connection_pair(
         yield a, b, wire_a, wire_b
 
 
+async def still_works(peer: RawPeer, request_id: Any = "check") -> None:
+    """The connection still answers a request (the test handler's ``echo``)."""
+    await peer.send(req(request_id, "echo", {"still": "works"}))
+    assert await peer.receive() == ok(request_id, {"still": "works"})
+
+
+async def give_up_on_a_call(conn: Connection, peer: RawPeer, request_id: int = 0) -> None:
+    """Call ``slow`` (the next id is ``request_id``), give up after a second:
+    the peer sees the request and its ``$/cancel_request``."""
+    with trio.move_on_after(1):
+        await conn.call("slow")
+    assert await peer.receive() == req(request_id, "slow")
+    assert await peer.receive() == cancel(request_id)
+
+
 async def settle() -> None:
     """Let every task run until all are blocked (nothing left to do now)."""
     await trio.testing.wait_all_tasks_blocked()

@@ -21,7 +21,6 @@ from acp_trio import (
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
     assert_idle,
     echo_handler,
     err,
@@ -31,12 +30,8 @@ from .conftest import (
     raw_connection,
     req,
     settle,
+    still_works,
 )
-
-
-async def still_works(peer: RawPeer, request_id: Any = "check") -> None:
-    await peer.send(req(request_id, "echo", {"still": "works"}))
-    assert await peer.receive() == ok(request_id, {"still": "works"})
 
 
 def echo() -> FnHandler:

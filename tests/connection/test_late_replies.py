@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import Connection, LocalProtocolError, RequestContext
+from acp_trio import LocalProtocolError, RequestContext
 
 from .conftest import (
     LIMIT,
@@ -30,10 +30,12 @@ from .conftest import (
     cancel,
     echo_handler,
     err,
+    give_up_on_a_call,
     ok,
     raw_connection,
     req,
     settle,
+    still_works,
 )
 
 
@@ -46,20 +48,6 @@ async def raw_frame(peer: RawPeer) -> bytes:
         frame = await peer._line()
     assert frame is not None, "unexpected EOF"
     return frame + b"\n"
-
-
-async def still_works(peer: RawPeer) -> None:
-    await peer.send(req("check", "echo", {"still": "works"}))
-    assert await peer.receive() == ok("check", {"still": "works"})
-
-
-async def give_up_on_a_call(conn: Connection, peer: RawPeer) -> None:
-    """Call ``slow`` (id 0), give up after a second: the peer sees the request
-    and its ``$/cancel_request``."""
-    with trio.move_on_after(1):
-        await conn.call("slow")
-    assert await peer.receive() == req(0, "slow")
-    assert await peer.receive() == cancel(0)
 
 
 async def hang(ctx: RequestContext, params: Any) -> Any:

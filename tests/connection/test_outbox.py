@@ -10,46 +10,23 @@ import trio.testing
 from acp_trio._outbox import Outbox
 
 
-async def test_direct_writes_only_while_the_writer_is_idle_and_keep_order(
-    autojump_clock: Any,
-) -> None:
-    wire = bytearray()
-    budget = [5]  # bytes the "pipe" accepts before it is full
+class FakePipe:
+    """The outbox's direct writer: a pipe that takes ``budget`` more bytes
+    before it is full, recording each write (the writer task's too)."""
 
-    def direct(data: bytes) -> int:
-        n = min(budget[0], len(data))
-        budget[0] -= n
-        wire.extend(data[:n])
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.writes: list[bytes] = []
+
+    def __call__(self, data: bytes) -> int:
+        n = min(self.budget, len(data))
+        self.budget -= n
+        self.writes.append(data[:n])
         return n
 
-    traced: list[bytes] = []
-    outbox = Outbox(16, direct_write=direct, trace=traced.append)
-    # No writer parked: nothing may be written directly.
-    assert outbox.put_nowait(b"a\n")
-    assert wire == b""
-    assert await outbox.get_batch() == [b"a\n"]
-    wire.extend(b"a\n")
-
-    async with trio.open_nursery() as nursery:
-        batches: list[list[bytes]] = []
-
-        async def writer() -> None:
-            while (batch := await outbox.get_batch()) is not None:
-                batches.append(batch)
-                wire.extend(b"".join(batch))
-
-        nursery.start_soon(writer)
-        await trio.testing.wait_all_tasks_blocked()
-        # The writer is parked on an empty queue: a frame goes straight out,
-        # and what the full pipe did not take is queued first.
-        assert outbox.put_nowait(b"bbbbbbbb\n")
-        assert wire == b"a\nbbbbb"
-        assert outbox.put_nowait(b"c\n")  # queued behind the remainder
-        await trio.testing.wait_all_tasks_blocked()
-        assert batches == [[b"bbb\n", b"c\n"]]
-        outbox.close()
-    assert bytes(wire) == b"a\nbbbbbbbb\nc\n"
-    assert traced == [b"a\n", b"bbbbbbbb\n", b"c\n"]
+    @property
+    def wire(self) -> bytes:
+        return b"".join(self.writes)
 
 
 async def write_batches(
@@ -63,18 +40,39 @@ async def write_batches(
             wire.append(b"".join(batch))
 
 
-async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -> None:
-    writes: list[bytes] = []
-    budget = [10**6]
-
-    def direct(data: bytes) -> int:
-        n = min(budget[0], len(data))
-        budget[0] -= n
-        writes.append(data[:n])
-        return n
-
+async def test_direct_writes_only_while_the_writer_is_idle_and_keep_order(
+    autojump_clock: Any,
+) -> None:
+    pipe = FakePipe(5)
     traced: list[bytes] = []
-    outbox = Outbox(16, direct_write=direct, trace=traced.append)
+    outbox = Outbox(16, direct_write=pipe, trace=traced.append)
+    # No writer parked: nothing may be written directly.
+    assert outbox.put_nowait(b"a\n")
+    assert pipe.wire == b""
+    assert await outbox.get_batch() == [b"a\n"]
+    pipe.writes.append(b"a\n")
+
+    batches: list[list[bytes]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(write_batches, outbox, batches, pipe.writes)
+        await trio.testing.wait_all_tasks_blocked()
+        # The writer is parked on an empty queue: a frame goes straight out,
+        # and what the full pipe did not take is queued first.
+        assert outbox.put_nowait(b"bbbbbbbb\n")
+        assert pipe.wire == b"a\nbbbbb"
+        assert outbox.put_nowait(b"c\n")  # queued behind the remainder
+        await trio.testing.wait_all_tasks_blocked()
+        assert batches == [[b"bbb\n", b"c\n"]]
+        outbox.close()
+    assert pipe.wire == b"a\nbbbbbbbb\nc\n"
+    assert traced == [b"a\n", b"bbbbbbbb\n", b"c\n"]
+
+
+async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -> None:
+    pipe = FakePipe(10**6)
+    writes = pipe.writes
+    traced: list[bytes] = []
+    outbox = Outbox(16, direct_write=pipe, trace=traced.append)
     batches: list[list[bytes]] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(write_batches, outbox, batches, writes)
@@ -92,7 +90,7 @@ async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -
         assert writes == [b"a\nb\nc\n", b"d\n"]
 
         # What a full pipe refuses at release goes to the writer, in order.
-        budget[0] = 3
+        pipe.budget = 3
         outbox.hold()
         assert outbox.put_nowait(b"eee\n")
         assert outbox.put_nowait(b"f\n")
@@ -107,7 +105,7 @@ async def test_held_frames_go_out_in_one_write_at_release(autojump_clock: Any) -
         await trio.testing.wait_all_tasks_blocked()
         assert batches == [[b"\nf\n", b"g\n"]]
         outbox.close()
-    assert b"".join(writes) == b"a\nb\nc\nd\neee\nf\ng\n"
+    assert pipe.wire == b"a\nb\nc\nd\neee\nf\ng\n"
     assert traced == [b"a\n", b"b\n", b"c\n", b"d\n", b"eee\n", b"f\n", b"g\n"]
 
 

@@ -35,10 +35,12 @@ from .conftest import (
     assert_idle,
     both_streams,
     echo_handler,
+    give_up_on_a_call,
     ok,
     raw_connection,
     req,
     settle,
+    still_works,
 )
 
 CANCEL_HEAD = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":'
@@ -186,8 +188,7 @@ async def test_every_spelling_of_a_cancel_cancels_the_handler(
             reply = await peer.receive()
             assert reply["id"] == request_id
             assert reply["error"]["code"] == -32800
-            await peer.send(req("check", "echo", {"still": "works"}))
-            assert await peer.receive() == ok("check", {"still": "works"})
+            await still_works(peer)
             assert_idle(conn)
     # The trace hook saw the cancel as it came, whichever way it was taken.
     assert json.loads(frame) in wire.received()
@@ -224,15 +225,11 @@ async def test_every_spelling_of_a_late_32800_is_dropped_quietly(
             wire,
         ):
             for request_id in range(3):
-                with trio.move_on_after(1):
-                    await conn.call("slow")
-                assert await peer.receive() == req(request_id, "slow")
-                assert (await peer.receive())["method"] == "$/cancel_request"
+                await give_up_on_a_call(conn, peer, request_id)
             frames = [reply_spellings(i)[spelling] for i in range(3)]
             await peer.send_raw(b"\n".join(frames) + b"\n")
             await peer.expect_silence()
-            await peer.send(req("check", "echo", {"still": "works"}))
-            assert await peer.receive() == ok("check", {"still": "works"})
+            await still_works(peer)
             assert_idle(conn)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     dropped = [r.getMessage() for r in caplog.records if "late or repeated" in r.getMessage()]
