@@ -13,8 +13,9 @@ Properties the tests pin down:
   skipped, and a final line with no ``\\n`` is delivered at end of input.
 - A line longer than ``max_message_size`` (not counting its line end) is not
   buffered: its bytes are dropped as they arrive and a single
-  :class:`OversizedFrame` reports it, with the first bytes kept so that the
-  caller can try to find the request id. The verdict depends only on the
+  :class:`OversizedFrame` reports it, with its first and last bytes kept so
+  that the caller can try to find the request id (JSON puts no order on an
+  object's keys: ``"id"`` often comes last). The verdict depends only on the
   line's length, never on how it was chunked.
 """
 
@@ -27,8 +28,10 @@ import attrs
 __all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "LineDecoder", "OversizedFrame"]
 
 DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
-# How much of an oversized line is kept for error reporting.
+# How much of an oversized line is kept for error reporting: its start and
+# its end.
 _HEAD_SIZE: Final = 64 * 1024
+_TAIL_SIZE: Final = 4 * 1024
 
 
 @attrs.frozen
@@ -36,12 +39,14 @@ class OversizedFrame:
     """A line that was over the size limit and was dropped.
 
     ``size`` is its full length in bytes (without the line end); ``head``
-    holds its first bytes.
+    holds its first bytes and ``tail`` its last ones (they overlap when the
+    line is shorter than both together).
     """
 
     size: int
     limit: int
     head: bytes
+    tail: bytes = b""
 
 
 def _strip_line_end(line: bytes) -> bytes:
@@ -63,6 +68,7 @@ class LineDecoder:
         "_discarding",
         "_eof",
         "_head",
+        "_tail",
         "max_message_size",
     )
 
@@ -77,6 +83,7 @@ class LineDecoder:
         self._discarded = 0
         self._discard_cr = False
         self._head = bytearray()
+        self._tail = b""
         self._eof = False
 
     @property
@@ -126,6 +133,10 @@ class LineDecoder:
                     if room > 0:
                         # Keep the head independent of how the line was chunked.
                         self._head += data[start : min(end, start + room)]
+                    # And the tail: the last bytes, however they came (one
+                    # more, which may be the line end's b"\r").
+                    piece = data[max(start, end - _TAIL_SIZE - 1) : end]
+                    self._tail = (self._tail + piece)[-_TAIL_SIZE - 1 :]
             elif self._buf:
                 self._buf += memoryview(data)[start:end]
                 if len(self._buf) > limit + 1:
@@ -152,7 +163,11 @@ class LineDecoder:
                 if line.endswith(b"\r"):
                     line = line[:-1]
                 if len(line) > limit:
-                    out.append(OversizedFrame(len(line), limit, bytes(line[:_HEAD_SIZE])))
+                    out.append(
+                        OversizedFrame(
+                            len(line), limit, bytes(line[:_HEAD_SIZE]), bytes(line[-_TAIL_SIZE:])
+                        )
+                    )
                 elif line and not line.isspace():
                     out.append(line)
                 start = nl + 1
@@ -185,23 +200,34 @@ class LineDecoder:
         self._discarded = len(first)
         self._discard_cr = first.endswith(b"\r")
         self._head = bytearray(first[:_HEAD_SIZE])
+        self._tail = bytes(first[-_TAIL_SIZE - 1 :])
 
     def _finish_line(self, out: list[bytes | OversizedFrame]) -> None:
         if self._discarding:
             size = self._discarded - self._discard_cr
             # A line dropped this way is at least limit + 2 bytes long, so
             # even without its final b"\r" it is over the limit.
-            # The head may end with the line's b"\r", which is not part of it.
-            out.append(OversizedFrame(size, self.max_message_size, bytes(self._head[:size])))
+            # The head and tail may hold the line's b"\r", not part of it.
+            tail = self._tail[:-1] if self._discard_cr else self._tail
+            out.append(
+                OversizedFrame(
+                    size, self.max_message_size, bytes(self._head[:size]), tail[-_TAIL_SIZE:]
+                )
+            )
             self._discarding = False
             self._discarded = 0
             self._head = bytearray()
+            self._tail = b""
             return
         if not self._buf:
             return
         line = _strip_line_end(bytes(self._buf))
         self._buf.clear()
         if len(line) > self.max_message_size:
-            out.append(OversizedFrame(len(line), self.max_message_size, line[:_HEAD_SIZE]))
+            out.append(
+                OversizedFrame(
+                    len(line), self.max_message_size, line[:_HEAD_SIZE], line[-_TAIL_SIZE:]
+                )
+            )
         elif line and not line.isspace():
             out.append(line)

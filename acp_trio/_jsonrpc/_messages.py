@@ -91,14 +91,17 @@ class ErrorResponse:
 class InvalidMessage:
     """A frame that is not a valid message.
 
-    ``error`` is the answer to send to ``reply_id``. ``response_id`` is set
-    when the frame looked like a response for that id (so the matching
-    pending call can be failed).
+    ``error`` is the answer to send to ``reply_id``, unless ``is_response``:
+    a frame that looks like a response (no ``method``, and a ``result`` or an
+    ``error``) is never answered, whatever is wrong with it (no ``id``, a bad
+    ``id``, a bad envelope). ``response_id`` is set when such a frame names
+    the id it answers (so the matching pending call can be failed).
     """
 
     error: RequestError
     reply_id: RequestId = None
     response_id: int | str | None = None
+    is_response: bool = False
 
 
 Message: TypeAlias = Request | Notification | Response | ErrorResponse
@@ -220,16 +223,18 @@ if _orjson is not None and os.environ.get("ACP_TRIO_JSON", "").strip().lower() !
 def _invalid(reason: str, obj: dict[str, Any] | None = None) -> InvalidMessage:
     reply_id: RequestId = None
     response_id: RequestId = None
+    is_response = False
     if obj is not None:
         candidate = obj.get("id")
+        is_response = "method" not in obj and ("result" in obj or "error" in obj)
         if is_request_id(candidate):
             if isinstance(obj.get("method"), str):
                 reply_id = candidate
-            elif "method" not in obj and ("result" in obj or "error" in obj):
+            elif is_response:
                 # A response with a bad envelope (say "jsonrpc": "1.0"): let the
                 # pending call it answers fail instead of hang.
                 response_id = candidate
-    return InvalidMessage(RequestError.invalid_request(reason), reply_id, response_id)
+    return InvalidMessage(RequestError.invalid_request(reason), reply_id, response_id, is_response)
 
 
 def parse_frame(frame: bytes) -> Message | InvalidMessage:
@@ -318,6 +323,7 @@ def classify(value: Any) -> Message | InvalidMessage:
             RequestError.invalid_request('a response needs exactly one of "result" and "error"'),
             None,
             response_id,
+            True,
         )
     if has_result:
         return Response(response_id, obj["result"])
@@ -331,6 +337,7 @@ def classify(value: Any) -> Message | InvalidMessage:
             RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
             None,
             response_id,
+            True,
         )
     return ErrorResponse(response_id, RequestError.from_error_object(error))
 
@@ -473,6 +480,67 @@ def peek_id(head: bytes) -> tuple[str, RequestId] | None:
     keys count, so an ``"id"`` nested in ``params`` is never mistaken for the
     message's own.
     """
+    kind, found_id, request_id = _peek_head(head)
+    if found_id and kind is not None:
+        return kind, request_id
+    return None
+
+
+def peek_oversized(head: bytes, tail: bytes) -> tuple[str | None, bool, RequestId]:
+    """What can be told of a message too large to parse from its first and
+    last bytes: ``(kind, found, id)``.
+
+    ``kind`` is ``"request"``, ``"notification"``, ``"response"`` or ``None``
+    (cannot tell); ``found`` whether a top-level ``id`` was seen. The head
+    gives the members before the one it was cut in; the tail, the members
+    after the last big value (the longest run of whole members that ends the
+    message). A message with ``method`` and no ``id`` in either is taken for
+    a notification: it would take two members too big to keep around the
+    ``id`` to hide it, and a notification must never be answered.
+    """
+    kind, found_id, request_id = _peek_head(head)
+    if not found_id:
+        trailing = _trailing_members(tail)
+        if trailing is not None:
+            if "id" in trailing and is_request_id(trailing["id"]):
+                found_id, request_id = True, trailing["id"]
+            if kind is None:
+                if "method" in trailing:
+                    kind = "request"
+                elif "result" in trailing or "error" in trailing:
+                    kind = "response"
+    if kind == "request" and not found_id:
+        kind = "notification"
+    return kind, found_id, request_id
+
+
+# How many of the tail's commas are tried as the start of its last members.
+_TAIL_TRIES: Final = 256
+
+
+def _trailing_members(tail: bytes) -> dict[str, Any] | None:
+    """The top-level members that end a message, from its last bytes: those
+    after the earliest comma from which the rest reads as the end of one
+    object (a nested object's end would leave a brace over)."""
+    text = tail.decode("utf-8", "replace").rstrip(" \t\r\n")
+    if not text.endswith("}"):
+        return None
+    start = 0
+    for _ in range(_TAIL_TRIES):
+        comma = text.find(",", start)
+        if comma < 0:
+            return None
+        start = comma + 1
+        try:
+            members = _decoder.decode("{" + text[start:])
+        except (ValueError, RecursionError):
+            continue
+        if type(members) is dict:
+            return members
+    return None
+
+
+def _peek_head(head: bytes) -> tuple[str | None, bool, RequestId]:
     text = head.decode("utf-8", "replace")
     if text.startswith(_BOM):
         text = text[1:]
@@ -482,7 +550,7 @@ def peek_id(head: bytes) -> tuple[str, RequestId] | None:
     while i < n and text[i] in ws:
         i += 1
     if i >= n or text[i] != "{":
-        return None
+        return None, False, None
     i += 1
     found_id = False
     request_id: RequestId = None
@@ -519,11 +587,15 @@ def peek_id(head: bytes) -> tuple[str, RequestId] | None:
                     break
             while i < n and text[i] in ws:
                 i += 1
+            if i < n and text[i] == "}":
+                # Every top-level key seen: a "method" without an "id" is
+                # a notification.
+                if kind == "request" and not found_id:
+                    kind = "notification"
+                break
             if i >= n or text[i] != ",":
                 break
             i += 1
     except (ValueError, RecursionError):
         pass  # the head ends inside a value (or nests too deeply): stop looking
-    if found_id and kind is not None:
-        return kind, request_id
-    return None
+    return kind, found_id, request_id

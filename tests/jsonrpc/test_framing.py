@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder, OversizedFrame
-from acp_trio._jsonrpc._framing import _HEAD_SIZE
+from acp_trio._jsonrpc._framing import _HEAD_SIZE, _TAIL_SIZE
 
 Frame = bytes | OversizedFrame
 
@@ -26,6 +26,11 @@ def feed_chunks(chunks: list[bytes], limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> l
     return out
 
 
+def oversized(line: bytes, limit: int) -> OversizedFrame:
+    """The frame reporting ``line`` (without its line end) as over ``limit``."""
+    return OversizedFrame(len(line), limit, line[:_HEAD_SIZE], line[-_TAIL_SIZE:])
+
+
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     bounds = [0, *sorted(cuts), len(data)]
     return [data[a:b] for a, b in itertools.pairwise(bounds)]
@@ -38,7 +43,7 @@ def reference(data: bytes, limit: int) -> list[Frame]:
         if line.endswith(b"\r"):
             line = line[:-1]
         if len(line) > limit:
-            out.append(OversizedFrame(len(line), limit, line[:_HEAD_SIZE]))
+            out.append(oversized(line, limit))
         elif line and not line.isspace():
             out.append(line)
     return out
@@ -200,7 +205,7 @@ def test_exactly_at_limit_is_accepted(end: bytes) -> None:
 @pytest.mark.parametrize("end", [b"\n", b"\r\n", b""], ids=["lf", "crlf", "eof"])
 def test_limit_plus_one_is_refused(end: bytes) -> None:
     line = b"y" * (LIMIT + 1)
-    expected = [OversizedFrame(LIMIT + 1, LIMIT, line)]
+    expected = [oversized(line, LIMIT)]
     for chunks in _chunkings(line + end):
         assert feed_chunks(chunks, LIMIT) == expected, chunks
 
@@ -212,7 +217,7 @@ def test_message_after_an_oversized_one_still_arrives(end: bytes, size: int) -> 
     line = line[:size]
     data = b"first" + end + line + end + b"after" + end
     if size > LIMIT:
-        expected: list[Frame] = [b"first", OversizedFrame(size, LIMIT, line), b"after"]
+        expected: list[Frame] = [b"first", oversized(line, LIMIT), b"after"]
     else:
         expected = [b"first", line, b"after"]
     for chunks in _chunkings(data):
@@ -231,22 +236,20 @@ def test_line_with_cr_at_limit_plus_one_is_accepted() -> None:
 def test_trailing_cr_without_lf_counts_at_eof() -> None:
     # At EOF a trailing b"\r" is stripped like a line end, in both paths.
     line = b"z" * (LIMIT + 1)
-    assert feed_chunks([line + b"\r"], LIMIT) == [OversizedFrame(LIMIT + 1, LIMIT, line)]
-    assert feed_chunks([line[:3], line[3:] + b"\r"], LIMIT) == [
-        OversizedFrame(LIMIT + 1, LIMIT, line)
-    ]
+    assert feed_chunks([line + b"\r"], LIMIT) == [oversized(line, LIMIT)]
+    assert feed_chunks([line[:3], line[3:] + b"\r"], LIMIT) == [oversized(line, LIMIT)]
 
 
 def test_double_cr_is_part_of_the_line() -> None:
     line = b"q" * LIMIT + b"\r"  # LIMIT + 1 bytes once one b"\r" is stripped
     for chunks in _chunkings(line + b"\r\n"):
-        assert feed_chunks(chunks, LIMIT) == [OversizedFrame(LIMIT + 1, LIMIT, line)], chunks
+        assert feed_chunks(chunks, LIMIT) == [oversized(line, LIMIT)], chunks
 
 
 def test_oversized_frame_size_and_head() -> None:
     line = bytes(range(256)).replace(b"\n", b"N") * 1000  # 256,000 bytes
     limit = 1000
-    expected = OversizedFrame(len(line), limit, line[:_HEAD_SIZE])
+    expected = oversized(line, limit)
     assert len(line) > _HEAD_SIZE
     for chunk_size in (1 << 16, 4096, 999, 1001, len(line)):
         chunks = [line[i : i + chunk_size] for i in range(0, len(line), chunk_size)]
@@ -259,6 +262,7 @@ def test_oversized_frame_size_and_head() -> None:
             assert frame.limit == limit
             assert frame.head == line[: len(frame.head)]
             assert len(frame.head) == _HEAD_SIZE
+            assert frame.tail == line[-_TAIL_SIZE:]
 
 
 def test_oversized_head_never_includes_the_cr() -> None:
@@ -266,14 +270,14 @@ def test_oversized_head_never_includes_the_cr() -> None:
     dec = LineDecoder(8)
     assert dec.feed(line + b"\r") == []
     (frame,) = dec.feed(b"\n")
-    assert frame == OversizedFrame(10, 8, line)
+    assert frame == oversized(line, 8)
 
 
 def test_oversized_head_does_not_depend_on_chunking() -> None:
     line = b"0123456789abcdef"
     whole = feed_chunks([line + b"\n"], 8)
     split = feed_chunks([line[:10], line[10:], b"\n"], 8)
-    assert whole == split == [OversizedFrame(16, 8, line)]
+    assert whole == split == [oversized(line, 8)]
 
 
 def test_oversized_line_is_not_buffered() -> None:
@@ -286,14 +290,17 @@ def test_oversized_line_is_not_buffered() -> None:
         assert dec.buffered <= limit + 1
     assert dec.buffered == 0
     size = 100 + 100 * 4096
-    assert dec.feed(b"\nnext\n") == [OversizedFrame(size, limit, b"x" * _HEAD_SIZE), b"next"]
+    assert dec.feed(b"\nnext\n") == [
+        OversizedFrame(size, limit, b"x" * _HEAD_SIZE, b"x" * _TAIL_SIZE),
+        b"next",
+    ]
     assert dec.feed(b"more\n") == [b"more"]
 
 
 def test_whitespace_only_oversized_line_is_reported() -> None:
     # The verdict is by length alone: the decoder cannot look inside a dropped line.
-    assert feed_chunks([b" " * 20 + b"\n"], 8) == [OversizedFrame(20, 8, b" " * 20)]
-    assert feed_chunks([b" " * 10, b" " * 10 + b"\n"], 8) == [OversizedFrame(20, 8, b" " * 20)]
+    assert feed_chunks([b" " * 20 + b"\n"], 8) == [oversized(b" " * 20, 8)]
+    assert feed_chunks([b" " * 10, b" " * 10 + b"\n"], 8) == [oversized(b" " * 20, 8)]
 
 
 # Properties
@@ -351,7 +358,7 @@ def test_size_verdict_does_not_depend_on_chunking(
         line += b"\r"  # only one b"\r" belongs to the line end
     if not end:
         line += b"after"  # without a line end the next message joins the line
-    expected: list[Frame] = [OversizedFrame(len(line), limit, line) if len(line) > limit else line]
+    expected: list[Frame] = [oversized(line, limit) if len(line) > limit else line]
     if end:
         expected.append(b"after")
     frames = feed_chunks(chunks, limit)

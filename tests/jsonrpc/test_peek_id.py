@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_trio._jsonrpc import LineDecoder, OversizedFrame, encode_frame, peek_id, request
+from acp_trio._jsonrpc import (
+    LineDecoder,
+    OversizedFrame,
+    encode_frame,
+    peek_id,
+    peek_oversized,
+    request,
+)
 from acp_trio._jsonrpc._framing import _HEAD_SIZE
 
 
@@ -186,3 +193,46 @@ def test_peek_id_never_lies(
     if found is not None:
         assert type(found[1]) is type(request_id)
     assert peek_id(data) == ("request", request_id)
+
+
+# peek_oversized: the head and the tail of a message too large to parse.
+
+_BIG = b"A" * 100_000
+
+
+def _peek(frame: bytes) -> tuple[Any, bool, Any]:
+    return peek_oversized(frame[:4096], frame[-4096:])
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b'{"jsonrpc":"2.0","id":3,"method":"m","params":"%s"}', ("request", True, 3)),
+        (
+            b'{"jsonrpc":"2.0","method":"m","params":{"t":"%s"},"id":"a\\"b"}',
+            ("request", True, 'a"b'),
+        ),
+        (b'{"method":"m","params":["%s"],"id":3,"jsonrpc":"2.0"}\r', ("request", True, 3)),
+        (b'{"params":{"t":"%s"},"method":"m","id":null}', ("request", True, None)),
+        (b'{"jsonrpc":"2.0","method":"m","params":{"t":"%s"}}', ("notification", False, None)),
+        (
+            b'{"jsonrpc":"2.0","method":"m","params":{"t":"%s","id":4}}',
+            ("notification", False, None),
+        ),
+        (b'{"jsonrpc":"2.0","result":{"t":"%s"},"id":5}', ("response", True, 5)),
+        (b'{"result":{"t":"%s"},"jsonrpc":"2.0","id":5}', ("response", True, 5)),
+        (b'{"params":{"t":"%s"}}', (None, False, None)),
+        (b'[{"x":"%s"}]', (None, False, None)),
+        (b"%s", (None, False, None)),
+    ],
+)
+def test_peek_oversized(frame: bytes, expected: tuple[Any, bool, Any]) -> None:
+    assert _peek(frame % _BIG) == expected
+
+
+def test_peek_oversized_never_takes_a_nested_id_for_the_message_s() -> None:
+    frame = b'{"jsonrpc":"2.0","method":"m","params":{"t":"%s","x":{"id":9}}}' % _BIG
+    assert _peek(frame) == ("notification", False, None)
+    # An id inside the big string, near its end, is not a member either.
+    frame = b'{"jsonrpc":"2.0","method":"m","params":{"t":"%s,\\"id\\":9}"}}' % _BIG
+    assert _peek(frame) == ("notification", False, None)
