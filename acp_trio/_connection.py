@@ -82,6 +82,7 @@ from acp_trio._jsonrpc import (
     match_cancelled_reply,
     notification,
     peek_id,
+    peek_oversized,
     request,
     response,
 )
@@ -143,8 +144,11 @@ class Handler:
         """Handle one notification, in wire order. Never answered.
 
         Runs in the single notification consumer: while it runs, later
-        notifications wait (and when their queue is full, so does reading).
-        Do not wait here for a reply from the peer; start a task instead.
+        notifications wait (and when their queue is full, so does reading),
+        and so do the handlers of requests read after it, which start only
+        once it is done. Waiting here for a reply of the peer holds all of
+        that up; it cannot deadlock (while it waits, requests do not wait
+        for it), but a task of its own is usually better.
         """
         _log.debug("ignoring notification %s", method)
 
@@ -182,9 +186,15 @@ class ConnectionConfig:
     #: Frames queued for writing before senders of requests and
     #: notifications wait (replies and cancels never wait).
     outbox_limit: int = 1024
-    #: Incoming requests running at once. Beyond it requests wait their turn
-    #: (reading goes on); when more wait than run, reading pauses.
+    #: Incoming requests running at once. Beyond it requests wait their turn,
+    #: registered (a cancel for one is answered at once), and reading goes on:
+    #: the replies, cancels and end of stream that running handlers wait for
+    #: are never held up by requests that wait.
     max_concurrent_requests: int = 16384
+    #: Requests waiting for a free slot. A request read while this many wait
+    #: is answered ``-32603`` ("Too many requests", with the limits in
+    #: ``data``) at once, without running; reading never stops for requests.
+    max_queued_requests: int = 16384
     #: Seconds that closing may take to cancel handlers and flush output.
     close_timeout: float = 5.0
     #: Called with ("send" | "recv", frame) for every frame, without its line
@@ -282,7 +292,14 @@ class Connection:
         self._running_handlers = 0
         # Registered requests waiting for a free handler slot, in order.
         self._queued: dict[RequestContext, Any] = {}
-        self._handler_slots = trio.lowlevel.ParkingLot()
+        # Requests refused because too many waited (logged the first time).
+        self._refused = 0
+        # Outgoing calls waited on by notification handlers (and tasks they
+        # started): while there are any, nothing waits for notifications to be
+        # handled (see _wait_for_barrier).
+        self._consumer_calls = 0
+        # Peer responses we could not use and did not answer (logged once).
+        self._unanswerable = 0
         self._nursery: trio.Nursery | None = None
         self._reader_scope = trio.CancelScope()
         # Set when a handler running eagerly asks for its scope (which is the
@@ -340,6 +357,9 @@ class Connection:
         cancellation goes on at once, and the peer's late answer is dropped.
         """
         pending = await self._send_request(method, params)
+        consumer = _in_notification_handler.get()
+        if consumer:
+            self._consumer_call_started()
         try:
             # Wait for the reply (reading for it ourselves when nobody else
             # is), here rather than in a helper: one coroutine less per call,
@@ -368,6 +388,9 @@ class Connection:
                     self._send_cancel(pending)
                 self._abandon(pending)
             raise
+        finally:
+            if consumer:
+                self._consumer_call_ended()
 
     @asynccontextmanager
     async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
@@ -385,11 +408,12 @@ class Connection:
                 self._abandon(pending)
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification. Waits while the output queue is full."""
+        """Send a notification. Waits while the output queue is full; a
+        checkpoint either way, as every async function of Trio's is."""
         _check_params(params)
         frame = self._encode(notification(method, params))
         self._check_open()
-        await self._outbox.put(frame)
+        await self._outbox.put(frame, checkpoint=True)
 
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
@@ -521,6 +545,24 @@ class Connection:
     def _teardown(self) -> None:
         # Runs once, in the connection's task, when closing starts.
         self._closed = True
+        # The handlers are answered -32800 below: their calls are cancelled
+        # on the wire first, while we can still write (after the peer's end
+        # of stream it may still read), so that a request reported cancelled
+        # has cascaded. When writing failed, the outbox is closed and neither
+        # goes out.
+        nested = [
+            out
+            for out in self._table.outgoing.values()
+            if out.handle is not None and out.handle.parent is not None
+        ]
+        if nested and not self._outbox.closed:
+            self._outbox.hold()
+            try:
+                for out in nested:
+                    if self._table.cancel_outgoing(out):
+                        self._outbox.put_nowait(cancel_request_frame(out.id))
+            finally:
+                self._outbox.release()
         incoming, outgoing = self._table.close()
         # Cancel the handlers first: a handler waiting on an outgoing call
         # then sees Cancelled (and answers -32800), not the ConnectionClosed
@@ -547,7 +589,6 @@ class Connection:
         # The consumer handles what is still queued (after the peer closed:
         # nothing is lost), then stops.
         self._inbox.close()
-        self._handler_slots.unpark_all()
 
     # ------------------------------------------------------------------
     # Writer
@@ -749,6 +790,9 @@ class Connection:
                         # answers it without running the handler.
                         and ctx._cause is None
                         and ctx._scope is None
+                        # Nor when notifications read before it wait to be
+                        # handled: its task waits for them first.
+                        and ctx._barrier == 0
                         and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
                         and self._eager_allowed(method)
                     ):
@@ -765,11 +809,6 @@ class Connection:
                             scope.deadline, scope.shield = math.inf, False
                     else:
                         self._start_handler(ctx, params)
-                # When more requests wait for a slot than run, reading
-                # pauses (see _on_request).
-                limit = self.config.max_concurrent_requests
-                while len(self._queued) > limit and not self._closed:
-                    await self._handler_slots.park()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             reason = f"connection lost while reading: {exc!r}"
             cause = exc
@@ -791,7 +830,40 @@ class Connection:
             _log.warning("refusing request %r: %s", request_id, entry.data)
             self._reply(request_id, error_response(request_id, entry))
             return None
+        config = self.config
+        if (
+            self._running_handlers >= config.max_concurrent_requests
+            and len(self._queued) >= config.max_queued_requests
+        ):
+            # Full: refused at once, so that reading never stops (a reader
+            # that waited for a slot could not read the replies and cancels
+            # the running handlers wait for).
+            self._table.finish_incoming(entry)
+            self._table.incoming_done(entry)
+            self._refused += 1
+            if self._refused == 1:
+                _log.warning(
+                    "refusing request %r (%s): %d requests running and %d waiting",
+                    request_id,
+                    method,
+                    self._running_handlers,
+                    len(self._queued),
+                )
+            refusal = RequestError(
+                -32603,
+                "Too many requests",
+                {
+                    "maxConcurrentRequests": config.max_concurrent_requests,
+                    "maxQueuedRequests": config.max_queued_requests,
+                },
+            )
+            self._reply(request_id, error_response(request_id, refusal))
+            return None
         ctx = RequestContext(self, entry)
+        if self._notifications_received > self._notifications_handled:
+            # Its handler starts only after the notifications read before it
+            # were handled (see _wait_for_barrier).
+            ctx._barrier = self._notifications_received
         entry.handle = ctx
         if self._on_received is not None:
             try:
@@ -800,12 +872,11 @@ class Connection:
                 _log.exception("error in request_received for %s", method)
         if self.config.request_timeout is not None:
             ctx._deadline = trio.current_time() + self.config.request_timeout
-        if self._running_handlers < self.config.max_concurrent_requests:
+        if self._running_handlers < config.max_concurrent_requests:
             return ctx
         # At the limit the request waits its turn, registered (a cancel finds
         # it and answers it at once), and reading goes on, so that the replies
-        # the running handlers wait for still arrive. Only when more requests
-        # wait than run does reading pause.
+        # the running handlers wait for still arrive.
         self._queued[ctx] = params
         return None
 
@@ -831,9 +902,14 @@ class Connection:
                 )
                 reply = response(entry.id, result)
             except RequestError as exc:
-                reply = error_response(entry.id, exc)
+                reply = self._error_reply(ctx, exc)
             except Exception as exc:
                 reply = self._internal_error_reply(ctx, exc)
+            except BaseExceptionGroup as group:
+                # As in _run_handler: errors raised with a cancellation (of
+                # the reader's scope, which is this handler's) are logged,
+                # the Cancelled goes on, the reply is -32800.
+                self._drop_handler_errors(ctx, group)
         finally:
             # The reply first (the peer is waiting for it), then the
             # bookkeeping: nothing runs in between, so only time tells.
@@ -885,8 +961,6 @@ class Connection:
         while self._queued and self._running_handlers < limit and not self._closed:
             ctx = next(iter(self._queued))
             self._start_handler(ctx, self._queued.pop(ctx))
-        if self._handler_slots and len(self._queued) <= limit:
-            self._handler_slots.unpark()
 
     def _answer_unstarted(self, ctx: RequestContext) -> None:
         # A queued request that will never run: cancelled, or closing.
@@ -1022,9 +1096,14 @@ class Connection:
         if self._baton == _FREE:
             self._wake_idle_reader()
         pending._task = trio.lowlevel.current_task()
+        consumer = _in_notification_handler.get()
+        if consumer:
+            self._consumer_call_started()
         try:
             await trio.lowlevel.wait_task_rescheduled(pending._abort)
         finally:
+            if consumer:
+                self._consumer_call_ended()
             if self._baton == _FREE:
                 self._wake_idle_reader()
 
@@ -1035,42 +1114,59 @@ class Connection:
             _log.warning("dropping reply to unknown request id %r", request_id)
 
     def _on_invalid(self, message: InvalidMessage, frame: bytes) -> None:
+        if message.is_response:
+            # Never a reply to a reply, even a malformed one (some agents
+            # answer our notifications with error responses without an id).
+            self._unanswerable += 1
+            log = _log.warning if self._unanswerable == 1 else _log.debug
+            log(
+                "ignoring an invalid response from the peer (%s; not answered%s): %s",
+                message.error.data,
+                ", further ones are logged at debug level" if self._unanswerable == 1 else "",
+                _shorten(frame),
+            )
+            if message.response_id is not None:
+                self._fail_pending(
+                    message.response_id,
+                    RemoteProtocolError(f"malformed reply: {message.error.data}"),
+                )
+            return
         _log.warning("invalid message from peer: %s", message.error)
-        if message.response_id is None:
-            # A malformed *response* is not answered (no reply to a reply):
-            # failing its pending call below is the whole remedy.
-            self._reply(message.reply_id, error_response(message.reply_id, message.error))
-            if message.error.code == ErrorCode.PARSE_ERROR:
-                # Unparsable (bad UTF-8, NaN, cut short), but its first bytes
-                # may still show it is the reply to one of our calls: fail
-                # that call rather than leave it waiting forever.
-                found = peek_id(frame[:_PEEK_SIZE])
-                if found is not None and found[0] == "response" and found[1] is not None:
+        if message.error.code == ErrorCode.PARSE_ERROR:
+            # Unparsable (bad UTF-8, NaN, cut short), but its first bytes may
+            # still show it is the reply to one of our calls: fail that call
+            # rather than leave it waiting forever, and do not answer it.
+            found = peek_id(frame[:_PEEK_SIZE])
+            if found is not None and found[0] == "response":
+                if found[1] is not None:
                     self._fail_pending(
                         found[1], RemoteProtocolError(f"unparsable reply: {message.error.data}")
                     )
-        else:
-            self._fail_pending(
-                message.response_id,
-                RemoteProtocolError(f"malformed reply: {message.error.data}"),
-            )
+                return
+        self._reply(message.reply_id, error_response(message.reply_id, message.error))
 
     def _on_oversized(self, frame: OversizedFrame) -> None:
         error = MessageTooLarge(frame.size, frame.limit)
-        found = peek_id(frame.head)
+        kind, found, request_id = peek_oversized(frame.head, frame.tail)
         _log.warning("%s", error)
-        if found is None:
+        if kind == "response":
+            # Never answered; the call it answers (if its id shows) fails.
+            if found and request_id is not None:
+                self._fail_pending(request_id, error)
             return
-        kind, request_id = found
-        if kind == "request":
-            refusal = RequestError(
-                RequestError.invalid_request().code,
-                "Request too large",
-                {"size": frame.size, "limit": frame.limit},
-            )
-            self._reply(request_id, error_response(request_id, refusal))
-        elif request_id is not None:
-            self._fail_pending(request_id, error)
+        if kind == "notification":
+            return  # never answered
+        # A request, or what cannot be told apart from one: answered, with
+        # ``id: null`` when its id cannot be read, as JSON-RPC asks, rather
+        # than left without an answer.
+        refusal = RequestError(
+            RequestError.invalid_request().code,
+            "Request too large",
+            {"size": frame.size, "limit": frame.limit},
+        )
+        if not found:
+            request_id = None
+        self._reply(request_id, error_response(request_id, refusal))
 
     def _fail_pending(self, request_id: int | str, error: BaseException) -> None:
         entry = self._table.response_received(request_id)
@@ -1106,17 +1202,20 @@ class Connection:
         try:
             ctx.cancel_scope.__enter__()
             try:
-                if ctx.cancel_cause is None:
+                if ctx._barrier and ctx.cancel_cause is None:
+                    await self._wait_for_barrier(ctx._barrier)
+                # (Not once closing has begun: the handler would only find
+                # the connection closed. It is answered -32800.)
+                if ctx.cancel_cause is None and not self._closed:
                     try:
                         result = await self._handler.handle_request(ctx, ctx._entry.method, params)
                         reply = response(ctx._entry.id, result)
                     except RequestError as exc:
-                        reply = error_response(ctx._entry.id, exc)
+                        reply = self._error_reply(ctx, exc)
                     except Exception as exc:
                         reply = self._internal_error_reply(ctx, exc)
             except BaseException as exc:
-                if not ctx.cancel_scope.__exit__(type(exc), exc, exc.__traceback__):
-                    raise
+                self._leave_handler_scope(ctx, exc)
             else:
                 ctx.cancel_scope.__exit__(None, None, None)
             if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
@@ -1124,6 +1223,19 @@ class Connection:
         finally:
             del _handler_tasks[trio.lowlevel.current_task()]
             self._handler_done(ctx, reply)
+
+    def _leave_handler_scope(self, ctx: RequestContext, exc: BaseException) -> None:
+        # The handler's scope, left with what escaped the handler (a
+        # Cancelled, or a group of them with errors): re-raises what the
+        # scope does not catch. (Not inline in _run_handler: see there.)
+        try:
+            if not ctx.cancel_scope.__exit__(type(exc), exc, exc.__traceback__):
+                raise exc
+        except BaseExceptionGroup as group:
+            # Errors raised together with the cancellation (a child task
+            # failing as it is cancelled): logged; the request is answered
+            # -32800 and the connection goes on.
+            self._drop_handler_errors(ctx, group)
 
     def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         # (Not inline in _run_handler: a nested try there makes the frame of
@@ -1147,15 +1259,60 @@ class Connection:
         self._table.incoming_done(ctx._entry)
         self._request_finished(ctx)
         self._running_handlers -= 1
-        if self._queued or self._handler_slots:
+        if self._queued:
             self._start_queued()
 
-    def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any]:
+    def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any] | None:
+        """The reply to a handler's exception (``None``: ``-32800``)."""
         leaf = single_leaf(exc)
         if isinstance(leaf, RequestError):
-            return error_response(ctx.id, leaf)
+            return self._error_reply(ctx, leaf)
+        if isinstance(leaf, ConnectionClosed) and self._closed:
+            # Its call failed because the connection is closing, before the
+            # handler was cancelled for the same reason: cut off, like the
+            # other handlers.
+            return None
         _log.error("handler for %s (id %r) failed", ctx.method, ctx.id, exc_info=exc)
         return error_response(ctx.id, RequestError.internal_error())
+
+    def _error_reply(self, ctx: RequestContext, exc: RequestError) -> dict[str, Any]:
+        """A handler's :class:`RequestError` as its reply. One that is the
+        peer's answer to a nested call, left uncaught, is not passed on with
+        its own code (a ``-32601`` from ``fs/read_text_file`` would tell the
+        peer that *this* method does not exist): it becomes ``-32603``
+        naming the nested method and its error."""
+        nested = exc.reply_to
+        if nested is None:
+            return error_response(ctx.id, exc)
+        _log.warning(
+            "handler for %s (id %r) let the error of its %s call through: %s",
+            ctx.method,
+            ctx.id,
+            nested,
+            exc,
+        )
+        error = RequestError(
+            -32603,
+            f"Internal error: {nested} failed: {exc.message}",
+            {"method": nested, "error": exc.to_error_object()},
+        )
+        return error_response(ctx.id, error)
+
+    def _drop_handler_errors(
+        self, ctx: RequestContext, group: BaseExceptionGroup[BaseException]
+    ) -> None:
+        """Log the errors in ``group`` and re-raise the rest of it (the
+        ``Cancelled`` of an enclosing scope, ``KeyboardInterrupt``), if any."""
+        errors, rest = group.split(Exception)
+        if errors is not None:
+            _log.error(
+                "handler for %s (id %r) failed while being cancelled",
+                ctx.method,
+                ctx.id,
+                exc_info=errors,
+            )
+        if rest is not None:
+            raise rest
 
     # ------------------------------------------------------------------
     # Outgoing requests
@@ -1220,11 +1377,40 @@ class Connection:
         # A reply is handed over only after the notifications that arrived
         # before it were handled, except to a notification handler itself
         # (it would wait for itself).
-        if barrier <= self._notifications_handled or _in_notification_handler.get():
+        if _in_notification_handler.get():
             return
-        event = trio.Event()
-        self._barrier_waiters.append((barrier, event))
-        await event.wait()
+        await self._wait_for_barrier(barrier)
+
+    async def _wait_for_barrier(self, barrier: int) -> None:
+        """Wait until the notifications up to number ``barrier`` are handled:
+        before a reply is handed to its caller, and before the handler of a
+        request read after them starts.
+
+        Not while a notification handler waits for a reply of the peer (its
+        own call, or one of a task it started): the peer may need an answer
+        from us, to a request read after that notification, before it can
+        reply, and waiting here would deadlock both sides. Ordering then
+        gives way, for as long as that call lasts.
+        """
+        # A checkpoint first: once the test below passes, nothing may wait
+        # before the caller goes on (the notification handler's call may be
+        # over by then, and ordering back in force).
+        await trio.lowlevel.checkpoint()
+        while barrier > self._notifications_handled and not self._consumer_calls:
+            event = trio.Event()
+            self._barrier_waiters.append((barrier, event))
+            await event.wait()
+
+    def _consumer_call_started(self) -> None:
+        # A notification handler waits for the peer: see _wait_for_barrier.
+        self._consumer_calls += 1
+        if self._consumer_calls == 1 and self._barrier_waiters:
+            waiters, self._barrier_waiters = self._barrier_waiters, []
+            for _, event in waiters:
+                event.set()
+
+    def _consumer_call_ended(self) -> None:
+        self._consumer_calls -= 1
 
     def _wake_barrier_waiters(self, handled: float) -> None:
         if handled == math.inf:
@@ -1274,6 +1460,17 @@ class _Role:
 
 def _no_frame() -> None:
     return None
+
+
+# How much of an offending frame a log line quotes.
+_QUOTE_SIZE: Final = 200
+
+
+def _shorten(frame: bytes) -> str:
+    text = frame[:_QUOTE_SIZE].decode("utf-8", "replace")
+    if len(frame) > _QUOTE_SIZE:
+        text += f"... ({len(frame)} bytes)"
+    return text
 
 
 def _check_params(params: Any) -> None:

@@ -68,10 +68,18 @@ class RequestError(ACPError):
 
     ``data`` is any JSON value; it is omitted from the wire when not given
     (``None`` is sent as an explicit ``null``).
+
+    ``reply_to`` names the method of the outgoing request whose error reply
+    this is (``None`` for an error made locally). A handler that lets such an
+    error through does not answer with the peer's code, which would describe
+    the nested call, not its own request: the SDK answers ``-32603`` whose
+    ``data`` names the nested method and its error. To pass the peer's error
+    on as it is, raise ``e.passed_on()``.
     """
 
     code: int
     message: str
+    reply_to: str | None = None
 
     def __init__(self, code: int, message: str | None = None, data: Any = _NO_DATA) -> None:
         if isinstance(code, bool) or not isinstance(code, int):
@@ -113,6 +121,11 @@ class RequestError(ACPError):
         if self._data is not _NO_DATA:
             obj["data"] = self._data
         return obj
+
+    def passed_on(self) -> RequestError:
+        """A copy without :attr:`reply_to`: raised from a handler, it answers
+        with this very error (code, message and data)."""
+        return RequestError.from_error_object(self.to_error_object())
 
     @classmethod
     def from_error_object(cls, obj: dict[str, Any]) -> RequestError:

@@ -149,8 +149,10 @@ class Outbox:
         self._since_yield += 1
         return self.put_nowait(frame)
 
-    async def put(self, frame: bytes) -> None:
-        """Enqueue, waiting while the queue is full.
+    async def put(self, frame: bytes, *, checkpoint: bool = False) -> None:
+        """Enqueue, waiting while the queue is full; with ``checkpoint``,
+        always yield to the scheduler (else at least every
+        :data:`YIELD_EVERY` frames).
 
         Raises :class:`ConnectionClosed` if the outbox is (or gets) closed.
         """
@@ -164,7 +166,7 @@ class Outbox:
         self._since_yield += 1
         if parked:
             self._since_yield = 0
-        elif self._since_yield >= YIELD_EVERY:
+        elif checkpoint or self._since_yield >= YIELD_EVERY:
             self._since_yield = 0
             await trio.lowlevel.cancel_shielded_checkpoint()
 

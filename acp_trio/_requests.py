@@ -82,6 +82,7 @@ class RequestContext:
     """
 
     __slots__ = (
+        "_barrier",
         "_cause",
         "_children",
         "_conn",
@@ -102,6 +103,9 @@ class RequestContext:
         self._event: trio.Event | None = None
         self._cause: CancelCause | None = None
         self._children: set[PendingRequest] | None = None
+        # The number of the last notification read before this request, if
+        # it was not yet handled: the handler starts after it is.
+        self._barrier = 0
         self.cooperative = False
 
     @property
@@ -329,7 +333,9 @@ class PendingRequest:
         # Each raise gets a fresh exception object: a stored one would collect
         # tracebacks if the answer were read twice.
         if isinstance(error, RequestError):
-            raise RequestError.from_error_object(error.to_error_object())
+            fresh_error = RequestError.from_error_object(error.to_error_object())
+            fresh_error.reply_to = self._entry.method
+            raise fresh_error
         if isinstance(error, ACPError):
             # Not copy.copy(): it calls __init__ with .args, which breaks
             # subclasses whose __init__ takes other arguments (MessageTooLarge).

@@ -389,3 +389,111 @@ async def test_errors_in_notification_handlers_are_logged_not_fatal(
             assert len(wire.sent()) == 1
             assert conn.statistics().notifications_handled == 2
     assert sum("boom" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR) == 2
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        # Codex's adapter answers our notifications like this.
+        {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}},
+        {"jsonrpc": "2.0", "result": None},
+        {"jsonrpc": "2.0", "id": 1.5, "result": 1},
+        {"jsonrpc": "2.0", "id": [1], "error": {"code": 1, "message": "x"}},
+        {"jsonrpc": "1.0", "error": {"code": 1, "message": "x"}},
+        {"error": "broken"},
+    ],
+    ids=["no-id-error", "no-id-result", "float-id", "list-id", "wrong-version", "bare"],
+)
+async def test_a_response_without_a_usable_id_is_never_answered(
+    autojump_clock: Any, response: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with raw_connection(echo()) as (conn, peer, wire):
+            for _ in range(3):
+                await peer.send(response)
+            await peer.expect_silence()
+            await still_works(peer)
+            assert wire.sent() == [ok("check", {"still": "works"})]
+            assert_idle(conn)
+    # Logged once (the first, quoting the line), not once per message.
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "not answered" in warnings[0]
+    assert '"jsonrpc"' in warnings[0] or '"error"' in warnings[0]
+
+
+async def test_the_logged_line_of_a_bad_response_is_cut_short(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    response = {"jsonrpc": "2.0", "error": {"code": 1, "message": "x" * 5000}}
+    with trio.fail_after(LIMIT):
+        async with raw_connection(echo()) as (_, peer, _):
+            await peer.send(response)
+            await still_works(peer)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warning) < 600
+    assert f"({len(line(response)) - 1} bytes)" in warning
+
+
+@pytest.mark.parametrize("where", ["first", "last", "before-the-last", "unknown"])
+async def test_an_oversized_request_is_answered_wherever_its_id_is(
+    autojump_clock: Any, where: str
+) -> None:
+    """The id is read from the head or from the members after the big value;
+    a message that shows neither what it is nor its id is answered with
+    ``id: null``. (The limit is beyond what the head of a dropped line
+    holds.)"""
+    big = b"x" * 300_000
+    frames = {
+        "first": b'{"jsonrpc":"2.0","id":7,"method":"echo","params":{"d":"%s"}}',
+        "last": b'{"jsonrpc":"2.0","method":"echo","params":{"d":"%s"},"id":7}',
+        "before-the-last": b'{"jsonrpc":"2.0","method":"echo","params":{"d":"%s"},"id":7,"x":{}}',
+        "unknown": b'{"params":{"d":"%s"},"jsonrpc":"2.0"}',
+    }
+    frame = frames[where] % big
+    with trio.fail_after(LIMIT):
+        async with raw_connection(echo(), max_message_size=100_000) as (conn, peer, _):
+            await peer.send(frame)
+            expected_id = None if where == "unknown" else 7
+            assert await peer.receive() == err(
+                expected_id, -32600, "Request too large", {"size": len(frame), "limit": 100_000}
+            )
+            await still_works(peer)
+            assert_idle(conn)
+
+
+async def test_an_oversized_notification_is_not_answered(autojump_clock: Any) -> None:
+    """``method`` and no ``id`` before or after the one big value: a
+    notification, which is never answered (only an id between two values
+    too big to keep could hide; that one goes unanswered too)."""
+    big = b"x" * 300_000
+    with trio.fail_after(LIMIT):
+        async with raw_connection(echo(), max_message_size=100_000) as (conn, peer, wire):
+            await peer.send(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"d":"%s"}}' % big,
+                b'{"method":"session/cancel","pad":"%s","jsonrpc":"2.0"}' % big,
+            )
+            await peer.expect_silence()
+            await still_works(peer)
+            assert wire.sent() == [ok("check", {"still": "works"})]
+            assert_idle(conn)
+
+
+async def test_an_oversized_reply_with_its_id_last_fails_its_call_unanswered(
+    autojump_clock: Any,
+) -> None:
+    big = "x" * 300_000
+    with trio.fail_after(LIMIT):
+        async with raw_connection(echo(), max_message_size=100_000) as (conn, peer, wire):
+            async with trio.open_nursery() as nursery:
+
+                async def answer() -> None:
+                    assert await peer.receive() == req(0, "get")
+                    await peer.send(b'{"jsonrpc":"2.0","result":"%s","id":0}' % big.encode())
+
+                nursery.start_soon(answer)
+                with pytest.raises(MessageTooLarge):
+                    await conn.call("get")
+            await still_works(peer)
+            assert wire.sent() == [req(0, "get"), ok("check", {"still": "works"})]
+            assert_idle(conn)

@@ -152,7 +152,8 @@ async def test_a_malformed_late_answer_is_still_warned_about(
             assert_idle(conn)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert "invalid message" in warnings[0]
+    assert "invalid response" in warnings[0]
+    assert "not answered" in warnings[0]
 
 
 @both_streams

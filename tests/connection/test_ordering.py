@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -15,7 +16,13 @@ from .conftest import (
     LIMIT,
     FnHandler,
     RawPeer,
+    StreamPair,
     assert_idle,
+    both_streams,
+    cancel,
+    cancelled,
+    connection_pair,
+    echo_handler,
     notif,
     ok,
     raw_connection,
@@ -235,3 +242,145 @@ async def test_backpressure_bounds_the_queue_on_a_buffered_stream(autojump_clock
             assert [p for _, p in handler.seen] == [[n] for n in range(200)]
             assert max(peaks) <= 3 + 2
             assert_idle(conn)
+
+
+# An incoming request's handler starts only after the notifications read
+# before it were handled: a permission request never reaches the UI before
+# the tool call it is about.
+
+
+@both_streams
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "tasks"])
+async def test_request_handler_waits_for_notifications_ahead_of_it(
+    autojump_clock: Any, stream_pair: StreamPair, eager: bool
+) -> None:
+    log: list[Any] = []
+
+    async def permission(ctx: RequestContext, params: Any) -> Any:
+        log.append(("permission", trio.current_time()))
+        return "allow"
+
+    async def on_update(method: str, params: Any) -> None:
+        await trio.sleep(params["t"])  # a UI that takes its time
+        log.append(("update", params["n"]))
+
+    handler = FnHandler({"permission": permission}, {"update": on_update})
+    with trio.fail_after(LIMIT):
+        async with raw_connection(
+            handler,
+            stream_pair=stream_pair,
+            eager_handlers=eager,
+            callers_read_replies=eager,
+        ) as (conn, peer, _):
+            for turn in range(3):
+                await peer.send(
+                    notif("update", {"n": 2 * turn, "t": 2}),
+                    notif("update", {"n": 2 * turn + 1, "t": 0}),
+                    req(turn, "permission"),
+                )
+                assert await peer.receive() == ok(turn, "allow")
+            assert log == [
+                ("update", 0),
+                ("update", 1),
+                ("permission", 2),
+                ("update", 2),
+                ("update", 3),
+                ("permission", 4),
+                ("update", 4),
+                ("update", 5),
+                ("permission", 6),
+            ]
+            # A request read after the notifications were handled starts at
+            # once, and one with none ahead of it too.
+            await peer.send(req("again", "permission"))
+            assert await peer.receive() == ok("again", "allow")
+            assert log[-1] == ("permission", 6)
+            assert_idle(conn)
+
+
+async def test_a_request_waiting_for_notifications_can_be_cancelled(
+    autojump_clock: Any,
+) -> None:
+    ran: list[Any] = []
+
+    async def permission(ctx: RequestContext, params: Any) -> Any:
+        ran.append(ctx.id)
+        return "allow"
+
+    async def on_update(method: str, params: Any) -> None:
+        await trio.sleep(10)
+
+    handler = FnHandler({"permission": permission}, {"update": on_update})
+    with trio.fail_after(LIMIT):
+        async with raw_connection(handler) as (conn, peer, _):
+            await peer.send(notif("update"), req(1, "permission"))
+            await trio.sleep(1)
+            await peer.send(cancel(1))
+            assert await peer.receive() == cancelled(1)
+            assert trio.current_time() == 1
+            await trio.sleep(20)
+            assert ran == []
+            assert_idle(conn)
+
+
+async def test_a_notification_handler_waiting_on_the_peer_does_not_hold_up_requests(
+    autojump_clock: Any,
+) -> None:
+    """The peer answers the notification handler's call only once we have
+    answered its request, read after that notification: waiting for the
+    notification would deadlock both sides, so ordering gives way while the
+    notification handler waits for the peer."""
+    log: list[Any] = []
+    conn_box: list[Any] = []
+
+    async def on_ask(method: str, params: Any) -> None:
+        log.append("ask")
+        log.append(("answer", await conn_box[0].call("question")))
+
+    async def on_later(method: str, params: Any) -> None:
+        log.append("later")
+
+    async def echo(ctx: RequestContext, params: Any) -> Any:
+        log.append(("echo", params))
+        return params
+
+    handler = FnHandler({"echo": echo}, {"ask": on_ask, "later": on_later})
+    with trio.fail_after(LIMIT):
+        async with raw_connection(handler) as (conn, peer, _):
+            conn_box.append(conn)
+            await peer.send(notif("ask"))
+            assert await peer.receive() == req(0, "question")
+            await peer.send(notif("later"), req("first", "echo", [1]))
+            assert await peer.receive() == ok("first", [1])
+            await peer.send(ok(0, 42))
+            await settle()
+            assert log == ["ask", ("echo", [1]), ("answer", 42), "later"]
+            # Ordering is back once the call is over.
+            await peer.send(notif("later"), req("second", "echo", [2]))
+            assert await peer.receive() == ok("second", [2])
+            assert log[-2:] == ["later", ("echo", [2])]
+            assert_idle(conn)
+
+
+async def test_two_connections_one_calling_back_from_a_notification_handler(
+    autojump_clock: Any,
+) -> None:
+    """The same, with acp_trio on both sides: a's notification handler calls
+    b, whose handler calls a back before answering."""
+    done: list[Any] = []
+    box: dict[str, Any] = {}
+
+    async def on_note(method: str, params: Any) -> None:
+        done.append(await box["a"].call("relay"))
+
+    async def relay(ctx: RequestContext, params: Any) -> Any:
+        return await ctx.connection.call("echo", ["via b"])
+
+    with trio.fail_after(LIMIT):
+        async with connection_pair(
+            FnHandler({"echo": echo_handler}, {"note": on_note}), FnHandler({"relay": relay})
+        ) as (a, b, _, _):
+            box["a"] = a
+            await b.notify("note")
+            await settle()
+            assert done == [["via b"]]

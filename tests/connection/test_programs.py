@@ -1,15 +1,20 @@
 """Random programs against one connection (a Hypothesis property test).
 
 A raw peer runs a random *program*: requests (whose handlers sleep, call the
-peer back, raise, refuse, cooperate, shield or never end), notifications
-(one kind calls the peer from the notification handler), cancels of known,
-finished, unknown and malformed ids, replies to the connection's own
-outgoing calls, local calls with and without deadlines, writes split or
-coalesced at random, virtual sleeps, and possibly an early EOF.
+peer back, raise, refuse, cooperate, shield, never end, or have a child task
+that fails as it is cancelled), notifications (one kind calls the peer from
+the notification handler), in any interleaving, cancels of known, finished,
+unknown and malformed ids, replies to the connection's own outgoing calls,
+local calls with and without deadlines, writes split or coalesced at random,
+virtual sleeps, and possibly an early EOF; the connection has a random
+concurrency limit and waiting-room size.
 
 Invariant: every request gets exactly one response, nothing is answered that
-was not a request, at most one ``$/cancel_request`` per outgoing id, nothing is
-left in the registries, and when the connection is closed its tasks are gone.
+was not a request, at most one ``$/cancel_request`` per outgoing id, no
+request's handler starts before the notifications read ahead of it were
+handled (except while a notification handler waits for the peer), the
+connection stays open unless the peer closed it, nothing is left in the
+registries, and when the connection is closed its tasks are gone.
 
 The test is sync and calls ``trio.run`` itself (Hypothesis drives it).
 """
@@ -37,7 +42,17 @@ from acp_trio import (
 from .conftest import FnHandler, assert_idle, cancel, err, line, notif, ok, req
 
 DURATIONS = st.sampled_from([0, 0, 0.5, 1, 2, 5])
-METHODS = ["sleep", "coop", "callback", "raise", "refuse", "forever", "shield", "unknown"]
+METHODS = [
+    "sleep",
+    "coop",
+    "callback",
+    "raise",
+    "refuse",
+    "forever",
+    "shield",
+    "fragile",
+    "unknown",
+]
 
 request_op = st.tuples(st.just("request"), st.sampled_from(METHODS), DURATIONS, st.booleans())
 op = st.one_of(
@@ -66,13 +81,18 @@ MALFORMED_CANCELS = [
 ALLOWED: dict[str, set[Any]] = {
     "sleep": {"ok", -32800},
     "coop": {"ok", -32800},
-    "callback": {"ok", -32800, -32050},  # -32050: the peer's error, passed on
+    # The peer's -32050, let through by the handler: -32603 naming "cb".
+    "callback": {"ok", -32800, -32603},
     "raise": {-32603, -32800},
     "refuse": {-32001, -32800},
     "forever": {-32800},
     "shield": {"ok", -32800},
+    # -32603: cancelled after its work, it failed in its clean-up.
+    "fragile": {"ok", -32800, -32603},
     "unknown": {-32601, -32800},
 }
+
+LIMITS = st.tuples(st.sampled_from([1, 2, 16384]), st.sampled_from([0, 1, 3, 16384]))
 
 
 async def _sleep(ctx: RequestContext, p: Any) -> Any:
@@ -109,6 +129,23 @@ async def _shield(ctx: RequestContext, p: Any) -> Any:
     with trio.CancelScope(shield=True):
         await trio.sleep(p["t"])
     return "shielded"
+
+
+async def _fragile(ctx: RequestContext, p: Any) -> Any:
+    # A child task that fails when the request is cancelled: the handler
+    # ends with a group of Cancelled and that error.
+    async def child() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if ctx.cancel_cause is not None:
+                raise ValueError("clean-up failed")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(child)
+        await trio.sleep(p["t"])
+        nursery.cancel_scope.cancel()
+    return "fragile"
 
 
 def count_tasks() -> int:
@@ -157,7 +194,7 @@ class Peer:
         return [m for m in self.received if "method" not in m]
 
 
-async def run_program(program: list[tuple[Any, ...]]) -> None:
+async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -> None:
     tasks_before = count_tasks()
     ours, theirs = trio.testing.memory_stream_pair()
     peer = Peer(theirs)
@@ -166,33 +203,56 @@ async def run_program(program: list[tuple[Any, ...]]) -> None:
     replied: set[int] = set()
     local_outcomes: list[str] = []
     noted: list[Any] = []
+    handled: set[Any] = set()  # notifications whose handler has finished
+    asking: list[bool] = [False]  # an "ask" handler waits for the peer
+    overtaken: list[Any] = []
     conn_box: list[Any] = []
 
     async def on_note(method: str, params: Any) -> None:
         await trio.sleep(params["t"])
         noted.append(params["n"])
+        handled.add(params["n"])
 
     async def on_ask(method: str, params: Any) -> None:
         noted.append(params["n"])
-        with contextlib.suppress(RequestError, ConnectionClosed):
-            await conn_box[0].call("asked", {"n": params["n"]})
+        asking[0] = True
+        try:
+            with contextlib.suppress(RequestError, ConnectionClosed):
+                await conn_box[0].call("asked", {"n": params["n"]})
+        finally:
+            asking[0] = False
+            handled.add(params["n"])
+
+    def in_order(fn: Any) -> Any:
+        # Each handler checks, as it starts, that every notification read
+        # before its request was handled (ordering gives way only while a
+        # notification handler waits for the peer).
+        async def wrapped(ctx: RequestContext, p: Any) -> Any:
+            if not asking[0] and not set(p["before"]) <= handled:
+                overtaken.append((ctx.id, sorted(set(p["before"]) - handled)))
+            return await fn(ctx, p)
+
+        return wrapped
 
     handler = FnHandler(
         {
-            "sleep": _sleep,
-            "coop": _coop,
-            "callback": _callback,
-            "raise": _raise,
-            "refuse": _refuse,
-            "forever": _forever,
-            "shield": _shield,
+            "sleep": in_order(_sleep),
+            "coop": in_order(_coop),
+            "callback": in_order(_callback),
+            "raise": in_order(_raise),
+            "refuse": in_order(_refuse),
+            "forever": in_order(_forever),
+            "shield": in_order(_shield),
+            "fragile": in_order(_fragile),
         },
         {"note": on_note, "ask": on_ask},
     )
+    max_running, max_queued = limits
+    config = ConnectionConfig(max_concurrent_requests=max_running, max_queued_requests=max_queued)
     early_eof = False
     async with trio.open_nursery() as outer:
         outer.start_soon(peer.reader)
-        async with open_connection(ours, handler, config=ConnectionConfig()) as conn:
+        async with open_connection(ours, handler, config=config) as conn:
             conn_box.append(conn)
             async with trio.open_nursery() as local:
 
@@ -227,7 +287,7 @@ async def run_program(program: list[tuple[Any, ...]]) -> None:
                         request_id: Any = f"r{n}" if string_id else n
                         n += 1
                         sent_requests[request_id] = method
-                        peer.queue(req(request_id, method, {"t": t}))
+                        peer.queue(req(request_id, method, {"t": t, "before": list(sent_notes)}))
                     elif kind == "notify":
                         _, method, t = step
                         sent_notes.append(n)
@@ -295,7 +355,17 @@ async def run_program(program: list[tuple[Any, ...]]) -> None:
     assert counts == Counter(json.dumps(i) for i in sent_requests), (counts, sent_requests)
     for m in peer.responses():
         code = "ok" if "result" in m else m["error"]["code"]
-        assert code in ALLOWED[sent_requests[m["id"]]], m
+        method = sent_requests[m["id"]]
+        if code == -32603 and m["error"]["message"] == "Too many requests":
+            assert len(sent_requests) > max_running + max_queued, m
+            event("refused: too many requests")
+            continue
+        assert code in ALLOWED[method], m
+        if method == "callback" and code == -32603:
+            assert m["error"]["data"]["method"] == "cb", m
+            assert m["error"]["data"]["error"]["code"] == -32050, m
+    # No handler started before the notifications read ahead of it.
+    assert overtaken == []
     # At most one cancel per outgoing id, and only for ids that were sent.
     outgoing_ids = {m["id"] for m in peer.outgoing_requests()}
     cancels = [
@@ -327,14 +397,16 @@ async def run_program(program: list[tuple[Any, ...]]) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(st.lists(op, min_size=10, max_size=60), st.integers(0, 60))
-def test_random_programs_answer_every_request_exactly_once(program: list[Any], eof_at: int) -> None:
+@given(st.lists(op, min_size=10, max_size=60), st.integers(0, 60), LIMITS)
+def test_random_programs_answer_every_request_exactly_once(
+    program: list[Any], eof_at: int, limits: tuple[int, int]
+) -> None:
     if eof_at < len(program):
         program = [*program[:eof_at], ("eof",)]
     clock = trio.testing.MockClock(autojump_threshold=0)
 
     async def main() -> None:
         with trio.fail_after(10_000):
-            await run_program(program)
+            await run_program(program, limits)
 
     trio.run(main, clock=clock)
