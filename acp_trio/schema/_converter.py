@@ -12,6 +12,8 @@ Policy (what ``converter.structure`` / ``converter.unstructure`` do):
   ``sessionUpdate``, a new content ``type``) becomes the union's
   ``Unknown...`` class (``UnknownSessionUpdate``, ``UnknownContentBlock``...),
   which keeps the raw dict and writes it back unchanged; never an exception.
+  (The unstable ``StateUpdate``'s is ``OtherStateUpdate``: there
+  ``UnknownStateUpdate`` is the schema's own ``state: "unknown"`` variant.)
   Where the schema has a default variant for a missing tag (``McpServer``
   stdio, ``AuthMethod`` agent, the value-id form of
   ``SetSessionConfigOptionRequest``), an unknown tag is first tried as that
@@ -32,12 +34,17 @@ Policy (what ``converter.structure`` / ``converter.unstructure`` do):
   targets on this converter.
 - **Absent, null and defaults.** On input, absent and ``null`` mean the same
   for optional fields, except where ``null`` is meaningful
-  (``SessionInfoUpdate.title``/``updatedAt`` and the unstable
-  ``CompactionUpdate``'s patch fields: there ``null`` is ``None`` and absent
-  is :data:`UNSET`). Fields with a schema default (capabilities,
-  ``authMethods``) read an absent key as that default. On output, ``None``,
-  ``UNSET`` and default values are omitted; ``null`` is written only for a
-  ``None`` in a null-means-clear field.
+  (``SessionInfoUpdate.title``/``updatedAt``, the patch fields of
+  ``CompactionUpdate`` and of the unstable ``SubagentUpdate`` and
+  ``SessionMessage``: there ``null`` is ``None`` and absent is
+  :data:`UNSET`). Fields with a schema default (capabilities,
+  ``authMethods``) read an absent key as that default. A required field
+  marked ``x-deserialize-default-on-null`` (``McpServerStdio.args``/``env``,
+  the ``headers`` of HTTP and SSE servers, ``mcpServers`` of ``session/new``
+  and ``session/load``) reads ``null`` as its default, the empty list, and
+  writes that list back; without the mark, ``null`` in a required field is
+  an error. On output, ``None``, ``UNSET`` and default values are omitted;
+  ``null`` is written only for a ``None`` in a null-means-clear field.
 - **Round trips are exact.** Structuring valid JSON and unstructuring the
   result gives back a dict equal to the input: key for key, including
   unknown keys, explicit ``null``s on optional fields and explicitly sent

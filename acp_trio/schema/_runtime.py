@@ -157,6 +157,8 @@ SKIP_ITEMS: Final = 8
 NULL_CLEARS: Final = 16
 FLATTEN: Final = 32
 DEFAULTED: Final = 64
+#: ``x-deserialize-default-on-null`` on a field that is not nullable: ``null`` is its default.
+NULL_DEFAULT: Final = 128
 
 
 @attrs.frozen
@@ -211,12 +213,13 @@ class MethodInfo:
     such as ``SetSessionConfigOptionRequest``) to pass to
     ``converter.structure``; ``result`` is ``None`` for notifications.
     ``handled_by`` is the side that receives the message: ``"agent"``,
-    ``"client"``, ``"protocol"`` (either side) or ``"both"``.
+    ``"client"``, ``"protocol"`` (either side), ``"both"`` or, for the
+    unstable proxy-chain methods, ``"proxy"``.
     """
 
     name: str
     kind: Literal["request", "notification"]
-    handled_by: Literal["agent", "client", "protocol", "both"]
+    handled_by: Literal["agent", "client", "protocol", "both", "proxy"]
     params: Any
     result: Any
     params_name: str

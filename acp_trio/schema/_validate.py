@@ -20,9 +20,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from acp_trio.schema._runtime import (
+    DEFAULTED,
     FLATTEN,
     LENIENT,
     NULL_CLEARS,
+    NULL_DEFAULT,
     REQUIRED,
     SKIP_ITEMS,
     ClassSpec,
@@ -206,6 +208,9 @@ class Walker:
                 elif f.wire not in v:
                     errs.append(f"{p}: missing required field")
                     ok = False
+                elif raw is None and f.flags & NULL_DEFAULT:  # null: the field's default
+                    if not f.flags & DEFAULTED:
+                        kwargs[f.attr] = [] if f.type[0] == "list" else {}
                 else:
                     r = self.conv(raw, f.type, p, errs)
                     ok = ok and r is not FAIL

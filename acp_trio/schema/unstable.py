@@ -1,12 +1,12 @@
 """Unstable ACP v1 additions, opt-in: the full type set of ``schema.unstable.json``.
 
-Upstream marks these "UNSTABLE: may change or disappear" (providers, NES,
-document events, MCP-over-ACP, session fork, plan updates, notices,
-compaction, usage...). This module is a complete, separate set of classes:
-``acp_trio.schema.unstable.ToolCall`` is not ``acp_trio.schema.ToolCall`` (it
-has the extra ``name`` field), so pick one module per connection and use its
-own :data:`converter`. The converter policy is the stable one
-(see :mod:`acp_trio.schema._converter`).
+Upstream marks these "UNSTABLE: may change or disappear" (providers, auth
+status, session fork/archive/status/title, system prompts, subagents, proxy
+chains, MCP-over-ACP, plan updates, usage...). This module is a complete,
+separate set of classes: ``acp_trio.schema.unstable.NewSessionRequest`` is not
+``acp_trio.schema.NewSessionRequest`` (it has the extra ``system_prompt``
+field), so pick one module per connection and use its own :data:`converter`.
+The converter policy is the stable one (see :mod:`acp_trio.schema._converter`).
 """
 
 from acp_trio.schema import _generated_unstable_codec as _codec

@@ -1,10 +1,13 @@
 """Malformed input: one clear SchemaValidationError naming the path, for every class.
 
 For each generated class we take a valid instance and break one required
-field at a time: remove it, or give it a value of the wrong JSON type. The
-result must be a SchemaValidationError whose ``errors`` name that field,
-except for the required lists the schema marks default-on-error, which read
-a missing or malformed value as empty.
+field at a time: remove it, give it a value of the wrong JSON type, or make
+it ``null``. The result must be a SchemaValidationError whose ``errors`` name
+that field, except for the required lists the schema marks default-on-error,
+which read a missing, ``null`` or malformed value as empty, and the required
+fields marked default-on-null, which read ``null`` (only) as their default.
+A field that takes any JSON value has no wrong type, and ``null`` is one (as
+it is of a ``RequestId``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import pytest
 import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
 from acp_trio.schema import SchemaValidationError, _generated_tables, _generated_unstable_tables
-from acp_trio.schema._runtime import FLATTEN, LENIENT, REQUIRED
+from acp_trio.schema._runtime import FLATTEN, LENIENT, NULL_DEFAULT, REQUIRED
 from acp_trio.schema._validate import child
 
 from ._schema_data import FLAVOURS, HAVE_SCHEMA, Builder, needs_schema
@@ -74,11 +77,18 @@ def test_broken_required_field(flavour: str, cls: type, field: Any) -> None:
     conv = MODULES[flavour].converter
     path = child("$", field.wire)
     lenient = field.flags & LENIENT
+    anything = field.type[0] == "any"
+    union = TABLES[flavour].UNIONS.get(field.type[1]) if field.type[0] == "union" else None
+    null_ok = anything or (union is not None and ("null",) in union.branches)  # a RequestId
 
     missing = {k: v for k, v in sample.items() if k != field.wire}
     wrong = {**sample, field.wire: wrong_value(sample[field.wire])}
-    for broken in (missing, wrong):
-        if lenient:
+    null = {**sample, field.wire: None}
+    for broken in (missing, wrong, null):
+        if (anything and broken is not missing) or (null_ok and broken is null):
+            assert getattr(conv.structure(broken, cls), field.attr) == broken[field.wire]
+            continue
+        if lenient or (broken is null and field.flags & NULL_DEFAULT):
             obj = conv.structure(broken, cls)
             assert getattr(obj, field.attr) == []
             continue

@@ -4,6 +4,8 @@
 gives the field's default and a debug log line. ``SKIP_INVALID_ITEMS``
 (``x-deserialize-skip-invalid-items``): a malformed item is dropped, the
 rest is kept. Either way the output is the input minus what was dropped.
+``DEFAULT_ON_NULL_FIELDS`` (``x-deserialize-default-on-null``): ``null`` gives
+the field's default, which is written back (a required list) or omitted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
 from acp_trio.schema import _generated_tables, _generated_unstable_tables
 from acp_trio.schema._runtime import REQUIRED, FieldSpec
+from acp_trio.schema._validate import walk
 
 from ._schema_data import FLAVOURS, HAVE_SCHEMA, needs_schema
 from .test_invalid import sample_per_class
@@ -98,3 +101,19 @@ def test_skip_invalid_items(
     assert len(getattr(obj, spec.attr)) == 2
     assert "dropping malformed item 1 of" in caplog.text
     assert conv.unstructure(obj) == {**sample, wire: [good[0], good[0]]}
+
+
+@needs_schema
+@pytest.mark.parametrize(("flavour", "cls", "wire"), cases("DEFAULT_ON_NULL_FIELDS"))
+def test_default_on_null(flavour: str, cls: type, wire: str) -> None:
+    conv = MODULES[flavour].converter
+    spec = field_spec(flavour, cls, wire)
+    sample = sample_per_class(flavour)[cls]
+    obj = conv.structure({**sample, wire: None}, cls)
+    assert getattr(obj, spec.attr) == default_of(cls, spec.attr)
+    tables = TABLES[flavour]
+    assert walk(tables.CLASSES, tables.UNIONS, {**sample, wire: None}, ("class", cls)) == (obj, [])
+    expected = {k: v for k, v in sample.items() if k != wire}
+    if spec.flags & REQUIRED:
+        expected[wire] = []
+    assert conv.unstructure(obj) == expected

@@ -67,6 +67,22 @@ def test_unstable_dual_method() -> None:
     assert (req.kind, req.handled_by, req.params) == ("request", "both", unstable.MessageMcpRequest)
     assert (note.kind, note.params) == ("notification", unstable.MessageMcpNotification)
     assert unstable.METHODS["mcp/message"] is req
+
+
+def test_unstable_proxy_methods() -> None:
+    init = unstable.REQUESTS["proxy/initialize"]
+    assert init.handled_by == "proxy"
+    assert init.params is unstable.InitializeRequest  # InitializeProxyRequest names it
+    assert init.result is unstable.InitializeResponse
+    assert (init.params_name, init.result_name) == (
+        "InitializeProxyRequest",
+        "InitializeProxyResponse",
+    )
+    wrapped = {"method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
+    req = unstable.converter.structure(wrapped, unstable.REQUESTS["proxy/successor"].params)
+    assert req == unstable.ProxySuccessorRequest(method="session/prompt", params=wrapped["params"])
+    note = unstable.NOTIFICATIONS["proxy/successor"]
+    assert (note.handled_by, note.params) == ("proxy", unstable.ProxySuccessorNotification)
     assert "mcp/message" not in stable.METHODS
 
 
@@ -76,10 +92,15 @@ def test_table_matches_meta_json(flavour: str) -> None:
     meta = load_meta(flavour)
     defs = load(flavour)["$defs"]
     mod = MODULES[flavour]
-    sides = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
+    sides = {
+        "agentMethods": "agent",
+        "clientMethods": "client",
+        "protocolMethods": "protocol",
+        "proxyMethods": "proxy",
+    }
     expected: dict[str, set[str]] = {}
     for group, side in sides.items():
-        for wire in meta[group].values():
+        for wire in meta.get(group, {}).values():
             expected.setdefault(wire, set()).add(side)
     assert set(mod.METHODS) == set(expected)
     for info in [*mod.REQUESTS.values(), *mod.NOTIFICATIONS.values()]:

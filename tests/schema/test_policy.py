@@ -31,6 +31,15 @@ def round_trip(data: Any, cls: Any) -> Any:
     return obj
 
 
+def round_trip_to(data: Any, cls: Any, expected: Any) -> Any:
+    """Structure ``data``; its output is ``expected`` (a normalised form) and is stable."""
+    obj = converter.structure(data, cls)
+    out = converter.unstructure(obj, unstructure_as=cls)
+    assert same_json(out, expected), (out, expected)
+    assert round_trip(out, cls) == obj
+    return obj
+
+
 CHUNK = {
     "sessionId": "sess_1",
     "update": {
@@ -277,24 +286,64 @@ def test_lenient_default_object_falls_back_to_default() -> None:
 
 def test_skip_invalid_items(caplog: pytest.LogCaptureFixture) -> None:
     data = {
-        "sessionId": "s",
-        "command": "ls",
-        "args": ["-l", 3, "-a"],
-        "env": [{"name": "A", "value": "1"}, {"name": "B"}, "junk"],
+        "toolCallId": "t",
+        "title": "Read",
+        "locations": [{"path": "/a"}, {"line": 1}, "junk"],
+        "content": [{"type": "content", "content": {"type": "text", "text": "x"}}, 3],
     }
     with caplog.at_level(logging.DEBUG, logger=SCHEMA_LOGGER):
-        req = converter.structure(data, acp.CreateTerminalRequest)
-    assert req.args == ["-l", "-a"]
-    assert req.env == [acp.EnvVariable(name="A", value="1")]
-    assert "dropping malformed item 1 of CreateTerminalRequest.args" in caplog.text
+        call = converter.structure(data, acp.ToolCall)
+    assert call.locations == [acp.ToolCallLocation(path="/a")]
+    assert call.content == [acp.Content(content=acp.TextContent(text="x"))]
+    assert "dropping malformed item 1 of ToolCall.locations" in caplog.text
+    notes = converter.structure({"audience": ["user", 3, "assistant"]}, acp.Annotations)
+    assert notes.audience == ["user", "assistant"]
 
 
 def test_required_lenient_list_reads_missing_as_empty() -> None:
-    req = converter.structure({"cwd": "/w"}, acp.NewSessionRequest)
+    plan = converter.structure({}, acp.Plan)
+    assert plan.entries == []
+    plan = converter.structure({"entries": None}, acp.Plan)
+    assert plan.entries == []
+    assert converter.unstructure(plan) == {"sessionUpdate": "plan", "entries": []}
+
+
+def test_default_on_null_reads_null_as_the_default() -> None:
+    """``x-deserialize-default-on-null``: ``null`` in a required list is the empty list."""
+    req = round_trip_to(
+        {"cwd": "/w", "mcpServers": None}, acp.NewSessionRequest, {"cwd": "/w", "mcpServers": []}
+    )
     assert req.mcp_servers == []
-    req = converter.structure({"cwd": "/w", "mcpServers": None}, acp.NewSessionRequest)
-    assert req.mcp_servers == []
-    assert converter.unstructure(req) == {"cwd": "/w", "mcpServers": []}
+    stdio = {"name": "fs", "command": "srv", "args": None, "env": None}
+    server = round_trip_to(stdio, acp.McpServer, {**stdio, "args": [], "env": []})
+    assert server == acp.McpServerStdio(name="fs", command="srv", args=[], env=[])
+    http = {"type": "http", "name": "web", "url": "https://example.com/mcp", "headers": None}
+    assert round_trip_to(http, acp.McpServer, {**http, "headers": []}) == acp.McpServerHttp(
+        name="web", url="https://example.com/mcp", headers=[]
+    )
+    # optional fields with the mark: null is absent, as for every optional field
+    term = converter.structure(
+        {"sessionId": "s", "command": "ls", "args": None}, acp.CreateTerminalRequest
+    )
+    assert term.args is None
+    assert converter.unstructure(term) == {"sessionId": "s", "command": "ls"}
+
+
+def test_default_on_null_is_only_for_null() -> None:
+    """A missing key or a wrong type is still an error, and so is ``null`` without the mark."""
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure({"cwd": "/w"}, acp.NewSessionRequest)
+    assert info.value.errors == ["$.mcpServers: missing required field"]
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure({"cwd": "/w", "mcpServers": 3}, acp.NewSessionRequest)
+    assert info.value.errors == ["$.mcpServers: expected an array of McpServer items, got integer"]
+    stdio = {"name": None, "command": "srv", "args": None, "env": []}
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure(stdio, acp.McpServerStdio)
+    assert info.value.errors == ["$.name: expected a string, got null"]
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure({**stdio, "name": "fs", "env": [None]}, acp.McpServerStdio)
+    assert info.value.errors == ["$.env[0]: expected a EnvVariable object, got null"]
 
 
 def test_non_lenient_field_is_an_error() -> None:
@@ -331,15 +380,129 @@ def test_session_info_update_null_clears_and_absent_is_unchanged() -> None:
     assert repr(UNSET) == "UNSET"
 
 
-def test_unstable_compaction_update_patch_fields() -> None:
-    from acp_trio.schema import unstable
-
+def test_compaction_update_patch_fields() -> None:
     data = {"compactionId": "c", "status": "failed", "summary": None, "error": "boom"}
-    obj = unstable.converter.structure(data, unstable.CompactionUpdate)
+    obj = converter.structure(data, acp.CompactionUpdate)
     assert obj.summary is None
     assert obj.error == "boom"
     assert obj.meta is UNSET
-    assert unstable.converter.unstructure(obj) == {"sessionUpdate": "compaction_update", **data}
+    assert converter.unstructure(obj) == {"sessionUpdate": "compaction_update", **data}
+
+
+# -- session updates and capabilities new in the refreshed schema -------------------------
+
+
+def test_notice_session_update_round_trips() -> None:
+    data = {
+        "sessionId": "s",
+        "update": {
+            "sessionUpdate": "notice",
+            "severity": "warning",
+            "title": "Rate limited",
+            "description": "Retrying in 5 s",
+            "_meta": {"vendor": 1},
+        },
+    }
+    note = round_trip(data, acp.SessionNotification)
+    assert note.update == acp.Notice(
+        severity="warning", title="Rate limited", description="Retrying in 5 s", meta={"vendor": 1}
+    )
+    custom = round_trip(
+        {"sessionUpdate": "notice", "severity": "_acme_hint", "title": "T"}, acp.SessionUpdate
+    )
+    assert custom.severity == "_acme_hint"  # an open enum: custom severities are kept
+    assert converter.unstructure(acp.Notice(severity="info", title="Hi")) == {
+        "sessionUpdate": "notice",
+        "severity": "info",
+        "title": "Hi",
+    }
+    with pytest.raises(SchemaValidationError) as info:
+        converter.structure(
+            {"sessionUpdate": "notice", "severity": "info", "title": ""}, acp.Notice
+        )
+    assert info.value.errors == ['$.title: expected a non-empty string, got ""']
+
+
+def test_compaction_session_updates_round_trip() -> None:
+    started = round_trip(
+        {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "in_progress"},
+        acp.SessionUpdate,
+    )
+    assert started == acp.CompactionUpdate(compaction_id="c1", status="in_progress")
+    assert started.summary is UNSET
+    chunk = round_trip(
+        {
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": "c1",
+            "content": {"type": "text", "text": "Summary so far"},
+        },
+        acp.SessionUpdate,
+    )
+    assert chunk == acp.CompactionSummaryChunk(
+        compaction_id="c1", content=acp.TextContent(text="Summary so far")
+    )
+    done = round_trip(
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": "c1",
+            "status": "completed",
+            "summary": [{"type": "text", "text": "All of it"}],
+            "_meta": None,
+        },
+        acp.SessionUpdate,
+    )
+    assert done.summary == [acp.TextContent(text="All of it")]
+    assert done.meta is None  # null clears the metadata; absent would leave it
+    caps = round_trip({"session": {"notices": {}, "compaction": {}}}, acp.ClientCapabilities)
+    assert caps.session == acp.ClientSessionCapabilities(
+        notices=acp.NoticeCapabilities(), compaction=acp.CompactionCapabilities()
+    )
+
+
+def test_unstable_state_update_variants() -> None:
+    from acp_trio.schema import unstable
+
+    conv = unstable.converter
+    base = {"sessionUpdate": "subagent_update", "sessionId": "child"}
+    failed = conv.structure(
+        {
+            **base,
+            "state": {"state": "idle", "stopReason": "error", "error": {"code": 1, "message": "x"}},
+        },
+        unstable.SessionUpdate,
+    )
+    assert failed.state == unstable.IdleStateUpdate(
+        stop_reason="error", error=unstable.Error(code=1, message="x")
+    )
+    assert failed.title is UNSET  # a patch: absent leaves it unchanged
+    # "unknown" is a state of its own; an unknown state value is kept raw
+    assert conv.structure({"state": "unknown"}, unstable.StateUpdate) == (
+        unstable.UnknownStateUpdate()
+    )
+    later = {"state": "paused_by_user", "since": 3}
+    other = conv.structure(later, unstable.StateUpdate)
+    assert other == unstable.OtherStateUpdate(raw=later)
+    assert conv.unstructure(other, unstructure_as=unstable.StateUpdate) == later
+    # a malformed stop reason means "not reported"
+    idle = conv.structure({"state": "idle", "stopReason": 7}, unstable.StateUpdate)
+    assert idle == unstable.IdleStateUpdate()
+    cleared = conv.structure({**base, "state": None}, unstable.SessionUpdate)
+    assert cleared.state is None
+    assert conv.unstructure(cleared) == {**base, "state": None}
+
+
+def test_unstable_mcp_message_response_branches() -> None:
+    from acp_trio.schema import unstable
+
+    conv = unstable.converter
+    result = conv.structure({"result": None}, unstable.MessageMcpResponse)
+    assert result == unstable.MessageMcpResponseResult(result=None)
+    assert conv.unstructure(result, unstructure_as=unstable.MessageMcpResponse) == {"result": None}
+    error = conv.structure({"error": {"code": -1, "message": "m"}}, unstable.MessageMcpResponse)
+    assert error == unstable.MessageMcpResponseError(error=unstable.McpError(code=-1, message="m"))
+    assert unstable.REQUESTS["mcp/message"].result is unstable.MessageMcpResponse
+    with pytest.raises(SchemaValidationError):
+        conv.structure({"error": None}, unstable.MessageMcpResponse)
 
 
 def test_python_objects_never_write_null() -> None:
@@ -438,7 +601,7 @@ def test_unstructure_rejects_a_non_member() -> None:
 
 def test_public_names() -> None:
     assert acp.PROTOCOL_VERSION == 1
-    assert acp.SCHEMA_VERSION == "1.21.0"
+    assert acp.SCHEMA_VERSION == "@agentclientprotocol/sdk@2.4.0"
     for name in ("PromptRequest", "SessionNotification", "ContentBlock", "converter", "METHODS"):
         assert name in acp.__all__
     assert set(acp.__all__) <= set(dir(acp))

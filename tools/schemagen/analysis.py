@@ -13,7 +13,15 @@ import json
 from typing import Any
 
 from .model import AliasDef, ClassDef, Field, Method, Model, TExpr, UnionDef
-from .naming import EXTRA_ATTR, META_WIRE, common_prefix, common_suffix, pascal, snake
+from .naming import (
+    EXTRA_ATTR,
+    META_WIRE,
+    common_prefix,
+    common_suffix,
+    pascal,
+    snake,
+    unknown_class_names,
+)
 
 # Fields where JSON ``null`` means "clear" and absence means "unchanged". The
 # schema cannot say this (protocol-notes section 14); these get an UNSET default.
@@ -24,6 +32,20 @@ NULL_CLEARS: frozenset[tuple[str, str]] = frozenset(
         ("CompactionUpdate", "summary"),
         ("CompactionUpdate", "error"),
         ("CompactionUpdate", "_meta"),
+        # unstable: patch fields of a child session and of a cross-session message
+        ("SubagentUpdate", "title"),
+        ("SubagentUpdate", "description"),
+        ("SubagentUpdate", "capabilities"),
+        ("SubagentUpdate", "state"),
+        ("SubagentUpdate", "cwd"),
+        ("SubagentUpdate", "additionalDirectories"),
+        ("SubagentUpdate", "_meta"),
+        ("SessionMessage", "senderSessionId"),
+        ("SessionMessage", "recipientSessionId"),
+        ("SessionMessage", "senderMessageId"),
+        ("SessionMessage", "recipientMessageId"),
+        ("SessionMessage", "content"),
+        ("SessionMessage", "_meta"),
     }
 )
 
@@ -129,8 +151,26 @@ class Analyzer:
         if not b or self._is_enum(d):
             return False
         if "properties" in d:
-            return self._tagged(b)  # common fields + tagged variants; else a flattened field
+            # common fields + tagged variants; else a flattened field, or a class whose
+            # variants only refine one of its own fields
+            return self._tagged(b) and self._refined_tag(d) is None
         return True
+
+    def _refined_tag(self, d: dict[str, Any]) -> str | None:
+        """The tag of a def whose tagged variants refine one of its own properties.
+
+        The unstable ``IdleStateUpdate`` declares ``stopReason`` as an optional,
+        lenient field, and ``stopReason: "error"`` adds an ``error``. Such a def is a
+        class, not a union: the tag stays a plain field (absent, ``null`` or malformed
+        all mean "not reported") and the variants' own fields become optional fields.
+        """
+        b = self._branches(d)
+        if "properties" not in d or not b:
+            return None
+        keys = {tag[0] for tag in map(self._tag_of, b) if tag}
+        if len(keys) == 1 and keys <= set(d["properties"]):
+            return next(iter(keys))
+        return None
 
     def _tag_of(self, b: dict[str, Any]) -> tuple[str, str] | None:
         for key, p in b.get("properties", {}).items():
@@ -190,6 +230,11 @@ class Analyzer:
 
     def def_texpr(self, name: str) -> TExpr:
         d = self.defs[name]
+        same = ref_name(d) if _schema_keys(d) == {"allOf"} else None
+        if same is not None:
+            target = self.def_texpr(same)
+            if target.kind in ("class", "union"):
+                return target  # another name for that type (InitializeProxyRequest)
         if self._is_union(d) or name in self.model.unions:
             return TExpr("union", ref=name)
         if self._is_enum(d):
@@ -212,6 +257,10 @@ class Analyzer:
 
     def _plain(self, name: str, d: dict[str, Any]) -> None:
         t = self.def_texpr(name)
+        if t.kind in ("class", "union") and t.ref != name:
+            self.model.def_kinds[name] = ("alias", name)
+            self.model.aliases[name] = AliasDef(name, t, str(t.ref))
+            return
         if t.kind == "class":
             self.model.def_kinds[name] = ("class", name)
             self._add_class(
@@ -245,15 +294,35 @@ class Analyzer:
                 lenient=bool(p.get("x-deserialize-default-on-error")),
                 skip=bool(p.get("x-deserialize-skip-invalid-items")),
                 null_clears=(owner, wire) in NULL_CLEARS,
+                null_default=bool(p.get("x-deserialize-default-on-null")) and not nullable,
             )
             if "default" in p:
                 f.has_default, f.default = True, p["default"]
             if f.required and f.nullable:
-                raise SystemExit(f"{owner}.{wire}: required and nullable is not supported")
+                if t.kind != "any":
+                    raise SystemExit(f"{owner}.{wire}: required and nullable is not supported")
+                f.nullable = False  # any JSON value, null among them (MessageMcpResponse.result)
             out.append(f)
         flat = self._flatten_branches(d)
         if flat:
             out.append(self._flatten_field(flat))
+        key = self._refined_tag(d)
+        if key is not None:
+            out = self._merge(out, self._refinement_fields(owner, d, key))
+        return out
+
+    def _refinement_fields(self, owner: str, d: dict[str, Any], key: str) -> list[Field]:
+        """The fields the variants of a refining def add (see :meth:`_refined_tag`)."""
+        out: list[Field] = []
+        for b in self._branches(d) or []:
+            payload = self._payload(b)
+            inline = {k: v for k, v in b.get("properties", {}).items() if k != key}
+            fields = self._fields(payload, self.defs[payload]) if payload else []
+            fields += self._fields(owner, {"properties": inline})
+            for f in fields:
+                if f.required or f.flatten:
+                    raise SystemExit(f"{owner}: variant field {f.wire} must be optional")
+            out += fields
         return out
 
     def _flatten_branches(self, d: dict[str, Any]) -> list[str] | None:
@@ -325,10 +394,18 @@ class Analyzer:
                 u.fallback = cls
             u.members.append(cls)
         u.key = key
-        u.unknown = "Unknown" + name
+        u.unknown = self._unknown_name(name)
         self._add_class(ClassDef(u.unknown, [], def_name=name, unknown_of=name))
         u.members.append(u.unknown)
         self.model.unions[name] = u
+
+    def _unknown_name(self, union: str) -> str:
+        """``Unknown<Union>``, or ``Other<Union>`` where the schema has a def of that name
+        (the unstable ``UnknownStateUpdate`` is the ``state: "unknown"`` variant)."""
+        for name in unknown_class_names(union):
+            if name not in self.defs and name not in self.model.classes:
+                return name
+        raise SystemExit(f"{union}: no free name for its unknown-variant class")
 
     def _variant_class(
         self,
@@ -428,6 +505,12 @@ class Analyzer:
                 u.branches.append(TExpr("null"))
                 continue
             t, _ = self.texpr(node)
+            if t.kind == "obj" and "properties" in node:  # an inline object: a class of its own
+                cls = name + pascal(str(b.get("title", "")))
+                if cls in self.defs or cls == name:
+                    raise SystemExit(f"{name}: cannot name the inline branch {b.get('title')}")
+                self._add_class(ClassDef(cls, self._fields(name, node), def_name=name))
+                t = TExpr("class", ref=cls)
             u.branches.append(t)
         self.model.unions[name] = u
 
@@ -439,8 +522,8 @@ class Analyzer:
 
     def _methods(self) -> None:
         results: dict[str, str] = {}
-        for route in ("AgentResponse", "ClientResponse"):
-            for branch in self.defs[route]["anyOf"]:
+        for route in ("AgentResponse", "ClientResponse", "ProxyResponse"):
+            for branch in self.defs.get(route, {}).get("anyOf", []):
                 res = branch.get("properties", {}).get("result")
                 for r in res.get("anyOf", []) if res else []:
                     n = ref_name(r)
@@ -451,6 +534,7 @@ class Analyzer:
             ("agentMethods", "agent"),
             ("clientMethods", "client"),
             ("protocolMethods", "protocol"),
+            ("proxyMethods", "proxy"),
         ):
             for wire in self.meta.get(group, {}).values():
                 sides.setdefault(wire, set()).add(side)
@@ -467,9 +551,13 @@ class Analyzer:
             ("AgentRequest", "request"),
             ("ClientNotification", "notification"),
             ("AgentNotification", "notification"),
+            ("ProxyRequest", "request"),  # unstable: proxy chains
+            ("ProxyNotification", "notification"),
         ]
         found: dict[tuple[str, str], Method] = {}
         for route, kind in routes:
+            if route not in self.defs:
+                continue
             for n in self._routing_params(route):
                 self._add_method(found, n, kind, sides, results)
         for n in protocol_params:

@@ -50,17 +50,25 @@ def ruff_format(source: str, filename: str) -> str:
 
 
 def detect_schema_version(schema_path: Path) -> str | None:
-    """The schema release, from the snapshot's README or an upstream checkout's Cargo.toml."""
+    """The schema release, from the snapshot's README or an upstream checkout's Cargo.toml.
+
+    A snapshot taken from the TypeScript SDK's package (its README names the
+    ``@agentclientprotocol/sdk`` release, not the schema's) is labelled with
+    that package, npm style: ``@agentclientprotocol/sdk@2.4.0``.
+    """
     readme = schema_path.parent.parent / "README.md"
-    if readme.is_file():
-        found = re.search(r"v1 schema version: `([^`]+)`", readme.read_text(encoding="utf-8"))
-        if found:
-            return found.group(1)
+    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
+    found = re.search(r"v1 schema version: `([^`]+)`", text)
+    if found:
+        return found.group(1)
     cargo = schema_path.parent / "Cargo.toml"  # upstream keeps schema/v1/Cargo.toml beside it
     if cargo.is_file():
         found = re.search(r'^version\s*=\s*"([^"]+)"', cargo.read_text(encoding="utf-8"), re.M)
         if found:
             return found.group(1)
+    found = re.search(r"`(@agentclientprotocol/sdk)`\s+(\d[\w.+-]*)", text)
+    if found:
+        return f"{found.group(1)}@{found.group(2)}"
     return None
 
 

@@ -79,6 +79,8 @@ class CodecEmitter(ValueCodec):
             )
 
         if f.required and not f.lenient:
+            if f.null_default:
+                check = self.null_to_default(check, v, self.null_default_expr(c, f))
             return [f"{v} = d[{q(f.wire)}]", *check, "n += 1"]
         if f.required:  # required with default-on-error: missing or malformed -> default
             return [
@@ -131,6 +133,33 @@ class CodecEmitter(ValueCodec):
             "    n += 1",
             *["    " + x for x in guarded(check, "None")],
         ]
+
+    @staticmethod
+    def null_to_default(check: list[str], v: str, default: str) -> list[str]:
+        """``check`` of a required field where ``null`` means the default
+        (``x-deserialize-default-on-null``).
+
+        Where the check opens with a type test that raises, the ``null`` test goes
+        inside it, so a valid value costs nothing more than without the keyword.
+        """
+        if len(check) >= 2 and check[0].startswith("if ") and check[1] == "    raise Invalid":
+            out = [check[0], f"    if {v} is not None:", "        raise Invalid"]
+            out.append(f"    {v} = {default}")
+            if len(check) > 2:
+                out += ["else:", *["    " + x for x in check[2:]]]
+            return out
+        return [f"if {v} is None:", f"    {v} = {default}", "else:", *["    " + x for x in check]]
+
+    def null_default_expr(self, c: ClassDef, f: Field) -> str:
+        """What ``null`` decodes to in a required field marked default-on-null."""
+        if f.has_default:
+            return self.default_value_expr(c, f)
+        kind = resolve(f.type, self.m).kind
+        if kind == "list":
+            return "[]"
+        if kind in ("map", "obj"):
+            return "{}"
+        raise SystemExit(f"{c.name}.{f.wire}: no default for x-deserialize-default-on-null")
 
     @staticmethod
     def differs(v: str, default: Any) -> str:
@@ -245,7 +274,10 @@ class CodecEmitter(ValueCodec):
         body = [f"if len(d) == n + {len(required)}:" if required else "if len(d) == n:"]
         for f in required:
             v = f"v_{f.attr}"
-            body += ["    " + x for x in [f"{v} = d[{q(f.wire)}]", *self.check(f.type, v)]]
+            check = self.check(f.type, v)
+            if f.null_default:
+                check = self.null_to_default(check, v, self.null_default_expr(real, f))
+            body += ["    " + x for x in [f"{v} = d[{q(f.wire)}]", *check]]
         body.append(f"    o = _new({c.name})")
         for f in fields:
             if f.required:

@@ -62,9 +62,10 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
         ("null_clears", "16"),
         ("flatten", "32"),
         ("has_default", "64"),
+        ("null_default", "128"),
     ]
     specs = []
-    lenient_rows, skip_rows = [], []
+    lenient_rows, skip_rows, null_rows = [], [], []
     for c in m.classes.values():
         if c.unknown_of:
             continue
@@ -89,6 +90,9 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
         sk = [f.wire for f in real.fields if f.skip]
         if sk:
             skip_rows.append(f"    {c.name}: frozenset({{{', '.join(q(x) for x in sk)}}}),")
+        nd = [f.wire for f in real.fields if f.null_default]
+        if nd:
+            null_rows.append(f"    {c.name}: frozenset({{{', '.join(q(x) for x in nd)}}}),")
     unions = []
     for u in m.unions.values():
         if u.branches:
@@ -133,6 +137,10 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
         "#: Wire names of the list fields whose malformed items are dropped.",
         "SKIP_INVALID_ITEMS: Mapping[type, frozenset[str]] = {",
         *skip_rows,
+        "}\n",
+        "#: Wire names of the fields where ``null`` means their default (not nullable ones).",
+        "DEFAULT_ON_NULL_FIELDS: Mapping[type, frozenset[str]] = {",
+        *null_rows,
         "}\n",
         "#: Every schema def -> (kind, Python name): class, alias, union, merged (into the",
         "#: named union's variant classes) or routing (JSON-RPC envelopes, not generated).",

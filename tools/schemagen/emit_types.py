@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from .emit_common import banner, class_order, py_literal, q
-from .model import ClassDef, Field, Model, TExpr, resolve
+from .model import AliasDef, ClassDef, Field, Model, TExpr, resolve
 from .naming import EXTRA_ATTR
 
 
@@ -113,7 +113,8 @@ class TypesEmitter:
             "# -- aliases ----------------------------------------------------------------\n"
         )
         for a in self.m.aliases.values():
-            out.append(f"{a.name}: TypeAlias = {a.annotation}")
+            if not self.names_a_class(a):
+                out.append(f"{a.name}: TypeAlias = {a.annotation}")
         out.append(
             "\n# -- classes ----------------------------------------------------------------\n"
         )
@@ -135,7 +136,15 @@ class TypesEmitter:
             else:
                 members = u.members
             out.append(f"{u.name}: TypeAlias = {' | '.join(members)}")
+        # other names of a class or union (the unstable InitializeProxyRequest), once it exists
+        for a in self.m.aliases.values():
+            if self.names_a_class(a):
+                out.append(f"{a.name}: TypeAlias = {a.annotation}")
         return "\n".join(out) + "\n"
+
+    @staticmethod
+    def names_a_class(a: AliasDef) -> bool:
+        return a.type.kind in ("class", "union")
 
     def emit_class(self, c: ClassDef) -> list[str]:
         base = f"({c.base})" if c.base else ""

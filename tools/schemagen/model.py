@@ -35,6 +35,7 @@ class Field:
     lenient: bool = False
     skip: bool = False
     null_clears: bool = False
+    null_default: bool = False  # x-deserialize-default-on-null on a non-nullable field
     default: Any = None
     has_default: bool = False
     flatten: bool = False

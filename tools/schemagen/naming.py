@@ -29,6 +29,11 @@ def pascal(tag: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in parts if p)
 
 
+def unknown_class_names(union: str) -> tuple[str, ...]:
+    """Names for the class of a union's unknown variants, in order of preference."""
+    return ("Unknown" + union, "Other" + union)
+
+
 def common_prefix(names: list[str]) -> str:
     words = [re.findall(r"[A-Z][a-z0-9]*", n) for n in names]
     out = []
