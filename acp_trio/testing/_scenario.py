@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from contextlib import suppress
 from typing import Any, ClassVar, Final, NoReturn
 
 import trio
@@ -19,7 +20,7 @@ import trio
 from acp_trio import __version__
 from acp_trio._agent import Agent, run_agent
 from acp_trio._client import Client
-from acp_trio._exceptions import RequestError
+from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -38,6 +39,7 @@ from acp_trio.schema import (
     PromptResponse,
     ReadTextFileRequest,
     ReadTextFileResponse,
+    ReleaseTerminalRequest,
     RequestPermissionRequest,
     RequestPermissionResponse,
     SelectedPermissionOutcome,
@@ -118,6 +120,9 @@ class ScenarioAgent(Agent):
 
     name: ClassVar[str] = "acp_trio-scenario-agent"
     version: ClassVar[str] = __version__
+    #: Seconds ``nested`` waits for its ``terminal/release`` on the way out,
+    #: cancelled or not: a client that never answers must not hold the turn.
+    release_timeout: ClassVar[float] = 5.0
 
     def __init__(self) -> None:
         super().__init__()
@@ -203,6 +208,7 @@ class ScenarioAgent(Agent):
     async def _nested(self, session_id: str) -> None:
         caps = self.client.capabilities or ClientCapabilities()
         answers: dict[str, str] = {}
+        terminals: list[str] = []
 
         async def answer(key: str, call: Any) -> None:
             try:
@@ -214,6 +220,7 @@ class ScenarioAgent(Agent):
             created = await self.client.create_terminal(
                 CreateTerminalRequest(session_id=session_id, command="sleep", args=["3600"])
             )
+            terminals.append(created.terminal_id)
             return f"terminal: {created.terminal_id}"
 
         async def permission() -> str:
@@ -227,15 +234,35 @@ class ScenarioAgent(Agent):
             )
             return f"read: {len(result.content)} characters"
 
-        async with trio.open_nursery() as nursery:
-            if caps.terminal:
-                nursery.start_soon(answer, "terminal", terminal)
-            nursery.start_soon(answer, "permission", permission)
-            if caps.fs.read_text_file:
-                nursery.start_soon(answer, "read", read)
-        for key in ("terminal", "permission", "read"):
-            if key in answers:
-                await self.client.send_text(session_id, answers[key])
+        try:
+            async with trio.open_nursery() as nursery:
+                if caps.terminal:
+                    nursery.start_soon(answer, "terminal", terminal)
+                nursery.start_soon(answer, "permission", permission)
+                if caps.fs.read_text_file:
+                    nursery.start_soon(answer, "read", read)
+            chunks = [answers[key] for key in ("terminal", "permission", "read") if key in answers]
+            for i, chunk in enumerate(chunks):
+                # Chunks are parts of one message: a space between answers.
+                await self.client.send_text(session_id, chunk if i == 0 else f" {chunk}")
+        finally:
+            await self._release_terminals(session_id, terminals)
+
+    async def _release_terminals(self, session_id: str, terminal_ids: list[str]) -> None:
+        """``terminal/release`` each terminal we created, on every way out.
+
+        The client runs ``sleep 3600`` until it is released, so a cancelled
+        turn must release too: shielded from the cancellation, and bounded by
+        :attr:`release_timeout` (then the release is cancelled on the wire).
+        Errors are ignored: the turn's outcome does not depend on them.
+        """
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self.release_timeout
+            for terminal_id in terminal_ids:
+                with suppress(RequestError, ConnectionClosed):
+                    await self.client.release_terminal(
+                        ReleaseTerminalRequest(session_id=session_id, terminal_id=terminal_id)
+                    )
 
     async def _deadline(self, session_id: str, ms: int) -> None:
         caps = self.client.capabilities or ClientCapabilities()

@@ -17,6 +17,8 @@ from acp_trio.schema import (
     PromptResponse,
     ReadTextFileRequest,
     ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
     RequestPermissionRequest,
     RequestPermissionResponse,
     SelectedPermissionOutcome,
@@ -212,8 +214,8 @@ async def test_nested_answered_reports_each_answer(
             assert result.stop_reason == "end_turn"
             assert pair.client.texts(session_id) == [
                 "terminal: term-7",
-                "permission: selected allow",
-                "read: 3 characters",
+                " permission: selected allow",
+                " read: 3 characters",
             ]
             result = await prompt(pair, session_id, "permission")
             assert pair.client.texts(session_id)[-1] == "permission: selected allow"
@@ -233,7 +235,7 @@ async def test_nested_asks_only_what_the_client_advertised(
             await prompt(pair, session_id, "nested")
             assert pair.client.texts(session_id) == [
                 "permission: selected allow",
-                "read: 3 characters",
+                " read: 3 characters",
             ]
             assert pair.client.received("terminal/create") == []
 
@@ -269,3 +271,134 @@ async def test_permission_is_cancelled_with_the_turn(
                 await pair.client.wait_for_requests("session/request_permission")
                 await pair.to_agent.cancel(session_id)
             assert results[0].stop_reason == "cancelled"
+
+
+class TerminalClient(ScenarioClient):
+    """Creates terminals (``term-1``, ``term-2``, ...) and records their
+    releases; holds the read and the permission as the scenario client does,
+    or answers them (``answer=True``). ``release_answers=False``: it never
+    answers ``terminal/release`` either."""
+
+    def __init__(self, *, answer: bool = False, release_answers: bool = True) -> None:
+        super().__init__()
+        self.answer = answer
+        self.release_answers = release_answers
+        self.created: list[str] = []
+        self.released: list[str] = []
+
+    async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
+        self._record("terminal/create", params)
+        self.created.append(f"term-{len(self.created) + 1}")
+        return CreateTerminalResponse(terminal_id=self.created[-1])
+
+    async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
+        self._record("terminal/release", params)
+        self.released.append(params.terminal_id)
+        if not self.release_answers:
+            await self.hold("terminal/release", params)
+        return ReleaseTerminalResponse()
+
+    async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        if not self.answer:
+            return await super().read_text_file(params)
+        self._record("fs/read_text_file", params)
+        return ReadTextFileResponse(content="abc")
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        if not self.answer:
+            return await super().request_permission(params)
+        self._record("session/request_permission", params)
+        return RequestPermissionResponse(outcome=SelectedPermissionOutcome(option_id="allow"))
+
+
+async def test_nested_releases_its_terminal_when_the_turn_completes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(client=TerminalClient(answer=True)) as pair:
+            session_id = await pair.new_session()
+            for _ in range(2):
+                result = await prompt(pair, session_id, "nested")
+                assert result.stop_reason == "end_turn"
+            assert pair.client.created == ["term-1", "term-2"]
+            assert pair.client.released == pair.client.created
+            (first, _) = pair.client.received("terminal/release")
+            assert first.session_id == session_id
+
+
+@pytest.mark.parametrize("how", ["session/cancel", "$/cancel_request"])
+async def test_nested_releases_its_terminal_when_the_turn_is_cancelled(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(client=TerminalClient()) as pair:
+            session_id = await pair.new_session()
+            results: list[PromptResponse] = []
+            async with trio.open_nursery() as nursery:
+                caller = trio.CancelScope()
+
+                async def run() -> None:
+                    with caller:
+                        results.append(await prompt(pair, session_id, "nested"))
+
+                nursery.start_soon(run)
+                for method in ("fs/read_text_file", "session/request_permission"):
+                    await pair.client.wait_for_requests(method)
+                await trio.testing.wait_all_tasks_blocked()
+                assert pair.client.created == ["term-1"]
+                assert pair.client.released == []
+                if how == "session/cancel":
+                    await pair.to_agent.cancel(session_id)
+                else:
+                    caller.cancel()  # the client SDK sends $/cancel_request
+            if how == "session/cancel":
+                assert results[0].stop_reason == "cancelled"
+                # Released before the turn ended.
+                assert pair.client.released == ["term-1"]
+            else:
+                assert caller.cancelled_caught
+            await trio.testing.wait_all_tasks_blocked()
+            assert pair.client.released == ["term-1"]
+            stats = pair.to_agent.connection.statistics()
+            assert (stats.incoming_in_flight, stats.outgoing_pending) == (0, 0)
+
+
+async def test_a_release_that_is_never_answered_does_not_hold_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(LIMIT):
+        client = TerminalClient(release_answers=False)
+        async with open_memory_pair(client=client) as pair:
+            session_id = await pair.new_session()
+            results: list[PromptResponse] = []
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    results.append(await prompt(pair, session_id, "nested"))
+
+                nursery.start_soon(run)
+                await pair.client.wait_for_requests("session/request_permission")
+                await pair.client.wait_for_requests("fs/read_text_file")
+                await trio.testing.wait_all_tasks_blocked()
+                start = trio.current_time()
+                await pair.to_agent.cancel(session_id)
+            assert results[0].stop_reason == "cancelled"
+            assert pair.client.released == ["term-1"]
+            # Given up after the agent's bound, and cancelled on the wire.
+            assert trio.current_time() - start == pytest.approx(ScenarioAgent.release_timeout)
+            await trio.testing.wait_all_tasks_blocked()
+            assert "terminal/release" in pair.client.cancelled
+
+
+async def test_nested_chunks_read_as_words(autojump_clock: trio.testing.MockClock) -> None:
+    """A client shows the chunks of one message joined: they must not glue
+    one answer's last word to the next one's first."""
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(client=AnsweringClient()) as pair:
+            session_id = await pair.new_session()
+            await prompt(pair, session_id, "nested")
+            assert "".join(pair.client.texts(session_id)) == (
+                "terminal: term-7 permission: selected allow read: 3 characters"
+            )
