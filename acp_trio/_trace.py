@@ -14,8 +14,14 @@ run and an ``"event": "exit"`` line (exit code) ends it.
 
 It exits when either side closes: at the end of the agent's output, or when
 the client closes our stdin (the agent's stdin is closed then, and the agent
-gets ``grace`` seconds before it is terminated). The exit status is the
-agent's (128 + N for a signal N).
+gets ``grace`` seconds before it is stopped), or on SIGTERM, SIGINT or
+SIGHUP. Stopping the agent is the usual escalation on its whole process
+group: its stdin is closed, then SIGTERM, then SIGKILL, and it is reaped
+before we exit. After a signal to us the waits are short (under a second in
+all), because whoever sent it may SIGKILL us soon after (``connect_to_agent``
+does after 2 s) and the agent, in a session of its own, would outlive us.
+The exit status is the agent's (128 + N for a signal N); the ``exit`` line
+names the signal we received, if any.
 """
 
 from __future__ import annotations
@@ -24,20 +30,30 @@ import datetime
 import json
 import signal
 import sys
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import IO, Any, Literal
 
 import trio
 
 from acp_trio._jsonrpc import LineDecoder, OversizedFrame
 from acp_trio._transports import open_agent_process, open_stdio_stream
+from acp_trio._transports._process import _signal_group
 
 __all__ = ["TraceLog", "run_trace"]
 
 Direction = Literal["client->agent", "agent->client"]
 
 _CHUNK = 65536
+
+# Stopping the agent: seconds from the close of its stdin to SIGTERM, and from
+# SIGTERM to SIGKILL; after a signal to us, at most the hurried ones.
+_STOP_GRACE = 0.5
+_TERM_GRACE = 2.0
+_HURRIED_STOP_GRACE = 0.25
+_HURRIED_TERM_GRACE = 0.5
+
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class TraceLog:
@@ -101,6 +117,46 @@ async def _pump(
         log.end(direction)
 
 
+class _Stopping:
+    """The signals we received, and the waits they cut short.
+
+    A signal ends the forwarding and caps every wait of the agent's stop,
+    the one under way included, at its hurried length; a second signal
+    ends the current wait at once.
+    """
+
+    def __init__(self) -> None:
+        self.signal: signal.Signals | None = None
+        self.forwarding = trio.CancelScope()
+        self._waits: dict[trio.CancelScope, float] = {}
+
+    def received(self, signum: int) -> None:
+        first = self.signal is None
+        if first:
+            self.signal = signal.Signals(signum)
+        self.forwarding.cancel()
+        now = trio.current_time()
+        for scope, hurried in self._waits.items():
+            scope.deadline = min(scope.deadline, now + hurried if first else now)
+
+    @contextmanager
+    def wait(self, seconds: float, hurried: float) -> Iterator[None]:
+        """A ``move_on_after(seconds)``, or ``hurried`` once signalled."""
+        if self.signal is not None:
+            seconds = min(seconds, hurried)
+        with trio.move_on_after(seconds) as scope:
+            self._waits[scope] = hurried
+            try:
+                yield
+            finally:
+                del self._waits[scope]
+
+
+async def _watch_signals(signals: AsyncIterator[int], stopping: _Stopping) -> None:
+    async for signum in signals:
+        stopping.received(signum)
+
+
 async def _forward(
     stdio: trio.StapledStream[trio.abc.Stream, trio.abc.Stream],
     agent: trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream],
@@ -111,8 +167,8 @@ async def _forward(
 
         async def client_to_agent() -> None:
             await _pump(stdio.receive_stream, agent.send_stream, "client->agent", log)
-            # The client closed: pass the end of input on, give the agent
-            # time to finish, then stop (the agent is terminated on exit).
+            # The client closed: pass the end of input on and give the agent
+            # time to finish (its output is still forwarded meanwhile).
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await agent.send_stream.aclose()
             await trio.sleep(grace)
@@ -122,14 +178,30 @@ async def _forward(
             await _pump(agent.receive_stream, stdio.send_stream, "agent->client", log)
             nursery.cancel_scope.cancel()
 
-        async def on_signal() -> None:
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                async for _ in signals:
-                    nursery.cancel_scope.cancel()
-
         nursery.start_soon(client_to_agent)
         nursery.start_soon(agent_to_client)
-        nursery.start_soon(on_signal)
+
+
+async def _stop_agent(
+    process: trio.Process, stdin: trio.abc.SendStream, stopping: _Stopping
+) -> None:
+    """Close stdin, then SIGTERM, then SIGKILL the agent's group; reap it.
+
+    Done here rather than left to ``open_agent_process`` so that a signal
+    arriving meanwhile can shorten the waits (see the module's docstring).
+    """
+    pgid = process.pid  # the agent leads its own group
+    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await stdin.aclose()
+    with stopping.wait(_STOP_GRACE, _HURRIED_STOP_GRACE):
+        await process.wait()
+    if process.returncode is None:
+        _signal_group(pgid, signal.SIGTERM)
+        with stopping.wait(_TERM_GRACE, _HURRIED_TERM_GRACE):
+            await process.wait()
+    if process.returncode is None:
+        _signal_group(pgid, signal.SIGKILL)
+        await process.wait()
 
 
 def _exit_status(code: int | None) -> int:
@@ -140,19 +212,43 @@ def _exit_status(code: int | None) -> int:
 
 async def run_trace(command: Sequence[str], *, log: IO[str], grace: float = 2.0) -> int:
     """Proxy our stdio to the agent ``command``, logging to the text file
-    ``log``. Returns the agent's exit status (127 if it cannot start)."""
+    ``log``. Returns the agent's exit status (127 if it cannot start).
+    Handles SIGTERM, SIGINT and SIGHUP (call it from the main thread)."""
     trace = TraceLog(log)
+    stopping = _Stopping()
+    # Our handlers stay installed until the agent is reaped: a signal must
+    # never find the default action (our death, the agent left running).
+    with trio.open_signal_receiver(*_SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_signals, signals, stopping)
+            try:
+                status, details = await _run(command, trace, stopping, grace)
+            finally:
+                nursery.cancel_scope.cancel()
+    if stopping.signal is not None:
+        details["signal"] = stopping.signal.name
+    trace.event("exit", code=status, **details)
+    return status
+
+
+async def _run(
+    command: Sequence[str], trace: TraceLog, stopping: _Stopping, grace: float
+) -> tuple[int, dict[str, Any]]:
     async with open_stdio_stream() as stdio:
         try:
+            # Its own shutdown is the fallback after an error, and stops what
+            # the agent left in its group: short waits, as after a signal.
             async with open_agent_process(
-                command, stderr="inherit", shutdown_grace=0.5, terminate_grace=2.0
+                command,
+                stderr="inherit",
+                shutdown_grace=_HURRIED_STOP_GRACE,
+                terminate_grace=_HURRIED_TERM_GRACE,
             ) as agent:
                 trace.event("start", command=list(command), pid=agent.pid)
-                await _forward(stdio, agent.stream, trace, grace)
+                with stopping.forwarding:
+                    await _forward(stdio, agent.stream, trace, grace)
+                await _stop_agent(agent.process, agent.stream.send_stream, stopping)
         except OSError as exc:
             print(f"acp_trio trace: cannot start {list(command)}: {exc}", file=sys.stderr)
-            trace.event("exit", code=127, error=str(exc))
-            return 127
-        status = _exit_status(agent.returncode)
-        trace.event("exit", code=status)
-        return status
+            return 127, {"error": str(exc)}
+        return _exit_status(agent.returncode), {}

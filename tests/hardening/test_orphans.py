@@ -3,11 +3,19 @@
 with a grandchild of its own, is gone entirely (wrapper, agent, grandchild)
 when the client leaves ``connect_to_agent``: normally, by cancellation, or
 by an error. Zombies waiting for init to reap them do not count (see
-``_group_running_sync``)."""
+``_group_running_sync``). The same holds for an agent behind the trace proxy
+(``python -m acp_trio trace``), which runs its agent in a session of its own:
+the proxy stops it before it exits, however it is stopped."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +94,78 @@ async def test_grandchild_ignoring_sigterm_is_killed() -> None:
     with trio.fail_after(LIMIT):
         await run_client(command, "by cancellation", meta)
     assert_all_gone(meta)
+
+
+# ----------------------------------------------------------------------
+# Behind the trace proxy
+
+#: The agent keeps running after its stdin closed; "term": it ignores SIGTERM too.
+STUBBORN = {
+    "eof": ("--ignore-eof",),
+    "term": ("--ignore-eof", "--ignore-term"),
+}
+#: The agent's exit status the proxy reports: SIGTERM, or SIGKILL when ignored.
+STOPPED_BY = {"eof": 128 + signal.SIGTERM, "term": 128 + signal.SIGKILL}
+
+
+def traced(log: Path, *agent: str) -> list[str]:
+    return [sys.executable, "-m", "acp_trio", "trace", "--log", str(log), "--", *agent]
+
+
+def exit_record(log: Path) -> dict[str, Any]:
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records[0]["event"] == "start", records[0]
+    assert records[-1]["event"] == "exit", records[-1]
+    return records[-1]
+
+
+@contextmanager
+def killing_leftovers(meta: dict[str, Any]) -> Iterator[None]:
+    """Whatever the test finds, leave no agent running after it."""
+    try:
+        yield
+    finally:
+        if "pid" in meta:
+            with suppress(OSError):
+                os.kill(meta["pid"], signal.SIGKILL)
+
+
+@pytest.mark.parametrize("stubborn", sorted(STUBBORN))
+async def test_an_agent_behind_the_trace_proxy_is_stopped_with_it(
+    stubborn: str, tmp_path: Path
+) -> None:
+    """connect_to_agent closes the proxy's stdin, then SIGTERMs it after its
+    grace (2 s, the proxy's own grace too), then SIGKILLs it: the proxy must
+    stop its agent in that time."""
+    log = tmp_path / "trace.jsonl"
+    meta: dict[str, Any] = {}
+    with killing_leftovers(meta):
+        with trio.fail_after(LIMIT):
+            await run_client(traced(log, *AGENT, *STUBBORN[stubborn]), "normally", meta)
+        assert gone(meta["pid"]), "the proxy left its agent running"
+    assert exit_record(log)["code"] == STOPPED_BY[stubborn]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+async def test_a_signalled_trace_proxy_stops_its_agent_and_logs_its_exit(
+    signum: int, tmp_path: Path
+) -> None:
+    log = tmp_path / "trace.jsonl"
+    meta: dict[str, Any] = {}
+    client = ScenarioClient()
+    with killing_leftovers(meta):
+        with trio.fail_after(LIMIT):
+            async with (
+                acp_trio.open_agent_process(traced(log, *AGENT, *STUBBORN["term"])) as proxy,
+                acp_trio.open_client(client, proxy.stream) as agent,
+            ):
+                init = await agent.initialize(client.initialize_request())
+                assert init.meta is not None
+                meta.update(init.meta)
+                proxy.process.send_signal(signum)
+                # Stopped by our signal, before anything else reaches it.
+                assert await proxy.process.wait() == STOPPED_BY["term"]
+        assert gone(meta["pid"]), "the proxy left its agent running"
+    record = exit_record(log)
+    assert record["code"] == STOPPED_BY["term"]
+    assert record["signal"] == signal.Signals(signum).name

@@ -10,7 +10,10 @@ Serves :class:`acp_trio.testing.ScenarioAgent` on stdio through
 - ``--log PATH``: append one line per event (``cancelled <prompt>``,
   ``exit``) to PATH, flushed at once;
 - ``--child``: start a grandchild (``sleep 3600``) at startup, in this
-  process group; ``--stubborn-child`` makes it ignore SIGTERM.
+  process group; ``--stubborn-child`` makes it ignore SIGTERM;
+- ``--ignore-eof``: keep running (an hour) after the client closed our
+  stdin; ``--ignore-term``: ignore SIGTERM (while serving, the SDK's own
+  handler still closes the connection on it).
 
 ``initialize`` answers with ``_meta`` = ``{"pid", "pgid", "children"}``.
 """
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 import attrs
@@ -82,7 +87,11 @@ def main() -> None:
     parser.add_argument("--log")
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--stubborn-child", action="store_true")
+    parser.add_argument("--ignore-eof", action="store_true")
+    parser.add_argument("--ignore-term", action="store_true")
     args = parser.parse_args()
+    if args.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     children: list[int] = []
     if args.child or args.stubborn_child:
         code = "import signal, time\n"
@@ -101,6 +110,8 @@ def main() -> None:
     agent = HardeningAgent(args, children)
     try:
         trio.run(lambda: acp_trio.run_agent(agent, config=config))
+        if args.ignore_eof:
+            time.sleep(3600)
     finally:
         agent.log("exit")
 
