@@ -71,21 +71,21 @@ def assert_all_gone(meta: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("how", ["normally", "by cancellation", "by an error"])
 @pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
-async def test_wrapped_agent_leaves_nothing_behind(wrapper: str, how: str) -> None:
-    command = [*WRAPPERS[wrapper], *AGENT, "--child"]
+async def test_wrapped_agent_leaves_nothing_behind(wrapper: str, how: str, tmp_path: Path) -> None:
+    log = tmp_path / "agent.log"
+    command = [*WRAPPERS[wrapper], *AGENT, "--child", "--log", str(log)]
     meta: dict[str, Any] = {}
     with trio.fail_after(LIMIT):
-        start = trio.current_time()
         if how == "by an error":
             # One plain exception, not a group.
             with pytest.raises(AppError):
                 await run_client(command, how, meta)
         else:
             await run_client(command, how, meta)
-        # The agent exits when its stdin closes, well within the grace period;
-        # what is left in its group gets SIGTERM at once.
-        assert trio.current_time() - start < 3
     assert_all_gone(meta)
+    # The agent ended in order, not by SIGKILL. (Whether its prompt saw the
+    # cancellation or the -32800 of its permission request first is a race.)
+    assert log.read_text().splitlines()[-1:] == ["exit"]
 
 
 async def test_grandchild_ignoring_sigterm_is_killed() -> None:
