@@ -20,7 +20,7 @@ from .conftest import INIT, NEW_SESSION, REAL_LIMIT, RecordingClient
 
 AGENT = textwrap.dedent(
     """
-    import os, sys, trio, acp_trio
+    import functools, os, sys, trio, acp_trio
     from acp_trio import schema
 
     class Agent(acp_trio.Agent):
@@ -45,16 +45,21 @@ AGENT = textwrap.dedent(
             print("stray print goes to stderr")
             return schema.PromptResponse(stop_reason="end_turn")
 
-    trio.run(acp_trio.run_agent, Agent())
+    # No SIGTERM handler: a SIGTERM kills us before we write the marker.
+    trio.run(functools.partial(acp_trio.run_agent, Agent(), handle_signals=False))
+    with open(sys.argv[1], "w") as marker:
+        marker.write("stdin closed")
     """
 )
 
 
 @pytest.fixture
 def agent_command(tmp_path: Path) -> list[str]:
+    """The agent; it writes ``exited`` in ``tmp_path`` if it ends because its
+    stdin closed."""
     path = tmp_path / "agent.py"
     path.write_text(AGENT)
-    return [sys.executable, str(path)]
+    return [sys.executable, str(path), str(tmp_path / "exited")]
 
 
 def reaped(pid: int) -> bool:
@@ -66,7 +71,7 @@ def reaped(pid: int) -> bool:
     return False
 
 
-async def test_a_normal_session_in_a_subprocess(agent_command: list[str]) -> None:
+async def test_a_normal_session_in_a_subprocess(agent_command: list[str], tmp_path: Path) -> None:
     client = RecordingClient()
     with trio.fail_after(REAL_LIMIT):
         async with acp_trio.connect_to_agent(client, agent_command) as agent:
@@ -83,10 +88,9 @@ async def test_a_normal_session_in_a_subprocess(agent_command: list[str]) -> Non
             assert client.texts() == ["one", "two", "three"]
             assert all(isinstance(n.update, AgentMessageChunk) for n in client.updates)
             assert not reaped(pid)
-            closing = trio.current_time()
-        # Closing stdin asks the agent to exit; it does, at once (no SIGTERM
-        # after the grace period), and it is reaped.
-        assert trio.current_time() - closing < 1.9
+    # Closing stdin asks the agent to exit; it does, by itself (a SIGTERM
+    # after the grace period would have killed it first), and it is reaped.
+    assert (tmp_path / "exited").read_text() == "stdin closed"
     assert reaped(pid)
 
 
@@ -98,10 +102,8 @@ async def test_agent_crashing_mid_prompt(agent_command: list[str]) -> None:
             assert init.meta is not None
             pid = init.meta["pid"]
             await agent.new_session(NEW_SESSION)
-            start = trio.current_time()
             with pytest.raises(ConnectionClosed) as info:
                 await agent.prompt_text("sub-1", "crash")
-            assert trio.current_time() - start < 5
             assert info.value.exit_code == 3
             assert info.value.stderr_tail is not None
             assert b"agent: fatal error in prompt" in info.value.stderr_tail

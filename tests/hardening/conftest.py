@@ -186,8 +186,7 @@ class ClientProcess:
             "tree": 0,
         }, stats
         await self.report("exit")
-        with trio.fail_after(5):
-            await self.process.wait()
+        await self.process.wait()  # under the test's watchdog
         assert self.process.returncode == 0, self.log[-20:]
 
 

@@ -465,8 +465,7 @@ async def test_agent_eof_in_the_middle_of_a_line(tail: str) -> None:
                 assert error_of(await peer.receive()) == (None, -32700)
             await peer.expect_eof()
             assert peer.process is not None
-            with trio.fail_after(5):
-                await peer.process.process.wait()
+            await peer.process.process.wait()
             assert peer.process.returncode == 0
             del session
 
@@ -483,8 +482,7 @@ async def test_client_eof_in_the_middle_of_a_line() -> None:
             closed = await client.report("closed")
             assert closed["reason"] == "the peer closed the connection", closed
             await client.report("exit")
-            with trio.fail_after(5):
-                await client.process.wait()
+            await client.process.wait()
             assert client.process.returncode == 0
 
 
@@ -505,7 +503,7 @@ async def test_client_unparsable_reply_fails_its_call(kind: str) -> None:
             await client.serve_handshake()
             prompt = await client.next_prompt()
             await client.peer.send_bytes(UNPARSABLE_REPLIES[kind] % json.dumps(prompt).encode())
-            reported = await client.report("prompt", within=3)
+            reported = await client.report("prompt")
             assert reported["error"] == "RemoteProtocolError", reported
             await client.answer_prompt(await client.next_prompt(), "next turn")
             await client.finish()
@@ -521,7 +519,7 @@ async def test_agent_unparsable_reply_fails_its_call(kind: str) -> None:
             await peer.send_bytes(UNPARSABLE_REPLIES[kind] % json.dumps(ask["id"]).encode())
             # The agent's call failed instead of hanging; its prompt with it
             # (and nothing answers the reply itself).
-            assert error_of(await peer.receive(within=3)) == (rid, -32603)
+            assert error_of(await peer.receive()) == (rid, -32603)
             await assert_echo(peer, session)
             assert peer.queued == []
 

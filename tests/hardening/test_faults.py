@@ -40,14 +40,11 @@ def gone(pid: int) -> bool:
     return fields[0] in (b"Z", b"X")
 
 
-async def wait_gone(pid: int, within: float) -> float:
-    """Seconds until ``pid`` is gone; fails after ``within``."""
-    start = trio.current_time()
-    with trio.fail_after(within):
-        # Not our child (and perhaps not alive): no event to wait for; poll.
-        while not gone(pid):  # noqa: ASYNC110
-            await trio.sleep(0.02)
-    return trio.current_time() - start
+async def wait_gone(pid: int) -> None:
+    """Until ``pid`` is gone (bound it with ``trio.fail_after``)."""
+    # Not our child (and perhaps not alive): no event to wait for; poll.
+    while not gone(pid):  # noqa: ASYNC110
+        await trio.sleep(0.02)
 
 
 # ----------------------------------------------------------------------
@@ -170,7 +167,7 @@ async def test_agent_killed_by_sigkill_mid_prompt() -> None:
 async def test_client_killed_mid_prompt_agent_exits_on_its_own(tmp_path: Path) -> None:
     """A client process (with the agent it spawned) is SIGKILLed while a
     prompt runs: the agent sees its stdin end, cancels the prompt's handler
-    and exits by itself, promptly."""
+    and exits by itself (nothing else would stop it)."""
     log = tmp_path / "agent.log"
     with trio.fail_after(LIMIT):
         async with open_client("spawn", "--", *AGENT, "--log", str(log)) as client:
@@ -178,8 +175,7 @@ async def test_client_killed_mid_prompt_agent_exits_on_its_own(tmp_path: Path) -
             agent_pid = prompting["meta"]["pid"]
             assert not gone(agent_pid)
             client.process.kill()
-            seconds = await wait_gone(agent_pid, within=5)
-            assert seconds < 2, seconds
+            await wait_gone(agent_pid)
         assert log.read_text().splitlines() == ["cancelled permission", "exit"]
 
 
@@ -210,13 +206,9 @@ async def test_client_closing_its_pipes_mid_prompt_agent_exits_on_its_own(
             session = (await peer.receive_response(rid))["result"]["sessionId"]
             await peer.request("session/prompt", prompt_params(session, "permission"))
             await peer.receive_request("session/request_permission")
-            start = trio.current_time()
             await process.stdin.aclose()
             await process.stdout.aclose()
-            with trio.fail_after(5):
-                await process.wait()
-            assert trio.current_time() - start < 2
-            assert process.returncode == 0
+            assert await process.wait() == 0
         finally:
             with trio.CancelScope(shield=True):
                 await stop_process(process, grace=0)
@@ -228,11 +220,18 @@ async def test_client_closing_its_pipes_mid_prompt_agent_exits_on_its_own(
 
 
 class SlowUi(ScenarioClient):
+    def __init__(self) -> None:
+        super().__init__()
+        self.handled = 0
+
     async def session_update(self, params: Any) -> None:
         await trio.sleep(0.01)  # a UI that takes 10 ms per update
+        self.handled += 1
 
 
 async def test_client_leaving_during_a_burst_closes_promptly() -> None:
+    """Leaving drops the updates still queued: the UI does not work through
+    the backlog (until ``close_timeout``) before the block ends."""
     client = SlowUi()
     with trio.fail_after(LIMIT):
         async with acp_trio.open_agent_process([*AGENT]) as process:
@@ -243,6 +242,10 @@ async def test_client_leaving_during_a_burst_closes_promptly() -> None:
                 session = (await agent.new_session(new)).session_id
                 with trio.move_on_after(0.5):
                     await agent.prompt_text(session, "stream 100000 1000")
-                leaving = trio.current_time()
-            closed = trio.current_time() - leaving
-    assert closed < 0.5, f"closing took {closed:.2f} s"
+                backlog = agent.connection.statistics().notifications_queued
+                handled = client.handled
+            assert backlog > 1, "no backlog to drop: the test proves nothing"
+            # The update under way when we left, and at most one more that the
+            # UI took up in the same scheduling round as the close (draining
+            # would go on for close_timeout: some 150 updates).
+            assert client.handled - handled <= 2

@@ -362,8 +362,8 @@ async def test_output_returns_at_once_while_running() -> None:
     async with manager() as terminals:
         terminal_id = await create(terminals, "sh", "-c", "echo started; sleep 3600")
         assert await first_line(terminals, terminal_id) == "started"
-        with trio.fail_after(0.5):
-            result = await output(terminals, terminal_id)
+        # It runs for an hour: an answer at all did not wait for the exit.
+        result = await output(terminals, terminal_id)
         assert result.exit_status is None
         assert result.output == "started\n"
 
@@ -554,12 +554,11 @@ async def test_an_error_in_the_block_kills_every_group() -> None:
 
 @limited
 async def test_shutdown_is_time_bounded_for_stubborn_groups() -> None:
-    start = trio.current_time()
     async with manager(terminate_grace=0.3) as terminals:
+        # The whole group ignores SIGTERM (sleep inherits it) for an hour:
+        # leaving the block at all, under the test's watchdog, takes SIGKILL.
         terminal_id = await create(terminals, "sh", "-c", "trap '' TERM; echo $$; sleep 3600")
         pgid = int(await first_line(terminals, terminal_id))
-        start = trio.current_time()
-    assert trio.current_time() - start < 3
     assert not group_alive(pgid)
 
 

@@ -116,7 +116,6 @@ async def test_the_agent_exit_code_and_stderr_pass_through(tmp_path: Path) -> No
 
 async def test_a_client_that_leaves_ends_a_stuck_agent(tmp_path: Path) -> None:
     log = tmp_path / "trace.jsonl"
-    start = trio.current_time()
     with trio.fail_after(REAL_LIMIT):
         result = await trio.run_process(
             trace_command(log, agent_command("hang"), "--grace", "0.2"),
@@ -124,7 +123,6 @@ async def test_a_client_that_leaves_ends_a_stuck_agent(tmp_path: Path) -> None:
             capture_stderr=True,
             check=False,
         )
-    assert trio.current_time() - start < 10
     assert result.returncode == 128 + 15  # SIGTERM, after the grace period
     assert read_log(log)[-1] == {**read_log(log)[-1], "event": "exit", "code": 143}
 
