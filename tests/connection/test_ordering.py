@@ -125,11 +125,11 @@ async def test_result_waits_only_for_notifications_ahead_of_it(autojump_clock: A
             assert_idle(conn)
 
 
-async def test_notification_handler_calling_the_peer_does_not_deadlock(
-    autojump_clock: Any,
-) -> None:
-    log: list[Any] = []
-    conn_box: list[Any] = []
+def asking_handler(
+    log: list[Any], conn_box: list[Any], requests: dict[str, Any] | None = None
+) -> FnHandler:
+    """Notifications ``ask`` (its handler calls the peer's ``question`` and
+    logs the answer) and ``later``, logged as they are handled."""
 
     async def on_ask(method: str, params: Any) -> None:
         log.append("ask")
@@ -138,7 +138,15 @@ async def test_notification_handler_calling_the_peer_does_not_deadlock(
     async def on_later(method: str, params: Any) -> None:
         log.append("later")
 
-    handler = FnHandler(notifications={"ask": on_ask, "later": on_later})
+    return FnHandler(requests, {"ask": on_ask, "later": on_later})
+
+
+async def test_notification_handler_calling_the_peer_does_not_deadlock(
+    autojump_clock: Any,
+) -> None:
+    log: list[Any] = []
+    conn_box: list[Any] = []
+    handler = asking_handler(log, conn_box)
     with trio.fail_after(LIMIT):
         async with raw_connection(handler) as (conn, peer, _):
             conn_box.append(conn)
@@ -333,18 +341,11 @@ async def test_a_notification_handler_waiting_on_the_peer_does_not_hold_up_reque
     log: list[Any] = []
     conn_box: list[Any] = []
 
-    async def on_ask(method: str, params: Any) -> None:
-        log.append("ask")
-        log.append(("answer", await conn_box[0].call("question")))
-
-    async def on_later(method: str, params: Any) -> None:
-        log.append("later")
-
     async def echo(ctx: RequestContext, params: Any) -> Any:
         log.append(("echo", params))
         return params
 
-    handler = FnHandler({"echo": echo}, {"ask": on_ask, "later": on_later})
+    handler = asking_handler(log, conn_box, {"echo": echo})
     with trio.fail_after(LIMIT):
         async with raw_connection(handler) as (conn, peer, _):
             conn_box.append(conn)
