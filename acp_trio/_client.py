@@ -17,7 +17,9 @@ sending anything, and every call made before ``initialize`` raises
 every ``session/request_permission`` of that session that is pending (or
 arrives before the cancelled prompt is answered) is answered with the
 ``cancelled`` outcome by the SDK; an answer the application gives later is
-not sent.
+not sent. The local cancel decides the answer at once: a ``$/cancel_request``
+for the same request read after it (the agent's reaction to this cancel)
+does not turn the answer into ``-32800``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from acp_trio._exceptions import (
     UnsupportedProtocolVersion,
 )
 from acp_trio._framed import FramedStream
-from acp_trio._requests import PendingRequest
+from acp_trio._requests import PendingRequest, RequestContext, current_request
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._process import StderrMode
 from acp_trio.schema import (
@@ -186,6 +188,8 @@ class _ClientHandler(TypedHandler):
     def __init__(self, client: Client, schema_converter: SchemaConverter) -> None:
         self.client = client
         self.permissions = SessionScopes()
+        # The request behind each pending permission handler's scope.
+        self._permission_requests: dict[trio.CancelScope, RequestContext] = {}
         # By session: its cancelled prompts (their requests), until each one
         # ends. The turn counts as cancelled while one of them is unanswered.
         self.cancelled_turns: dict[str, set[PendingRequest]] = {}
@@ -216,17 +220,39 @@ class _ClientHandler(TypedHandler):
         session_id = params.session_id
         if any(not prompt.done for prompt in self.cancelled_turns.get(session_id, ())):
             return _CANCELLED
+        ctx = current_request()
         with self.permissions.register(session_id) as scope:
-            with scope:
-                try:
-                    result = await self.client.request_permission(params)
-                except Exception:
-                    if not scope.cancel_called:
-                        raise
+            if ctx is not None:
+                self._permission_requests[scope] = ctx
+            try:
+                with scope:
+                    try:
+                        result = await self.client.request_permission(params)
+                    except Exception:
+                        if not scope.cancel_called:
+                            raise
+            finally:
+                self._permission_requests.pop(scope, None)
             # Once the turn is cancelled, a late answer is refused.
             if scope.cancel_called:
                 return _CANCELLED
             return result
+
+    def cancel_permissions(self, session_id: str) -> None:
+        """The local ``session/cancel``: answer the session's pending
+        permission requests ``cancelled``.
+
+        The answer is decided here, so a ``$/cancel_request`` for one of them
+        read before its handler resumes (the agent's reaction to this very
+        cancel, say) must not turn it into ``-32800``: the request becomes
+        cooperative, and the peer's cancel then only marks it. One the peer
+        cancelled before this call keeps its ``-32800``.
+        """
+        for scope in self.permissions.scopes(session_id):
+            ctx = self._permission_requests.get(scope)
+            if ctx is not None and ctx.cancel_cause is None:
+                ctx.cooperative = True
+            scope.cancel()
 
 
 class AgentProxy(Peer):
@@ -390,7 +416,7 @@ class AgentProxy(Peer):
         running = self._prompts.get(params.session_id)
         if running:
             self._handler.cancelled_turns.setdefault(params.session_id, set()).update(running)
-        self._handler.permissions.cancel(params.session_id)
+        self._handler.cancel_permissions(params.session_id)
         await self._notify("session/cancel", params)
 
 

@@ -148,6 +148,11 @@ class SessionScopes:
         finally:
             self.discard(session_id, scope)
 
+    def scopes(self, session_id: str) -> list[trio.CancelScope]:
+        """The session's registered scopes, as a list (safe to cancel while
+        iterating)."""
+        return list(self._scopes.get(session_id, ()))
+
     def cancel(self, session_id: str) -> int:
         """Cancel the session's registered work; return how many scopes."""
         scopes = self._scopes.get(session_id, ())

@@ -24,6 +24,7 @@ from .conftest import (
     RecordingClient,
     ScriptedAgent,
     assert_one_response_each,
+    error_code,
     notif,
     ok,
     open_pair,
@@ -217,3 +218,52 @@ async def test_cancel_of_another_session_leaves_permissions_alone(autojump_clock
                 assert cwire.sent_responses() == []
                 assert agent.cancels == ["some-other-session"]
                 nursery.cancel_scope.cancel()
+
+
+async def _cancel_racing_the_peer(client: RecordingClient, *, peer_first: bool) -> Any:
+    """One permission request held by the application; the agent's
+    ``$/cancel_request`` for it and the client's ``session/cancel``. With
+    ``peer_first`` the client reads the peer's cancel before cancelling;
+    otherwise both happen before the handler resumes, and the reader and the
+    handler run in the same scheduler batch, in Trio's random order."""
+    async with raw_agent(client) as (peer, to_agent, wire):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(to_agent.initialize)
+            init = await peer.receive()
+            await peer.send(ok(init["id"], {"protocolVersion": 1}))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(to_agent.prompt_text, "s1", "go")
+            prompt = await peer.receive()
+            await peer.send(req("p1", "session/request_permission", PERMISSION_PARAMS))
+            await client.event("permission").wait()
+            await peer.send(notif("$/cancel_request", {"requestId": "p1"}))
+            if peer_first:
+                await settle()
+            await to_agent.cancel("s1")
+            received = [await peer.receive(), await peer.receive()]
+            assert notif("session/cancel", {"sessionId": "s1"}) in received
+            (reply,) = [m for m in received if m.get("id") == "p1"]
+            await peer.send(ok(prompt["id"], {"stopReason": "cancelled"}))
+        await peer.expect_silence(1)
+        assert wire.sent_responses("p1") == [reply]
+        return reply
+
+
+async def test_local_cancel_answers_before_the_peers_cancel_request(
+    autojump_clock: Any,
+) -> None:
+    """The client's own ``session/cancel`` came first, so its ``cancelled``
+    outcome is the answer every time, even when the agent's
+    ``$/cancel_request`` is read before the handler resumes (it used to get
+    ``-32800`` about half the time)."""
+    with trio.fail_after(LIMIT):
+        replies = [
+            await _cancel_racing_the_peer(RecordingClient(), peer_first=False) for _ in range(200)
+        ]
+    assert replies == [ok("p1", CANCELLED_OUTCOME)] * 200
+
+
+async def test_peers_cancel_request_read_first_answers_minus_32800(autojump_clock: Any) -> None:
+    with trio.fail_after(LIMIT):
+        reply = await _cancel_racing_the_peer(RecordingClient(), peer_first=True)
+    assert error_code(reply) == -32800

@@ -238,6 +238,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
             assert agent_handler._turn_locks == {}
             client_handler: Any = client_conn._handler
             assert client_handler.permissions._scopes == {}
+            assert client_handler._permission_requests == {}
             assert client_handler.cancelled_turns == {}
             assert to_agent._prompts == {}
             assert count_tasks() == tasks_idle
