@@ -12,7 +12,8 @@ scope at once, every request the prompt was waiting on is cancelled on the
 wire with its own ``$/cancel_request``, the turn's ``session/update``s
 already sent stay ahead of the answer, and the SDK itself answers the prompt
 ``stopReason: "cancelled"``. A prompt that arrives on a session whose
-previous prompt is still finishing waits for it.
+previous prompt is still running or finishing waits for it: the prompts of
+a session run one at a time, in the order they arrived.
 
 The agent calls the client through :attr:`Agent.client`, a
 :class:`ClientProxy` that refuses (with :class:`CapabilityError`, nothing
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -308,6 +310,18 @@ class Agent(Extensible):
         """Unknown extension notifications are ignored."""
 
 
+class _Turn:
+    """One prompt of a session: the scope ``session/cancel`` cancels, and
+    its place in the session's queue (``ready`` is set once it is first)."""
+
+    __slots__ = ("ready", "scope", "session_id")
+
+    def __init__(self, session_id: str, scope: trio.CancelScope) -> None:
+        self.session_id = session_id
+        self.scope = scope
+        self.ready = trio.Event()
+
+
 class _AgentHandler(TypedHandler):
     """Routes client→agent messages to an :class:`Agent`, with the
     ``session/cancel`` bookkeeping."""
@@ -316,10 +330,14 @@ class _AgentHandler(TypedHandler):
         self.agent = agent
         self.proxy = proxy
         self.turns = SessionScopes()
-        self._turn_locks: dict[str, trio.Lock] = {}
-        # The turn scope of each prompt, registered under its session as soon
-        # as the prompt is read (see request_received).
-        self._turn_of: dict[RequestContext, tuple[str, trio.CancelScope]] = {}
+        # By session: its prompts in arrival order; the first one runs. A
+        # FIFO woken one at a time, not a lock: prompts read together start
+        # their tasks in the scheduler's random order, and a lock would serve
+        # them in that order rather than in the order they arrived.
+        self._queues: dict[str, deque[_Turn]] = {}
+        # The turn of each prompt, queued under its session as soon as the
+        # prompt is read (see request_received).
+        self._turn_of: dict[RequestContext, _Turn] = {}
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in AGENT_METHODS.items():
@@ -353,44 +371,76 @@ class _AgentHandler(TypedHandler):
         # the prompt's task starts) or while it waits for the session's
         # previous turn ends it too: every prompt sent before the cancel is
         # cancelled.
+        # The read order is also the order the session's prompts run in.
         if ctx.method == "session/prompt" and isinstance(params, dict):
             session_id = params.get("sessionId")
             if isinstance(session_id, str):
-                self._turn_of[ctx] = (session_id, self.turns.add(session_id))
+                self._turn_of[ctx] = self._queue_turn(session_id)
 
     def request_finished(self, ctx: RequestContext) -> None:
         # Also for a prompt cancelled before its handler ever ran.
-        found = self._turn_of.pop(ctx, None)
-        if found is not None:
-            self.turns.discard(*found)
+        turn = self._turn_of.pop(ctx, None)
+        if turn is not None:
+            self._end_turn(turn)
+
+    def _queue_turn(self, session_id: str) -> _Turn:
+        turn = _Turn(session_id, self.turns.add(session_id))
+        queue = self._queues.get(session_id)
+        if queue is None:
+            queue = self._queues[session_id] = deque()
+        queue.append(turn)
+        if len(queue) == 1:
+            turn.ready.set()
+        return turn
+
+    def _end_turn(self, turn: _Turn) -> None:
+        """Take ``turn`` out of its session (idempotent); wake the next one
+        if it was running."""
+        self.turns.discard(turn.session_id, turn.scope)
+        queue = self._queues.get(turn.session_id)
+        if queue is None:
+            return
+        if queue[0] is turn:
+            queue.popleft()
+            if queue:
+                queue[0].ready.set()
+        elif turn in queue:
+            queue.remove(turn)  # cancelled while it waited
+        if not queue:
+            del self._queues[turn.session_id]
 
     async def _prompt(self, params: PromptRequest) -> PromptResponse:
         session_id = params.session_id
         ctx = current_request()
-        found = self._turn_of.get(ctx) if ctx is not None else None
-        if found is not None and found[0] == session_id:
-            turn = found[1]
-        else:  # not read by a connection (or params differ): register now
-            turn = self.turns.add(session_id)
-        lock = self._turn_locks.setdefault(session_id, trio.Lock())
+        turn = self._turn_of.get(ctx) if ctx is not None else None
+        if turn is None or turn.session_id != session_id:
+            # Not read by a connection (or the params differ): queue it now.
+            if turn is not None:
+                self._end_turn(turn)
+            turn = self._queue_turn(session_id)
+        scope = turn.scope
         try:
             try:
-                with turn:
-                    async with lock:
-                        result = await self.agent.prompt(params)
+                with scope:
+                    if turn.ready.is_set():
+                        # A prompt cancelled before it started runs no code.
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                    else:
+                        await turn.ready.wait()
+                    result = await self.agent.prompt(params)
             except Exception:
                 # A library call aborted by the cancel may raise its own
                 # error, alone or in a group (the scope took the Cancelled
                 # out of it): the turn still ends "cancelled".
-                if not turn.cancel_called:
+                if not scope.cancel_called:
                     raise
-            if turn.cancel_called:
+            if scope.cancel_called:
                 return PromptResponse(stop_reason="cancelled")
             return result
         finally:
-            self.turns.discard(session_id, turn)
-            if not lock.locked():
-                self._turn_locks.pop(session_id, None)
+            # The next prompt starts only after this one's answer is queued:
+            # nothing yields between here and the reply.
+            self._end_turn(turn)
 
     async def _close(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         self._cancel_session(params.session_id)

@@ -458,3 +458,67 @@ async def test_permission_of_the_cancelled_turn_ends_cancelled_in_the_agent(
             assert out == [(PromptResponse(stop_reason="cancelled"), 0)]
             assert awire.sent_cancels() == []
             assert_one_response_each(awire, cwire)
+
+
+async def test_queued_prompts_of_a_session_run_in_arrival_order(autojump_clock: Any) -> None:
+    """Three prompts sent while the session's turn runs start, stream and
+    are answered in the order they arrived, each turn's update ahead of its
+    answer (Trio's scheduler used to wake the waiters in any order)."""
+    running, release = trio.Event(), trio.Event()
+    started: list[str] = []
+
+    async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+        text = params.prompt[0].text  # type: ignore[union-attr]
+        started.append(text)
+        if text == "running":
+            running.set()
+            await release.wait()
+        await agent.client.send_text(params.session_id, text)
+        return PromptResponse(stop_reason="end_turn")
+
+    agent = ScriptedAgent(script)
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, _cwire):
+            sid = await start_session(to_agent)
+            for round_ in range(100):
+                running, release = trio.Event(), trio.Event()
+                started.clear()
+                awire.frames.clear()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(to_agent.prompt_text, sid, "running")
+                    await running.wait()
+                    # At once: they arrive together, in an order the wire shows.
+                    for text in ("q0", "q1", "q2"):
+                        nursery.start_soon(to_agent.prompt_text, sid, text)
+                    await awire.wait_until(lambda: len(prompts_read(awire)) == 4)
+                    release.set()
+                arrived = prompts_read(awire)
+                assert started == [text for _, text in arrived], round_
+                # Per turn: its update, then its answer; turn after turn.
+                expected: list[Any] = []
+                for request_id, text in arrived:
+                    expected += [("update", text), ("answer", request_id)]
+                assert turn_output(awire) == expected, round_
+
+
+def prompts_read(wire: Any) -> list[tuple[Any, str]]:
+    """``(id, text)`` of the prompts the agent read."""
+    return [
+        (m["id"], m["params"]["prompt"][0]["text"])
+        for d, m in wire.frames
+        if d == "recv" and m.get("method") == "session/prompt"
+    ]
+
+
+def turn_output(wire: Any) -> list[tuple[str, Any]]:
+    """The agent's updates (by text) and answers (by id), in wire order."""
+    out: list[tuple[str, Any]] = []
+    for d, m in wire.frames:
+        if d != "send":
+            continue
+        if m.get("method") == "session/update":
+            out.append(("update", m["params"]["update"]["content"]["text"]))
+        elif "result" in m and "stopReason" in m["result"]:
+            out.append(("answer", m["id"]))
+    return out

@@ -235,7 +235,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
             agent_handler: Any = agent_conn._handler
             assert agent_handler._turn_of == {}
             assert agent_handler.turns._scopes == {}
-            assert agent_handler._turn_locks == {}
+            assert agent_handler._queues == {}
             client_handler: Any = client_conn._handler
             assert client_handler.permissions._scopes == {}
             assert client_handler._permission_requests == {}
