@@ -18,6 +18,12 @@ a session run one at a time, in the order they arrived.
 The agent calls the client through :attr:`Agent.client`, a
 :class:`ClientProxy` that refuses (with :class:`CapabilityError`, nothing
 sent) the fs, terminal and elicitation calls the client did not advertise.
+
+An :class:`Agent` object serves one connection at a time (``self.client``
+is that connection's). The serving functions take the agent, or a factory
+(its class, or any function of no arguments returning one) that makes one
+per connection; serving an object that is already on a connection raises
+``RuntimeError``, which names the fix.
 """
 
 from __future__ import annotations
@@ -25,14 +31,22 @@ from __future__ import annotations
 import signal
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler, implemented
+from acp_trio._dispatch import (
+    Extensible,
+    Peer,
+    Route,
+    SessionScopes,
+    TypedHandler,
+    implemented,
+    one_connection,
+)
 from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
@@ -251,7 +265,9 @@ def _not_found(method: str) -> RequestError:
 class Agent(Extensible):
     """Base class of an ACP agent: override the methods you support.
 
-    :attr:`client` is set by the SDK before any method is called.
+    :attr:`client` is set by the SDK before any method is called: the proxy
+    to the client of the one connection this object serves (to serve many,
+    give the serving function a factory, such as the class itself).
     Extension methods (names starting with ``_``) go to
     :meth:`ext_method` / :meth:`ext_notification`, or to handlers added with
     :meth:`add_extension_method` / :meth:`add_extension_notification`.
@@ -455,6 +471,29 @@ class _AgentHandler(TypedHandler):
         self.turns.cancel(session_id)
 
 
+def _make_agent(agent: Agent | Callable[[], Agent]) -> Agent:
+    if isinstance(agent, Agent):
+        return agent
+    made = agent()
+    if not isinstance(made, Agent):
+        raise TypeError(f"the agent factory {agent!r} returned {made!r}, not an Agent")
+    return made
+
+
+@contextmanager
+def _serving(agent: Agent | Callable[[], Agent]) -> Iterator[Agent]:
+    """The agent to serve one connection with, marked busy for the block."""
+    made = _make_agent(agent)
+    name = type(made).__name__
+    error = (
+        f"this {name} object is already serving a connection (its .client is that "
+        f"connection's client); pass a factory to serve one agent per connection, "
+        f"e.g. serve_agent({name}, stream) rather than serve_agent({name}(), stream)"
+    )
+    with one_connection(made, error):
+        yield made
+
+
 def _agent_handler(
     agent: Agent, schema_converter: SchemaConverter
 ) -> Callable[[Connection], _AgentHandler]:
@@ -467,42 +506,53 @@ def _agent_handler(
 
 
 async def serve_agent(
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     stream: trio.abc.Stream | FramedStream,
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
     task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``agent`` on ``stream`` until the connection closes."""
-    await serve_connection(
-        stream, _agent_handler(agent, schema_converter), config=config, task_status=task_status
-    )
+    """Serve ``agent`` (or a new one from the factory ``agent``) on
+    ``stream`` until the connection closes.
+
+    With a factory, one function serves many connections, e.g.
+    ``serve_tcp(functools.partial(serve_agent, MyAgent), port)``. Raises
+    ``RuntimeError`` if the agent object is already serving a connection.
+    """
+    with _serving(agent) as made:
+        await serve_connection(
+            stream, _agent_handler(made, schema_converter), config=config, task_status=task_status
+        )
 
 
 @asynccontextmanager
 async def open_agent(
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     stream: trio.abc.Stream | FramedStream,
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
 ) -> AsyncIterator[ClientProxy]:
-    """Serve ``agent`` on ``stream`` for the duration of the block; yields
-    the proxy to the client (also at ``agent.client``)."""
-    async with open_connection(stream, _agent_handler(agent, schema_converter), config=config):
-        yield agent.client
+    """Serve ``agent`` (or a new one from the factory ``agent``) on
+    ``stream`` for the duration of the block; yields the proxy to the client
+    (also at ``agent.client``). Raises ``RuntimeError`` if the agent object
+    is already serving a connection."""
+    with _serving(agent) as made:
+        async with open_connection(stream, _agent_handler(made, schema_converter), config=config):
+            yield made.client
 
 
 async def run_agent(
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
     handle_signals: bool = True,
 ) -> None:
-    """Serve ``agent`` on this process's stdin and stdout until the client
-    closes them. While it runs, ``print()`` goes to stderr.
+    """Serve ``agent`` (or a new one from the factory ``agent``) on this
+    process's stdin and stdout until the client closes them. While it runs,
+    ``print()`` goes to stderr.
 
     With ``handle_signals`` (and called from the main thread), SIGTERM and
     SIGINT shut the agent down in order instead of interrupting it wherever
@@ -511,14 +561,15 @@ async def run_agent(
     ``KeyboardInterrupt``.
     """
     received: list[int] = []
-    async with open_stdio_stream() as stream:
-        connection = Connection(stream, _agent_handler(agent, schema_converter), config)
-        with plain_exceptions():
-            async with trio.open_nursery() as nursery:
-                if handle_signals and threading.current_thread() is threading.main_thread():
-                    await nursery.start(_close_on_signal, connection, received)
-                await connection._run()
-                nursery.cancel_scope.cancel()
+    with _serving(agent) as made:
+        async with open_stdio_stream() as stream:
+            connection = Connection(stream, _agent_handler(made, schema_converter), config)
+            with plain_exceptions():
+                async with trio.open_nursery() as nursery:
+                    if handle_signals and threading.current_thread() is threading.main_thread():
+                        await nursery.start(_close_on_signal, connection, received)
+                    await connection._run()
+                    nursery.cancel_scope.cancel()
     if signal.SIGINT in received:
         raise KeyboardInterrupt
 

@@ -33,7 +33,15 @@ import attrs
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import Extensible, Peer, Route, SessionScopes, TypedHandler, implemented
+from acp_trio._dispatch import (
+    Extensible,
+    Peer,
+    Route,
+    SessionScopes,
+    TypedHandler,
+    implemented,
+    one_connection,
+)
 from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
@@ -128,7 +136,9 @@ def _not_found(method: str) -> RequestError:
 class Client(Extensible):
     """Base class of an ACP client: override what you handle.
 
-    :attr:`agent` is set by the SDK when the connection opens.
+    :attr:`agent` is set by the SDK when the connection opens: the proxy to
+    the agent of the one connection this object is on (make one client
+    object per connection).
     """
 
     agent: AgentProxy
@@ -441,9 +451,18 @@ async def open_client(
 ) -> AsyncIterator[AgentProxy]:
     """Talk to an agent on ``stream`` for the duration of the block; yields
     the proxy to the agent (also at ``client.agent``). Call
-    :meth:`AgentProxy.initialize` first."""
-    async with open_connection(stream, _client_handler(client, schema_converter), config=config):
-        yield client.agent
+    :meth:`AgentProxy.initialize` first. Raises ``RuntimeError`` if
+    ``client`` is already on another connection."""
+    name = type(client).__name__
+    error = (
+        f"this {name} object is already connected to an agent (its .agent is that "
+        f"connection's agent); use one client object per connection"
+    )
+    with one_connection(client, error):
+        async with open_connection(
+            stream, _client_handler(client, schema_converter), config=config
+        ):
+            yield client.agent
 
 
 @asynccontextmanager

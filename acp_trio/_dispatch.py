@@ -44,6 +44,7 @@ __all__ = [
     "Route",
     "SessionScopes",
     "TypedHandler",
+    "one_connection",
 ]
 
 _log = logging.getLogger("acp_trio.dispatch")
@@ -109,6 +110,32 @@ class Extensible:
 def _check_extension_name(method: str) -> None:
     if not method.startswith("_"):
         raise ValueError(f"extension method names start with '_': {method!r}")
+
+
+# id() of each Agent and Client object on a connection right now (alive
+# while there, so no id is reused meanwhile; ids, not the objects: a
+# user's class need not be hashable).
+_connected: set[int] = set()
+
+
+@contextmanager
+def one_connection(obj: object, error: str) -> Iterator[None]:
+    """Mark ``obj`` as on a connection for the block; raise
+    ``RuntimeError(error)`` if it already is.
+
+    An :class:`Agent` or :class:`Client` object holds the proxy to its peer
+    (``agent.client``, ``client.agent``), so one object on two connections
+    at once would send one connection's output to the other: a clear error
+    instead of that cross-talk. After the connection it is free again.
+    """
+    key = id(obj)
+    if key in _connected:
+        raise RuntimeError(error)
+    _connected.add(key)
+    try:
+        yield
+    finally:
+        _connected.discard(key)
 
 
 def implemented(obj: object, base: type, attr: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from acp_trio._agent import Agent, ClientProxy, open_agent
@@ -14,15 +14,16 @@ __all__ = ["open_agent_client_pair"]
 
 @asynccontextmanager
 async def open_agent_client_pair(
-    agent: Agent,
+    agent: Agent | Callable[[], Agent],
     client: Client,
     *,
     agent_config: ConnectionConfig | None = None,
     client_config: ConnectionConfig | None = None,
 ) -> AsyncIterator[tuple[AgentProxy, ClientProxy]]:
-    """Serve ``agent`` to ``client`` in this process, for tests and
-    embedding. Yields ``(client.agent, agent.client)``: the proxy a client
-    uses, and the one the agent uses. Not initialized yet."""
+    """Serve ``agent`` (or a new one from the factory ``agent``) to
+    ``client`` in this process, for tests and embedding. Yields
+    ``(client.agent, agent.client)``: the proxy a client uses, and the one
+    the agent uses. Not initialized yet."""
     import trio.testing  # not at import time: it costs every `import acp_trio`
 
     client_end, agent_end = trio.testing.memory_stream_pair()

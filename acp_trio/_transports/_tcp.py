@@ -23,5 +23,10 @@ async def serve_tcp(
 ) -> None:
     """Accept connections on ``host:port`` (loopback by default), running
     ``handle(stream)`` for each in its own task; reports the listeners
-    through ``task_status`` (use port 0 to pick a free port)."""
+    through ``task_status`` (use port 0 to pick a free port).
+
+    To serve an agent, give :func:`~acp_trio.serve_agent` a factory, so
+    that each connection has an agent of its own:
+    ``serve_tcp(functools.partial(serve_agent, MyAgent), port)``. (With one
+    agent object, the second connection raises ``RuntimeError``.)"""
     await trio.serve_tcp(handle, port, host=host, task_status=task_status)

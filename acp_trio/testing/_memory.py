@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Generic, TypeVar
 
 import attrs
 
-from acp_trio._agent import Agent, ClientProxy
+from acp_trio._agent import Agent, ClientProxy, _make_agent
 from acp_trio._client import AgentProxy, Client
 from acp_trio._connection import ConnectionConfig
 from acp_trio._pair import open_agent_client_pair
@@ -61,7 +61,7 @@ def _default_initialize(client: Client) -> InitializeRequest:
 
 @asynccontextmanager
 async def open_memory_pair(
-    agent: A | None = None,
+    agent: A | Callable[[], A] | None = None,
     client: C | None = None,
     *,
     initialize: InitializeRequest | bool = True,
@@ -70,13 +70,16 @@ async def open_memory_pair(
 ) -> AsyncIterator[AgentClientPair[A, C]]:
     """Serve ``agent`` to ``client`` over in-memory streams for the block.
 
-    Defaults: a :class:`ScenarioAgent` and a :class:`ScenarioClient`. With
-    ``initialize=True`` the client sends ``initialize`` first (the scenario
-    client's capabilities for a :class:`ScenarioClient`, none otherwise);
-    pass an :class:`InitializeRequest` to choose, or ``False`` to skip it.
-    Works with the autojump clock.
+    ``agent`` may be a factory (such as the class), called once here:
+    ``pair.agent`` is what it made. Defaults: a :class:`ScenarioAgent` and
+    a :class:`ScenarioClient`. With ``initialize=True`` the client sends
+    ``initialize`` first (the scenario client's capabilities for a
+    :class:`ScenarioClient`, none otherwise); pass an
+    :class:`InitializeRequest` to choose, or ``False`` to skip it. Works
+    with the autojump clock.
     """
-    the_agent: A = agent if agent is not None else ScenarioAgent()  # type: ignore[assignment]
+    made = _make_agent(agent) if agent is not None else ScenarioAgent()
+    the_agent: A = made  # type: ignore[assignment]
     the_client: C = client if client is not None else ScenarioClient()  # type: ignore[assignment]
     async with open_agent_client_pair(
         the_agent, the_client, agent_config=agent_config, client_config=client_config

@@ -297,9 +297,13 @@ class ScriptedPeer:
 
 @asynccontextmanager
 async def open_scripted_client(
-    agent: Agent, *, config: ConnectionConfig | None = None, receive_timeout: float = 5.0
+    agent: Agent | Callable[[], Agent],
+    *,
+    config: ConnectionConfig | None = None,
+    receive_timeout: float = 5.0,
 ) -> AsyncIterator[ScriptedPeer]:
-    """Serve ``agent`` in memory to a :class:`ScriptedPeer` playing the client."""
+    """Serve ``agent`` (or a new one from the factory ``agent``) in memory to
+    a :class:`ScriptedPeer` playing the client."""
     peer_end, agent_end = trio.testing.memory_stream_pair()
     peer = ScriptedPeer(peer_end, timeout=receive_timeout)
     async with open_agent(agent, agent_end, config=config):
