@@ -1487,8 +1487,10 @@ async def serve_connection(
     config: ConnectionConfig | None = None,
     task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run a connection until it closes; report it through ``task_status``."""
-    await Connection(stream, handler, config)._run(task_status)
+    """Run a connection until it closes; report it through ``task_status``.
+    Errors come out as one plain exception, never an ``ExceptionGroup``."""
+    with plain_exceptions():
+        await Connection(stream, handler, config)._run(task_status)
 
 
 async def connect_connection(

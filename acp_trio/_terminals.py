@@ -326,9 +326,10 @@ class TerminalManager:
         """Release every terminal of ``session_id`` (e.g. when the session
         closes); returns how many there were."""
         terms = [t for t in self._terminals.values() if t.session_id == session_id]
-        async with trio.open_nursery() as nursery:
-            for term in terms:
-                nursery.start_soon(self._release, term)
+        with plain_exceptions():
+            async with trio.open_nursery() as nursery:
+                for term in terms:
+                    nursery.start_soon(self._release, term)
         return len(terms)
 
     def output(self, terminal_id: str) -> TerminalOutputResponse:

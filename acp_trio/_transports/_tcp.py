@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from acp_trio._groups import plain_exceptions
+
 __all__ = ["open_tcp_stream", "serve_tcp"]
 
 
@@ -28,5 +30,9 @@ async def serve_tcp(
     To serve an agent, give :func:`~acp_trio.serve_agent` a factory, so
     that each connection has an agent of its own:
     ``serve_tcp(functools.partial(serve_agent, MyAgent), port)``. (With one
-    agent object, the second connection raises ``RuntimeError``.)"""
-    await trio.serve_tcp(handle, port, host=host, task_status=task_status)
+    agent object, the second connection raises ``RuntimeError``.)
+
+    An error of ``handle`` ends the server, as one plain exception.
+    """
+    with plain_exceptions():
+        await trio.serve_tcp(handle, port, host=host, task_status=task_status)

@@ -47,6 +47,7 @@ import attrs
 import trio
 
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
+from acp_trio._groups import plain_exceptions
 from acp_trio._jsonrpc import InvalidMessage, classify
 from acp_trio._requests import PendingRequest
 from acp_trio.testing._check_report import CheckReport, CheckResult, Level, Verdict
@@ -1171,29 +1172,32 @@ async def check_agent(
     it must keep the agent busy for a moment.
 
     Never raises for a misbehaving agent: every problem is a verdict in the
-    report. Raises ``ValueError`` for an empty command or an unknown check.
+    report. Raises ``ValueError`` for an empty command or an unknown check;
+    other errors (of the checker's environment, such as a working directory
+    that is gone) come out as one plain exception.
     """
     if not command:
         raise ValueError("command must not be empty")
     selected = _selected(only)
     start = trio.current_time()
     results: list[CheckResult] = []
-    async with trio.open_nursery() as nursery:
-        runner = _Runner(
-            nursery,
-            command,
-            timeout=timeout,
-            scenario=scenario,
-            schema=schema,
-            cwd=cwd,
-            env=env,
-            cancel_prompt=cancel_prompt,
-        )
-        try:
-            for info, func in selected:
-                results.append(await runner.run(info, func))
-        finally:
-            await runner.close_all()
+    with plain_exceptions():
+        async with trio.open_nursery() as nursery:
+            runner = _Runner(
+                nursery,
+                command,
+                timeout=timeout,
+                scenario=scenario,
+                schema=schema,
+                cwd=cwd,
+                env=env,
+                cancel_prompt=cancel_prompt,
+            )
+            try:
+                for info, func in selected:
+                    results.append(await runner.run(info, func))
+            finally:
+                await runner.close_all()
     init = runner.init_result if isinstance(runner.init_result, dict) else {}
     return CheckReport(
         command=tuple(command),
