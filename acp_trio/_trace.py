@@ -86,7 +86,7 @@ class TraceLog:
             return
         try:
             message = json.loads(frame)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             self._write({"direction": direction, "raw": frame.decode("utf-8", "replace")})
             return
         self._write({"direction": direction, "message": message})

@@ -71,7 +71,7 @@ class WireEntry:
 def _decode(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         return NOT_JSON
 
 

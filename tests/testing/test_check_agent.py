@@ -148,6 +148,8 @@ def test_the_agent_is_restarted_after_it_died(fault_reports: dict[str, CheckRepo
         ("hang", ["no answer to initialize within 1 s"]),
         ("exit_at_once", ["exited with code 3", "no API key configured"]),
         ("echo_input", ["echoes what it reads"]),
+        # Deeper than json.loads can go: a verdict, not a RecursionError.
+        ("nested_json", ["its stdout has non-JSON lines"]),
     ],
 )
 async def test_a_broken_agent_fails_within_seconds(name: str, words: list[str]) -> None:

@@ -98,6 +98,25 @@ async def test_bytes_pass_unchanged_and_non_json_is_logged_raw(tmp_path: Path) -
     assert next(r for r in records if r.get("raw"))["raw"] == "not json"
 
 
+async def test_json_nested_too_deep_to_decode_passes_and_is_logged_raw(tmp_path: Path) -> None:
+    """Deeper than ``json.loads`` can go (it used to end the proxy with a
+    RecursionError)."""
+    log = tmp_path / "trace.jsonl"
+    nested = b"[" * 200_000 + b"]" * 200_000
+    with trio.fail_after(REAL_LIMIT):
+        command = trace_command(log, agent_command("echo_input"))
+        async with open_scripted_process(command, receive_timeout=20) as peer:
+            await peer.send_bytes(nested + b'\n{"after": 1}\n')
+            assert await peer.receive_line() == nested
+            assert await peer.receive_line() == b'{"after": 1}'
+            await peer.close_send()
+            await peer.expect_eof()
+    records = read_log(log)
+    expected = [nested.decode(), {"after": 1}]
+    assert messages(records, "client->agent") == expected
+    assert messages(records, "agent->client") == expected
+
+
 async def test_the_agent_exit_code_and_stderr_pass_through(tmp_path: Path) -> None:
     log = tmp_path / "trace.jsonl"
     with trio.fail_after(REAL_LIMIT):
