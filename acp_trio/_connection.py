@@ -493,6 +493,12 @@ class Connection:
         if self._started:
             raise RuntimeError("a Connection can only be run once")
         self._started = True
+        # One plain error out of the connection's own nurseries, whoever runs
+        # it (connect_connection hands it to the caller's nursery).
+        with plain_exceptions():
+            await self._run_tasks(task_status)
+
+    async def _run_tasks(self, task_status: trio.TaskStatus[Connection]) -> None:
         try:
             async with trio.open_nursery() as outer:
                 outer.start_soon(self._writer, name="acp writer")

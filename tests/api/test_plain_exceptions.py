@@ -208,3 +208,18 @@ async def test_release_session_of_the_terminal_manager(monkeypatch: pytest.Monke
                 exc = await raised_by(lambda: manager.release_session("s1"))
             # Leaving the block kills the terminal for real.
     assert_plain(exc, OSError, "planted")
+
+
+async def test_connect_connection_puts_one_plain_error_in_the_callers_nursery(
+    autojump_clock: Any,
+) -> None:
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            await acp_trio.connect_connection(nursery, BuggyStream())
+            await trio.sleep_forever()
+
+    exc = await raised_by(run)
+    # The group is the caller's own nursery's; inside it, one plain error.
+    assert isinstance(exc, BaseExceptionGroup), repr(exc)
+    (inner,) = exc.exceptions
+    assert_plain(inner, RuntimeError, "stream bug")
