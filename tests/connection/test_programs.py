@@ -328,7 +328,10 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
                 else:
                     # Drain: answer every outgoing call and cancel every
                     # request still running, until everything is answered.
-                    for _ in range(20):
+                    # (For as long as the notifications take: requests wait
+                    # for them, and an "ask" calls out only when its turn
+                    # comes; bounded, in virtual seconds.)
+                    for _ in range(1000):
                         await trio.sleep(1)
                         answered = {m["id"] for m in peer.responses()}
                         for request_id in sent_requests:
@@ -337,6 +340,14 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
                         for request_id in unanswered_outgoing():
                             reply_to(request_id, False)
                         await peer.flush()
+                        stats = conn.statistics()
+                        if (
+                            len(noted) == len(sent_notes)
+                            and answered >= set(sent_requests)
+                            and len(local_outcomes) == calls
+                            and stats.outgoing_pending == 0
+                        ):
+                            break
                     await trio.sleep(10)
                     assert not conn.closed
                     assert_idle(conn)
