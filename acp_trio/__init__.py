@@ -49,6 +49,7 @@ from acp_trio._exceptions import MessageTooLarge as MessageTooLarge
 from acp_trio._exceptions import ProtocolError as ProtocolError
 from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
+from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream as FramedStream
 from acp_trio._jsonrpc._messages import json_backend as json_backend

@@ -46,6 +46,7 @@ from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
     RequestError,
+    TurnNotAnswered,
     UnsupportedProtocolVersion,
 )
 from acp_trio._framed import FramedStream
@@ -277,8 +278,13 @@ class AgentProxy(Peer):
     ) -> None:
         super().__init__(connection, schema_converter)
         self._handler = handler
-        # By session: the prompt requests sent and not returned yet.
-        self._prompts: dict[str, set[PendingRequest]] = {}
+        # By session: the prompt turns sent and not answered yet, in order
+        # (a cancelled one stays until its reply arrives).
+        self._turns: dict[str, list[_Turn]] = {}
+        #: Seconds a cancelled turn has to be answered, from its
+        #: ``session/cancel``, before the next :meth:`prompt` on the session
+        #: raises :class:`TurnNotAnswered` (and :meth:`cancel_turn` too).
+        self.cancel_grace: float = 5.0
         self.protocol_version: int | None = None
         self.capabilities: AgentCapabilities | None = None
         self.agent_info: Implementation | None = None
@@ -387,25 +393,40 @@ class AgentProxy(Peer):
         return result
 
     async def prompt(self, params: PromptRequest) -> PromptResponse:
-        """Run one prompt turn; returns when the agent answers it."""
+        """Run one prompt turn; returns when the agent answers it.
+
+        If the calling task is cancelled (a deadline, a cancelled scope, an
+        enclosing request's cancel) while the turn runs, ``session/cancel``
+        is sent for the session at once and the cancellation goes on: this
+        call does not wait for the agent. The turn stays tracked until its
+        reply arrives (the reply is then consumed quietly), and the next
+        :meth:`prompt` on the session is sent only after that, waiting at
+        most :attr:`cancel_grace` seconds from the cancel; past it, it raises
+        :class:`TurnNotAnswered` without sending anything. A prompt cancelled
+        before it was sent sends nothing.
+        """
         self._caps("session/prompt")
         session_id = params.session_id
-        # The request itself is kept: a cancelled turn is over as soon as
-        # its answer is read (``done``), even before this task resumes, so
-        # the next turn's permission requests go to the application.
-        async with self.connection.open_request(
+        await self._wait_for_cancelled_turns(session_id)
+        pending = await self.connection._send_request(
             "session/prompt", self.converter.unstructure(params)
-        ) as pending:
-            self._prompts.setdefault(session_id, set()).add(pending)
-            try:
-                raw = await pending.result()
-            finally:
-                for table in (self._prompts, self._handler.cancelled_turns):
-                    prompts = table.get(session_id)
-                    if prompts is not None:
-                        prompts.discard(pending)
-                        if not prompts:
-                            del table[session_id]
+        )
+        turn = _Turn(pending)
+        self._track(session_id, turn)
+        try:
+            raw = await pending.result()
+        except BaseException:
+            if not pending.done:
+                # Our caller is cancelled: the protocol's way to end a turn
+                # is session/cancel, which agents MUST honour (answering
+                # stopReason "cancelled"). It is queued synchronously, past
+                # the output limit, so it is neither lost to this
+                # cancellation nor waits for it. No $/cancel_request as
+                # well: agents may ignore it (the official Python SDK answers
+                # "Method not found"), and those that honour it may answer
+                # -32800 instead of the turn's stop reason.
+                self._cancel_now(session_id)
+            raise
         result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
         return result
 
@@ -417,17 +438,130 @@ class AgentProxy(Peer):
 
     async def cancel(self, session_id: str | CancelNotification) -> None:
         """Cancel the session's running turn (``session/cancel``), and answer
-        its pending permission requests ``cancelled``."""
+        its pending permission requests ``cancelled``. Does not wait for the
+        turn to end (see :meth:`cancel_turn`). The notification is queued at
+        once, never waiting for room in the output queue."""
         params = (
             session_id
             if isinstance(session_id, CancelNotification)
             else CancelNotification(session_id=session_id)
         )
-        running = self._prompts.get(params.session_id)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.connection._check_open()
+        self._cancel_now(params.session_id, params)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async def cancel_turn(
+        self, session_id: str, *, grace: float | None = None
+    ) -> PromptResponse | None:
+        """Cancel the session's running turn and wait for the agent's answer
+        to it: sends ``session/cancel`` (as :meth:`cancel`), then returns the
+        turn's :class:`PromptResponse` (``stop_reason == "cancelled"`` from an
+        agent that follows ACP, or whatever it answered, if the turn had
+        already ended). ``None`` if no turn was running on the session.
+
+        Waits at most ``grace`` seconds (default :attr:`cancel_grace`), then
+        raises :class:`TurnNotAnswered`. Raises :class:`RequestError` if the
+        agent answered the prompt with an error, and
+        :class:`ConnectionClosed` if the connection ends first. The task
+        that called :meth:`prompt` for the turn, if still waiting, gets the
+        same answer.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.connection._check_open()
+        turns = list(self._turns.get(session_id, ()))
+        self._cancel_now(session_id, grace=grace)
+        if not turns:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return None
+        for turn in turns:
+            await self._wait_for_turn(session_id, turn)
+        last = turns[-1].pending
+        if last._barrier > self.connection._notifications_handled:
+            await self.connection._wait_for_notifications(last._barrier)
+        raw = last._outcome()
+        result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
+        return result
+
+    def _track(self, session_id: str, turn: _Turn) -> None:
+        self._turns.setdefault(session_id, []).append(turn)
+
+        # Runs when the reply is read (or the connection fails), whether or
+        # not the prompt's caller is still waiting for it.
+        def answered() -> None:
+            turn.answered.set()
+            turns = self._turns.get(session_id)
+            if turns is not None and turn in turns:
+                turns.remove(turn)
+                if not turns:
+                    del self._turns[session_id]
+            cancelled = self._handler.cancelled_turns.get(session_id)
+            if cancelled is not None:
+                cancelled.discard(turn.pending)
+                if not cancelled:
+                    del self._handler.cancelled_turns[session_id]
+
+        turn.pending._when_done(answered)
+
+    def _cancel_now(
+        self,
+        session_id: str,
+        params: CancelNotification | None = None,
+        *,
+        grace: float | None = None,
+    ) -> None:
+        """``session/cancel`` for the session, synchronously: the running
+        turns count as cancelled (from now, for the grace), the pending
+        permission requests are answered ``cancelled``, and the notification
+        is queued (past the output limit, like ``$/cancel_request``)."""
+        if grace is None:
+            grace = self.cancel_grace
+        deadline = trio.current_time() + grace
+        running = self._turns.get(session_id, ())
+        for turn in running:
+            # Each session/cancel starts the grace again.
+            turn.grace = grace
+            turn.cancel_deadline = deadline
         if running:
-            self._handler.cancelled_turns.setdefault(params.session_id, set()).update(running)
-        self._handler.cancel_permissions(params.session_id)
-        await self._notify("session/cancel", params)
+            self._handler.cancelled_turns.setdefault(session_id, set()).update(
+                turn.pending for turn in running
+            )
+        self._handler.cancel_permissions(session_id)
+        if params is None:
+            params = CancelNotification(session_id=session_id)
+        self.connection._notify_now("session/cancel", self.converter.unstructure(params))
+
+    async def _wait_for_cancelled_turns(self, session_id: str) -> None:
+        """Before a prompt is sent: wait for the session's cancelled turns
+        to be answered, each up to its grace."""
+        while True:
+            turn = next(
+                (t for t in self._turns.get(session_id, ()) if t.cancel_deadline is not None),
+                None,
+            )
+            if turn is None:
+                await trio.lowlevel.checkpoint()
+                return
+            await self._wait_for_turn(session_id, turn)
+
+    async def _wait_for_turn(self, session_id: str, turn: _Turn) -> None:
+        deadline = turn.cancel_deadline
+        assert deadline is not None
+        with trio.move_on_at(deadline):
+            await turn.answered.wait()
+        if not turn.answered.is_set():
+            raise TurnNotAnswered(session_id, turn.pending.id, turn.grace)
+
+
+@attrs.define(eq=False)
+class _Turn:
+    """A ``session/prompt`` sent and not answered yet."""
+
+    pending: PendingRequest
+    answered: trio.Event = attrs.Factory(trio.Event)
+    #: Set by session/cancel: the time by which the agent must answer.
+    cancel_deadline: float | None = None
+    grace: float = 0.0
 
 
 def _client_handler(

@@ -415,6 +415,15 @@ class Connection:
         self._check_open()
         await self._outbox.put(frame, checkpoint=True)
 
+    def _notify_now(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit, as the
+        ``$/cancel_request`` frames are: for a cancel that must go out from
+        a task being cancelled, without waiting. ``False`` if the connection
+        is closed (nothing is sent)."""
+        if self._closed:
+            return False
+        return self._outbox.put_nowait(self._encode(notification(method, params)))
+
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
 

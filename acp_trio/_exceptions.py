@@ -27,6 +27,7 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "RequestError",
+    "TurnNotAnswered",
     "UnsupportedProtocolVersion",
 ]
 
@@ -211,6 +212,27 @@ class UnsupportedProtocolVersion(RemoteProtocolError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.version, self.supported), self.__dict__)
+
+
+class TurnNotAnswered(RemoteProtocolError):
+    """The agent did not answer a cancelled prompt turn within the grace
+    period after ``session/cancel`` (ACP says it must answer it, with
+    ``stopReason: "cancelled"``). Raised by the next ``prompt()`` on that
+    session, which was not sent, and by ``AgentProxy.cancel_turn()``."""
+
+    def __init__(self, session_id: str, request_id: int, grace: float) -> None:
+        self.session_id = session_id
+        self.request_id = request_id
+        self.grace = grace
+        super().__init__(
+            f"the agent never answered the cancelled prompt turn of session {session_id!r} "
+            f"(session/prompt request {request_id}): no reply within {grace:g} s of "
+            f"session/cancel. The next prompt was not sent; the turn's reply is still "
+            f"awaited (cancel_turn() sends session/cancel again), or use a new session"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id, self.request_id, self.grace), self.__dict__)
 
 
 class MessageTooLarge(RemoteProtocolError):

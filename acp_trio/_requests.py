@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -202,6 +203,7 @@ class PendingRequest:
 
     __slots__ = (
         "_barrier",
+        "_callbacks",
         "_conn",
         "_detached",
         "_entry",
@@ -227,6 +229,7 @@ class PendingRequest:
         self._error: BaseException | None = None
         self._barrier = 0
         self._detached = False
+        self._callbacks: list[Callable[[], None]] | None = None
 
     @property
     def id(self) -> int:
@@ -281,6 +284,17 @@ class PendingRequest:
         """Let the peer finish; ignore its answer; never send a cancel."""
         self._detached = True
 
+    def _when_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the request is settled (now, if it is).
+        It runs wherever the answer is read (the reader task, the connection
+        closing): keep it quick and synchronous, and do not raise."""
+        if self._state != _WAITING:
+            callback()
+        elif self._callbacks is None:
+            self._callbacks = [callback]
+        else:
+            self._callbacks.append(callback)
+
     def _abort(self, _: Any) -> trio.lowlevel.Abort:
         self._task = None
         return trio.lowlevel.Abort.SUCCEEDED
@@ -324,6 +338,11 @@ class PendingRequest:
         if task is not None:
             self._task = None
             trio.lowlevel.reschedule(task)
+        callbacks = self._callbacks
+        if callbacks is not None:
+            self._callbacks = None
+            for callback in callbacks:
+                callback()
 
     def _outcome(self) -> Any:
         if self._state == _VALUE:

@@ -19,7 +19,7 @@ TOP_LEVEL = {
     # errors
     "ACPError", "CapabilityError", "ConnectionClosed", "ErrorCode", "LocalProtocolError",
     "MessageTooLarge", "ProtocolError", "RemoteProtocolError", "RequestError",
-    "UnsupportedProtocolVersion",
+    "TurnNotAnswered", "UnsupportedProtocolVersion",
     # typed APIs
     "AGENT_METHODS", "Agent", "AgentProxy", "CLIENT_METHODS", "Client", "ClientProxy",
     "connect_to_agent", "open_agent", "open_agent_client_pair", "open_client", "run_agent",

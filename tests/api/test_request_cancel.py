@@ -1,6 +1,10 @@
 """``$/cancel_request`` of a running prompt, and deadlines inside the agent:
 the nested requests are cancelled on the wire, the prompt is answered
-``-32800`` (or with the agent's own result when it chose to move on)."""
+``-32800`` (or with the agent's own result when it chose to move on).
+
+The typed ``AgentProxy.prompt()`` cancels with ``session/cancel`` instead
+(test_prompt_cancel.py): here the prompt is a raw ``Connection.call``, the
+way a client of any other SDK may cancel it."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import RequestError
+from acp_trio import AgentProxy, RequestError
 from acp_trio.schema import PromptRequest, PromptResponse, ReadTextFileRequest
 
 from .conftest import (
@@ -26,6 +30,12 @@ from .conftest import (
 from .test_session_cancel import NESTED, nested_call, waiting_on
 
 
+async def raw_prompt(to_agent: AgentProxy, sid: str, text: str) -> Any:
+    """``session/prompt`` as a plain call: cancelling it sends ``$/cancel_request``."""
+    params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    return await to_agent.connection.call("session/prompt", params)
+
+
 @pytest.mark.parametrize("kind", list(NESTED))
 async def test_client_abandons_a_running_prompt(kind: str, transport: str, clock: Any) -> None:
     method, event = NESTED[kind]
@@ -36,7 +46,7 @@ async def test_client_abandons_a_running_prompt(kind: str, transport: str, clock
             sid = await start_session(to_agent)
             with trio.CancelScope() as scope:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(to_agent.prompt_text, sid, "go")
+                    nursery.start_soon(raw_prompt, to_agent, sid, "go")
                     await client.event(event).wait()
                     scope.cancel()
             assert scope.cancelled_caught
@@ -69,8 +79,8 @@ async def test_client_abandons_a_running_prompt(kind: str, transport: str, clock
 
 
 async def test_client_deadline_on_a_prompt(autojump_clock: Any) -> None:
-    """``trio.move_on_after`` around ``prompt()``: at the deadline, exactly
-    one ``$/cancel_request`` goes out, and the agent answers -32800."""
+    """``trio.move_on_after`` around a raw prompt call: at the deadline,
+    exactly one ``$/cancel_request`` goes out, and the agent answers -32800."""
     agent = ScriptedAgent(waiting_on("read"))
     client = RecordingClient()
     with trio.fail_after(LIMIT):
@@ -78,7 +88,7 @@ async def test_client_deadline_on_a_prompt(autojump_clock: Any) -> None:
             sid = await start_session(to_agent)
             start = trio.current_time()
             with trio.move_on_after(5) as scope:
-                await to_agent.prompt_text(sid, "go")
+                await raw_prompt(to_agent, sid, "go")
             assert scope.cancelled_caught
             assert trio.current_time() - start == 5
             await settle()

@@ -204,7 +204,8 @@ async def test_cancel_with_no_running_prompt_does_nothing(autojump_clock: Any) -
 
 async def test_a_new_prompt_waits_for_the_cancelled_one(autojump_clock: Any) -> None:
     """The first turn takes 5 s to wind down after the cancel; the second
-    turn (sent right after the cancel) starts only once it has finished."""
+    turn (asked for right after the cancel) is sent, and starts, only once
+    it has finished (within the client's grace)."""
 
     async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
         text = params.prompt[0].text  # type: ignore[union-attr]
@@ -225,6 +226,7 @@ async def test_a_new_prompt_waits_for_the_cancelled_one(autojump_clock: Any) -> 
     with trio.fail_after(LIMIT):
         async with open_pair(agent, client) as (to_agent, _, awire, cwire):
             sid = await start_session(to_agent)
+            to_agent.cancel_grace = 10
 
             async def run(text: str) -> None:
                 results[text] = await to_agent.prompt_text(sid, text)

@@ -182,6 +182,12 @@ class TsAgent:
         )
         self.session_id = session.session_id
 
+    async def raw_prompt(self, text: str) -> Any:
+        """``session/prompt`` as a plain call: cancelling it sends
+        ``$/cancel_request`` (the typed ``prompt()`` sends session/cancel)."""
+        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        return await self.agent.connection.call("session/prompt", params)
+
     def last_prompt_id(self) -> object:
         return self.wire.requests("send", "session/prompt")[-1]["id"]
 
@@ -294,10 +300,10 @@ async def test_ts_agent_cancel_request_on_wait_for_cancel() -> None:
     with trio.fail_after(20):
         async with ts_agent_session() as ts:
             with trio.move_on_after(0.3) as scope:
-                await ts.agent.prompt_text(ts.session_id, "wait_for_cancel")
+                await ts.raw_prompt("wait_for_cancel")
             assert scope.cancelled_caught
             prompt_id = ts.last_prompt_id()
-            # acp_trio sent $/cancel_request and did not wait for the answer;
+            # The raw call sent $/cancel_request and did not wait for the answer;
             # the TS agent answers anyway: the SDK aborted ctx.signal and
             # turned the handler's AbortError into -32800.
             reply = await ts.late_reply(prompt_id)
@@ -309,13 +315,48 @@ async def test_ts_agent_cancel_request_on_wait_for_cancel() -> None:
             assert (result.stop_reason, ts.client.chunks) == ("end_turn", ["still here"])
 
 
+async def test_ts_agent_prompt_deadline_sends_session_cancel() -> None:
+    """``trio.move_on_after`` around the typed ``prompt()`` of a turn that
+    streams until cancelled: ``session/cancel`` goes out from the cancelled
+    call (no ``$/cancel_request``), the agent stops streaming and answers
+    ``cancelled``, acp_trio consumes that late reply, and the next prompt
+    on the session works."""
+    with trio.fail_after(20):
+        async with ts_agent_session() as ts:
+            with trio.move_on_after(0.3) as scope:
+                await ts.agent.prompt_text(ts.session_id, "stream 100000000 8")
+            assert scope.cancelled_caught
+            sent = [m for d, m in ts.wire.frames if d == "send"]
+            assert sent[-1] == {
+                "jsonrpc": "2.0",
+                "method": "session/cancel",
+                "params": {"sessionId": ts.session_id},
+            }
+            prompt_id = ts.last_prompt_id()
+            ts.client.chunks.clear()
+            result = await ts.agent.prompt_text(ts.session_id, "echo after")
+            assert (result.stop_reason, ts.client.chunks[-1:]) == ("end_turn", ["after"])
+            (reply,) = ts.wire.replies("recv", prompt_id)
+            assert reply["result"] == {"stopReason": "cancelled"}, reply
+            assert not ts.wire.cancels("send")
+            # The stream stopped: no chunk of it came after the turn's answer.
+            answered = ts.wire.index("recv", lambda m: m.get("id") == prompt_id)
+            late = [
+                m
+                for d, m in ts.wire.frames[answered:]
+                if d == "recv" and m.get("method") == "session/update"
+            ]
+            assert [m["params"]["update"]["content"]["text"] for m in late] == ["after"]
+            assert ts.agent._turns == {}
+
+
 async def test_ts_agent_cancel_request_on_nested_cascades() -> None:
     with trio.fail_after(20):
         async with ts_agent_session() as ts:
             async with trio.open_nursery() as nursery:
 
                 async def prompt() -> None:
-                    await ts.agent.prompt_text(ts.session_id, "nested")
+                    await ts.raw_prompt("nested")
                     raise AssertionError("the prompt should have been cancelled")
 
                 nursery.start_soon(prompt)

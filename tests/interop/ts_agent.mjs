@@ -153,6 +153,8 @@ async function prompt(ctx) {
         const n = Number.parseInt(words[1], 10);
         const size = words[2] ? Number.parseInt(words[2], 10) : 16;
         for (let i = 0; i < n; i++) {
+          // A cancelled turn stops streaming.
+          if (turn.signal.aborted) throw abortError("cancelled");
           await turn.say(String(i).padEnd(size, "."));
         }
         return { stopReason: "end_turn" };

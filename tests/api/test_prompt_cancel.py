@@ -1,0 +1,261 @@
+"""A cancelled ``AgentProxy.prompt()`` ends the turn the protocol's way:
+``session/cancel`` for its session (never ``$/cancel_request``), the call
+raises at once, the late reply is consumed, and the next prompt on the
+session is sent only once that reply arrived (within ``cancel_grace``, else
+:class:`TurnNotAnswered`). And the explicit form, ``cancel_turn()``.
+
+Over memory streams with the autojump clock (virtual seconds)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import trio
+
+from acp_trio import TurnNotAnswered
+from acp_trio.schema import PromptRequest, PromptResponse
+
+from .conftest import (
+    LIMIT,
+    NEW_SESSION,
+    RecordingClient,
+    ScriptedAgent,
+    Wire,
+    assert_one_response_each,
+    open_pair,
+    settle,
+    start_session,
+)
+from .test_session_cancel import waiting_on
+
+
+async def _echo(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+    text = params.prompt[0].text  # type: ignore[union-attr]
+    await agent.client.send_text(params.session_id, f"echo {text}")
+    return PromptResponse(stop_reason="end_turn")
+
+
+def _deaf_for(seconds: float) -> Any:
+    """A prompt script that ignores session/cancel for ``seconds`` (an agent
+    that does not honour it), then ends the turn."""
+
+    async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(seconds)
+        agent.log.append(("deaf turn answered", trio.current_time()))
+        return PromptResponse(stop_reason="end_turn")  # sent as "cancelled" by the SDK
+
+    return script
+
+
+def _cancel_params(cwire: Wire) -> list[Any]:
+    return [m["params"] for m in cwire.sent_notifications("session/cancel")]
+
+
+async def test_a_deadline_sends_session_cancel_and_the_late_reply_is_consumed(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="acp_trio")
+    agent = ScriptedAgent(waiting_on("read"))
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            start = trio.current_time()
+            with trio.move_on_after(5) as scope:
+                await to_agent.prompt_text(sid, "go")
+            assert scope.cancelled_caught
+            assert trio.current_time() - start == 5  # no wait for the agent
+            # Sent from the cancelled task itself, before it went on.
+            assert _cancel_params(cwire) == [{"sessionId": sid}]
+            assert cwire.sent_cancels() == []
+            await settle()
+            prompt_id = cwire.request_id("session/prompt")
+            (answer,) = awire.sent_responses(prompt_id)
+            assert answer["result"] == {"stopReason": "cancelled"}
+            assert agent.cancels == [sid]
+            assert to_agent._turns == {}  # the late reply was consumed
+            agent.script = _echo
+            assert await to_agent.prompt_text(sid, "again") == PromptResponse(
+                stop_reason="end_turn"
+            )
+            assert client.texts()[-1] == "echo again"
+            assert_one_response_each(awire, cwire)
+    assert f"reply to request {prompt_id}" not in caplog.text
+    assert "unknown request" not in caplog.text
+
+
+async def test_the_next_prompt_waits_for_the_cancelled_turn(autojump_clock: Any) -> None:
+    """An agent that takes 3 s to answer after session/cancel: the next
+    prompt is sent only when it has, and goes ahead."""
+    agent = ScriptedAgent(_deaf_for(3))
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(sid, "first")
+            cancelled_at = trio.current_time()
+            agent.script = _echo
+            assert await to_agent.prompt_text(sid, "second") == PromptResponse(
+                stop_reason="end_turn"
+            )
+            assert agent.log[-1] == ("deaf turn answered", cancelled_at + 2)
+            first_id, second_id = [m["id"] for m in cwire.sent_requests("session/prompt")]
+            # The second prompt went out after the first answer was read.
+            recv_first = next(
+                i
+                for i, (d, m) in enumerate(cwire.frames)
+                if d == "recv" and m.get("id") == first_id
+            )
+            sent_second = next(
+                i
+                for i, (d, m) in enumerate(cwire.frames)
+                if d == "send" and m.get("id") == second_id
+            )
+            assert recv_first < sent_second
+            assert_one_response_each(awire, cwire)
+
+
+async def test_past_the_grace_the_next_prompt_says_so(autojump_clock: Any) -> None:
+    agent = ScriptedAgent(_deaf_for(100))
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            to_agent.cancel_grace = 7
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(sid, "first")
+            cancelled_at = trio.current_time()
+            with pytest.raises(TurnNotAnswered) as info:
+                await to_agent.prompt_text(sid, "second")
+            assert trio.current_time() == cancelled_at + 7
+            first_id = cwire.request_id("session/prompt")  # the second was not sent
+            error = info.value
+            assert (error.session_id, error.request_id, error.grace) == (sid, first_id, 7)
+            assert "never answered the cancelled prompt turn" in str(error)
+            assert "7 s" in str(error)
+            # Later, still unanswered: at once, the same error.
+            await trio.sleep(10)
+            with pytest.raises(TurnNotAnswered):
+                await to_agent.prompt_text(sid, "third")
+            assert trio.current_time() == cancelled_at + 17
+            assert len(cwire.sent_requests("session/prompt")) == 1
+            # The late reply is consumed when it comes; the session goes on.
+            await trio.sleep(100)
+            assert to_agent._turns == {}
+            agent.script = _echo
+            assert (await to_agent.prompt_text(sid, "fourth")).stop_reason == "end_turn"
+            assert_one_response_each(awire, cwire)
+
+
+async def test_cancel_turn_returns_the_stop_reason(autojump_clock: Any) -> None:
+    agent = ScriptedAgent(waiting_on("permission"))
+    client = RecordingClient()
+    results: list[PromptResponse] = []
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+
+            async def run() -> None:
+                results.append(await to_agent.prompt_text(sid, "go"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run)
+                await client.event("permission").wait()
+                answer = await to_agent.cancel_turn(sid)
+            assert answer == PromptResponse(stop_reason="cancelled")
+            # The prompt's own caller got the same answer.
+            assert results == [PromptResponse(stop_reason="cancelled")]
+            assert _cancel_params(cwire) == [{"sessionId": sid}]
+            assert cwire.sent_cancels() == []
+            # No turn running: session/cancel is sent, and None comes back.
+            assert await to_agent.cancel_turn(sid) is None
+            assert len(_cancel_params(cwire)) == 2
+            assert_one_response_each(awire, cwire)
+
+
+async def test_cancel_turn_after_a_deadline_awaits_the_late_reply(autojump_clock: Any) -> None:
+    """The caller's deadline left the turn winding down; ``cancel_turn()``
+    waits for its answer (sending session/cancel again), bounded by its
+    grace."""
+    agent = ScriptedAgent(_deaf_for(4))
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            start = trio.current_time()
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(sid, "first")
+            with pytest.raises(TurnNotAnswered) as info:
+                await to_agent.cancel_turn(sid, grace=1)
+            assert info.value.grace == 1
+            # (The agent SDK reports a turn whose session was cancelled as
+            # cancelled, even when its handler returned.)
+            assert await to_agent.cancel_turn(sid) == PromptResponse(stop_reason="cancelled")
+            assert trio.current_time() == start + 4  # the turn's 4 s
+            assert len(_cancel_params(cwire)) == 3
+            assert_one_response_each(awire, cwire)
+
+
+async def test_a_prompt_cancelled_before_it_was_sent_sends_nothing(
+    autojump_clock: Any,
+) -> None:
+    agent = ScriptedAgent(_deaf_for(50))
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await to_agent.prompt_text(sid, "never")
+            assert scope.cancelled_caught
+            await settle()
+            assert cwire.sent_requests("session/prompt") == []
+            assert _cancel_params(cwire) == []
+            assert to_agent._turns == {}
+            # Cancelled while waiting for a cancelled turn: not sent either.
+            to_agent.cancel_grace = 100  # counted from each session/cancel
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(sid, "first")
+            with trio.move_on_after(2) as scope:
+                await to_agent.prompt_text(sid, "second")
+            assert scope.cancelled_caught
+            await settle()
+            assert len(cwire.sent_requests("session/prompt")) == 1
+            assert len(_cancel_params(cwire)) == 1
+            agent.script = _echo
+            assert (await to_agent.prompt_text(sid, "third")).stop_reason == "end_turn"
+            assert_one_response_each(awire, cwire)
+
+
+async def test_two_sessions_do_not_interfere(autojump_clock: Any) -> None:
+    """Session A's cancelled turn winds down slowly: a prompt on session B
+    goes at once, and only A's next prompt waits for A's answer."""
+
+    async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+        if params.session_id == "sess-1":
+            return await _deaf_for(3)(agent, params)
+        return await _echo(agent, params)
+
+    agent = ScriptedAgent(script)
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            a = await start_session(to_agent)
+            b = (await to_agent.new_session(NEW_SESSION)).session_id
+            assert (a, b) == ("sess-1", "sess-2")
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(a, "slow")
+            start = trio.current_time()
+            assert (await to_agent.prompt_text(b, "quick")).stop_reason == "end_turn"
+            assert trio.current_time() == start  # B did not wait for A
+            assert _cancel_params(cwire) == [{"sessionId": a}]
+            assert list(to_agent._turns) == [a]
+            agent.script = _echo
+            assert (await to_agent.prompt_text(a, "next")).stop_reason == "end_turn"
+            assert trio.current_time() == start + 2
+            assert to_agent._turns == {}
+            assert_one_response_each(awire, cwire)
