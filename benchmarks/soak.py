@@ -7,7 +7,8 @@ stdout, with ``--concurrency`` prompts in flight (one session each). The
 prompts mix ``echo``, ``stream 3``, ``read 1 /f`` (the agent calls back),
 ``sleep 1`` and ``wait_for_cancel``; a ``--cancel-rate`` share of them is
 cancelled at a random moment, half by a caller deadline (the SDK sends
-``$/cancel_request``), half by ``session/cancel``. ``wait_for_cancel``
+``session/cancel`` and keeps the turn until its late answer), half by
+``AgentProxy.cancel()`` (``session/cancel``, answer awaited). ``wait_for_cancel``
 prompts are always cancelled. With ``--in-process`` both sides run here,
 joined by two ``os.pipe()`` pairs.
 

@@ -259,3 +259,36 @@ async def test_two_sessions_do_not_interfere(autojump_clock: Any) -> None:
             assert trio.current_time() == start + 2
             assert to_agent._turns == {}
             assert_one_response_each(awire, cwire)
+
+
+async def test_an_enclosing_requests_cancel_sends_session_cancel(autojump_clock: Any) -> None:
+    """A middle agent whose prompt handler prompts another agent: the outer
+    ``$/cancel_request`` cancels the handler, and its inner ``prompt()``
+    sends ``session/cancel`` to the inner agent."""
+    inner = ScriptedAgent(waiting_on("read"))
+    inner_client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(inner, inner_client) as (to_inner, _, iawire, icwire):
+            inner_sid = await start_session(to_inner)
+
+            async def forward(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+                return await to_inner.prompt_text(inner_sid, "go")
+
+            middle = ScriptedAgent(forward)
+            async with open_pair(middle, RecordingClient()) as (to_middle, _, mawire, mcwire):
+                sid = await start_session(to_middle)
+                params = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+                with trio.CancelScope() as scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(to_middle.connection.call, "session/prompt", params)
+                        await inner_client.event("read").wait()
+                        scope.cancel()
+                await settle()
+                assert mcwire.sent_cancels() == [mcwire.request_id("session/prompt")]
+                assert _cancel_params(icwire) == [{"sessionId": inner_sid}]
+                assert icwire.sent_cancels() == []
+                (answer,) = iawire.sent_responses(icwire.request_id("session/prompt"))
+                assert answer["result"] == {"stopReason": "cancelled"}
+                assert to_inner._turns == {}
+                assert_one_response_each(mawire, mcwire)
+            assert_one_response_each(iawire, icwire)

@@ -17,6 +17,7 @@ from acp_trio import (
     ProtocolError,
     RemoteProtocolError,
     RequestError,
+    TurnNotAnswered,
 )
 
 
@@ -202,3 +203,7 @@ def test_other_errors_survive_copy_and_pickle(copier: Any) -> None:
     closed = copier(ConnectionClosed("gone", exit_code=2, stderr_tail=b"oops\n"))
     assert (closed.reason, closed.exit_code, closed.stderr_tail) == ("gone", 2, b"oops\n")
     assert str(closed) == "gone (exit code 2); stderr tail:\noops"
+    unanswered = copier(TurnNotAnswered("s1", 7, 2.5))
+    assert type(unanswered) is TurnNotAnswered
+    assert (unanswered.session_id, unanswered.request_id, unanswered.grace) == ("s1", 7, 2.5)
+    assert str(unanswered) == str(TurnNotAnswered("s1", 7, 2.5))
