@@ -20,6 +20,13 @@ arrives before the cancelled prompt is answered) is answered with the
 not sent. The local cancel decides the answer at once: a ``$/cancel_request``
 for the same request read after it (the agent's reaction to this cancel)
 does not turn the answer into ``-32800``.
+
+A cancelled :meth:`AgentProxy.prompt` (a deadline, a scope, an enclosing
+request's cancel) is a ``session/cancel`` too, sent from the cancelled call
+without waiting; the turn is kept until the agent answers it, and the
+session's next prompt goes out only after that answer (within
+:attr:`AgentProxy.cancel_grace`, else :class:`TurnNotAnswered`).
+:meth:`AgentProxy.cancel_turn` cancels and waits for the turn's answer.
 """
 
 from __future__ import annotations
