@@ -292,6 +292,9 @@ class AgentProxy(Peer):
         #: ``session/cancel``, before the next :meth:`prompt` on the session
         #: raises :class:`TurnNotAnswered` (and :meth:`cancel_turn` too).
         self.cancel_grace: float = 5.0
+        # By session: the prompts waiting to be sent behind a cancelled turn
+        # (a cancel of the session cancels them too).
+        self._queued: dict[str, set[_Queued]] = {}
         self.protocol_version: int | None = None
         self.capabilities: AgentCapabilities | None = None
         self.agent_info: Implementation | None = None
@@ -410,11 +413,17 @@ class AgentProxy(Peer):
         :meth:`prompt` on the session is sent only after that, waiting at
         most :attr:`cancel_grace` seconds from the cancel; past it, it raises
         :class:`TurnNotAnswered` without sending anything. A prompt cancelled
-        before it was sent sends nothing.
+        before it was sent sends nothing; one waiting behind a cancelled turn
+        when the session is cancelled again (:meth:`cancel`,
+        :meth:`cancel_turn`) is not sent either, and returns
+        ``stop_reason == "cancelled"``.
         """
         self._caps("session/prompt")
         session_id = params.session_id
-        await self._wait_for_cancelled_turns(session_id)
+        if await self._wait_for_cancelled_turns(session_id):
+            # The session was cancelled while this prompt waited to be sent:
+            # its turn is cancelled before it started, and never sent.
+            return PromptResponse(stop_reason="cancelled")
         pending = await self.connection._send_request(
             "session/prompt", self.converter.unstructure(params)
         )
@@ -521,6 +530,8 @@ class AgentProxy(Peer):
         turns count as cancelled (from now, for the grace), the pending
         permission requests are answered ``cancelled``, and the notification
         is queued (past the output limit, like ``$/cancel_request``)."""
+        for queued in self._queued.get(session_id, ()):
+            queued.cancelled = True
         if grace is None:
             grace = self.cancel_grace
         deadline = trio.current_time() + grace
@@ -538,18 +549,31 @@ class AgentProxy(Peer):
             params = CancelNotification(session_id=session_id)
         self.connection._notify_now("session/cancel", self.converter.unstructure(params))
 
-    async def _wait_for_cancelled_turns(self, session_id: str) -> None:
+    async def _wait_for_cancelled_turns(self, session_id: str) -> bool:
         """Before a prompt is sent: wait for the session's cancelled turns
-        to be answered, each up to its grace."""
-        while True:
-            turn = next(
-                (t for t in self._turns.get(session_id, ()) if t.cancel_deadline is not None),
-                None,
-            )
-            if turn is None:
-                await trio.lowlevel.checkpoint()
-                return
-            await self._wait_for_turn(session_id, turn)
+        to be answered, each up to its grace. ``True`` if the session was
+        cancelled meanwhile."""
+        turn = self._first_cancelled_turn(session_id)
+        if turn is None:
+            await trio.lowlevel.checkpoint()
+            return False
+        queued = _Queued()
+        waiting = self._queued.setdefault(session_id, set())
+        waiting.add(queued)
+        try:
+            while turn is not None:
+                await self._wait_for_turn(session_id, turn)
+                turn = self._first_cancelled_turn(session_id)
+        finally:
+            waiting.discard(queued)
+            if not waiting:
+                del self._queued[session_id]
+        return queued.cancelled
+
+    def _first_cancelled_turn(self, session_id: str) -> _Turn | None:
+        return next(
+            (t for t in self._turns.get(session_id, ()) if t.cancel_deadline is not None), None
+        )
 
     async def _wait_for_turn(self, session_id: str, turn: _Turn) -> None:
         deadline = turn.cancel_deadline
@@ -558,6 +582,13 @@ class AgentProxy(Peer):
             await turn.answered.wait()
         if not turn.answered.is_set():
             raise TurnNotAnswered(session_id, turn.pending.id, turn.grace)
+
+
+@attrs.define(eq=False)
+class _Queued:
+    """A prompt waiting to be sent behind a cancelled turn."""
+
+    cancelled: bool = False
 
 
 @attrs.define(eq=False)

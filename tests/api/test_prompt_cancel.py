@@ -292,3 +292,34 @@ async def test_an_enclosing_requests_cancel_sends_session_cancel(autojump_clock:
                 assert to_inner._turns == {}
                 assert_one_response_each(mawire, mcwire)
             assert_one_response_each(iawire, icwire)
+
+
+async def test_a_cancel_also_cancels_a_prompt_waiting_to_be_sent(autojump_clock: Any) -> None:
+    """A prompt waits behind a cancelled turn; the session is cancelled again
+    (the user's stop button): that prompt is never sent and returns
+    ``cancelled``, like the turn it was queued behind."""
+    agent = ScriptedAgent(_deaf_for(3))
+    client = RecordingClient()
+    results: list[PromptResponse] = []
+    with trio.fail_after(LIMIT):
+        async with open_pair(agent, client) as (to_agent, _, awire, cwire):
+            sid = await start_session(to_agent)
+            with trio.move_on_after(1):
+                await to_agent.prompt_text(sid, "first")
+
+            async def second() -> None:
+                results.append(await to_agent.prompt_text(sid, "second"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(second)
+                await trio.sleep(1)
+                await to_agent.cancel(sid)
+            assert results == [PromptResponse(stop_reason="cancelled")]
+            assert len(cwire.sent_requests("session/prompt")) == 1
+            assert len(_cancel_params(cwire)) == 2
+            assert to_agent._turns == {}
+            assert to_agent._queued == {}
+            # A prompt started after the cancel runs.
+            agent.script = _echo
+            assert (await to_agent.prompt_text(sid, "third")).stop_reason == "end_turn"
+            assert_one_response_each(awire, cwire)
