@@ -31,6 +31,7 @@ session's next prompt goes out only after that answer (within
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -644,14 +645,20 @@ async def connect_to_agent(
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
-    stderr: StderrMode = "capture",
+    stderr: StderrMode | logging.Logger = "forward",
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` (any ACP agent, any SDK) and talk to it
     over its stdio. If it dies, calls fail with :class:`ConnectionClosed`
     carrying its exit code and the tail of its stderr. Leaving the block
-    shuts it down (see :func:`open_agent_process`)."""
+    shuts it down (see :func:`open_agent_process`).
+
+    The agent's stderr is where its tracebacks go, so by default
+    (``stderr="forward"``) its lines appear on our stderr, prefixed
+    ``"name[pid]: "``; ``"log"`` or a :class:`logging.Logger` logs them
+    instead, ``"capture"`` only keeps the tail, ``"inherit"`` and
+    ``"discard"`` as in :func:`open_agent_process`."""
     async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(

@@ -7,15 +7,20 @@ an ACP agent to exit), then after a grace period the whole group gets
 SIGTERM, then SIGKILL, and the agent is always reaped. Teardown is shielded
 from cancellation and bounded in time.
 
-Its stderr is always drained, so a chatty agent can never block on a full
-pipe: ``"inherit"`` (share ours), ``"discard"``, or ``"capture"`` (keep the
-last ``stderr_tail_size`` bytes). When the agent's stdout ends, the stream
-waits briefly for the process to exit, so the connection's
+Its stderr stays visible and never blocks anyone (see ``_stderr``):
+``"forward"`` (the default) writes its lines, prefixed with the program's name
+and pid, to our ``sys.stderr``; ``"log"`` (or a :class:`logging.Logger`) makes
+them log records; ``"capture"`` only keeps the tail; ``"inherit"`` shares our
+stderr; ``"discard"`` sends it to ``/dev/null``. The piped modes always drain
+the pipe, so a chatty agent never blocks on it, and keep the last
+``stderr_tail_size`` bytes. When the agent's stdout ends, the stream waits
+briefly for the process to exit, so the connection's
 :class:`~acp_trio.ConnectionClosed` carries the exit code and the stderr tail.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -26,27 +31,24 @@ from typing import Literal, final
 import trio
 
 from acp_trio._groups import plain_exceptions
+from acp_trio._transports._stderr import (
+    AGENT_STDERR_LOGGER,
+    Sink,
+    StderrPump,
+    TailBuffer,
+    default_prefix,
+    log_sink,
+    stream_sink,
+)
 
-__all__ = ["AgentProcess", "open_agent_process"]
+__all__ = ["AgentProcess", "StderrMode", "open_agent_process"]
 
-StderrMode = Literal["inherit", "discard", "capture"]
+#: Where a spawned agent's stderr goes; a :class:`logging.Logger` works as
+#: ``"log"`` with that logger.
+StderrMode = Literal["forward", "log", "capture", "inherit", "discard"]
 
 # How long an EOF on stdout waits for the exit code before reporting it.
 _EXIT_WAIT = 1.0
-
-
-class _TailBuffer:
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._data = bytearray()
-
-    def add(self, chunk: bytes | bytearray) -> None:
-        self._data += chunk
-        if len(self._data) > self._limit:
-            del self._data[: len(self._data) - self._limit]
-
-    def get(self) -> bytes:
-        return bytes(self._data)
 
 
 class _ProcessStdout(trio.abc.ReceiveStream):
@@ -81,11 +83,11 @@ class AgentProcess:
         self,
         process: trio.Process,
         stream: trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream],
-        tail: _TailBuffer | None,
+        pump: StderrPump | None,
     ) -> None:
         self.process = process
         self.stream = stream
-        self._tail = tail
+        self._pump = pump
 
     @property
     def pid(self) -> int:
@@ -96,8 +98,16 @@ class AgentProcess:
         return self.process.returncode
 
     def stderr_tail(self) -> bytes | None:
-        """The last bytes of its stderr (``capture`` mode), else ``None``."""
-        return None if self._tail is None else self._tail.get()
+        """The last bytes of its stderr (``forward``, ``log`` and ``capture``
+        modes), else ``None``."""
+        return None if self._pump is None else self._pump.tail.get()
+
+    @property
+    def stderr_lines_dropped(self) -> int:
+        """Lines of its stderr not forwarded because the destination (our
+        stderr, the logger's handlers) was behind; each gap is also reported
+        at the destination once it catches up."""
+        return 0 if self._pump is None else self._pump.dropped
 
     def exit_details(self) -> tuple[int | None, bytes | None]:
         """``(exit code or None, stderr tail or None)``, for ConnectionClosed."""
@@ -180,8 +190,9 @@ async def open_agent_process(
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-    stderr: StderrMode = "capture",
+    stderr: StderrMode | logging.Logger = "forward",
     stderr_tail_size: int = 64 * 1024,
+    stderr_prefix: str | None = None,
     shutdown_grace: float = 2.0,
     terminate_grace: float = 2.0,
 ) -> AsyncIterator[AgentProcess]:
@@ -192,12 +203,29 @@ async def open_agent_process(
     On leaving the block: stdin is closed, the agent gets ``shutdown_grace``
     seconds to exit, then the group gets SIGTERM and ``terminate_grace``
     seconds, then SIGKILL; the agent is always reaped.
+
+    ``stderr`` says where the agent's stderr goes (see the module's
+    docstring); forwarded lines start with ``stderr_prefix``, by default
+    ``"name[pid]: "``. Forwarding never blocks the agent or the connection:
+    lines the destination cannot take in time are dropped and counted
+    (:attr:`AgentProcess.stderr_lines_dropped`), lines are cut at 8 KiB,
+    invalid UTF-8 is replaced.
     """
     if not command:
         raise ValueError("command must not be empty")
-    stderr_arg = {"inherit": None, "discard": subprocess.DEVNULL, "capture": subprocess.PIPE}[
-        stderr
-    ]
+    if isinstance(stderr, logging.Logger):
+        stderr_arg: int | None = subprocess.PIPE
+    elif stderr in ("forward", "log", "capture"):
+        stderr_arg = subprocess.PIPE
+    elif stderr == "inherit":
+        stderr_arg = None
+    elif stderr == "discard":
+        stderr_arg = subprocess.DEVNULL
+    else:
+        raise ValueError(
+            f"stderr must be 'forward', 'log', 'capture', 'inherit', 'discard' "
+            f"or a logging.Logger, not {stderr!r}"
+        )
     process = await trio.lowlevel.open_process(
         list(command),
         stdin=subprocess.PIPE,
@@ -209,14 +237,26 @@ async def open_agent_process(
     )
     assert process.stdin is not None
     assert process.stdout is not None
-    tail = _TailBuffer(stderr_tail_size) if stderr == "capture" else None
+    pump = None
+    if process.stderr is not None:
+        prefix = default_prefix(command, process.pid) if stderr_prefix is None else stderr_prefix
+        program = os.path.basename(command[0])
+        sink: Sink | None = None
+        if isinstance(stderr, logging.Logger):
+            sink = log_sink(stderr, prefix, process.pid, program)
+        elif stderr == "log":
+            sink = log_sink(logging.getLogger(AGENT_STDERR_LOGGER), prefix, process.pid, program)
+        elif stderr == "forward":
+            sink = stream_sink(prefix)
+        pump = StderrPump(TailBuffer(stderr_tail_size), sink)
     stdout: trio.abc.ReceiveStream = _ProcessStdout(process.stdout, process)
     stream = trio.StapledStream(process.stdin, stdout)
-    agent = AgentProcess(process, stream, tail)
+    agent = AgentProcess(process, stream, pump)
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
-            if tail is not None and process.stderr is not None:
-                nursery.start_soon(_drain, process.stderr, tail)
+            if pump is not None and process.stderr is not None:
+                nursery.start_soon(pump.read, process.stderr)
+                nursery.start_soon(pump.write)
             try:
                 yield agent
             finally:
@@ -224,12 +264,7 @@ async def open_agent_process(
                     await _shutdown(process, process.stdin, shutdown_grace, terminate_grace)
                     with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         await process.stdout.aclose()
-                # The drain task ends at the stderr EOF; don't wait long on
-                # grandchildren that may still hold the pipe open.
+                # The stderr tasks end at its EOF, once the last lines are
+                # written; don't wait long on grandchildren that may still
+                # hold the pipe open, or on a destination that is stuck.
                 nursery.cancel_scope.deadline = trio.current_time() + 0.5
-
-
-async def _drain(stream: trio.abc.ReceiveStream, tail: _TailBuffer) -> None:
-    with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        while chunk := await stream.receive_some(65536):
-            tail.add(chunk)

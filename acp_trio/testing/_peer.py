@@ -11,6 +11,7 @@ agent or client served in memory (:func:`open_scripted_client`,
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -328,12 +329,17 @@ async def open_scripted_process(
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
-    stderr: StderrMode = "capture",
+    stderr: StderrMode | logging.Logger = "capture",
     receive_timeout: float = 5.0,
 ) -> AsyncIterator[ScriptedPeer]:
     """Spawn the agent ``command`` and play its client, byte by byte. The
     peer's :attr:`~ScriptedPeer.process` is the :class:`AgentProcess`
-    (exit code, stderr tail). Leaving the block shuts the agent down."""
+    (exit code, stderr tail). Leaving the block shuts the agent down.
+
+    Unlike :func:`~acp_trio.connect_to_agent`, the default is ``"capture"``:
+    tests assert on the tail (``peer.process.stderr_tail()``) and agents
+    under test are often made to crash or flood on purpose; pass
+    ``"forward"`` to see the lines."""
     async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
         peer = ScriptedPeer(process.stream, timeout=receive_timeout)
         peer.process = process

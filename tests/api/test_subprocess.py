@@ -71,7 +71,9 @@ def reaped(pid: int) -> bool:
     return False
 
 
-async def test_a_normal_session_in_a_subprocess(agent_command: list[str], tmp_path: Path) -> None:
+async def test_a_normal_session_in_a_subprocess(
+    agent_command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     client = RecordingClient()
     with trio.fail_after(REAL_LIMIT):
         async with acp_trio.connect_to_agent(client, agent_command) as agent:
@@ -92,9 +94,13 @@ async def test_a_normal_session_in_a_subprocess(agent_command: list[str], tmp_pa
     # after the grace period would have killed it first), and it is reaped.
     assert (tmp_path / "exited").read_text() == "stdin closed"
     assert reaped(pid)
+    # Its print() (stderr, under run_agent) reached our stderr, prefixed.
+    assert f"agent.py[{pid}]: stray print goes to stderr\n" in capsys.readouterr().err
 
 
-async def test_agent_crashing_mid_prompt(agent_command: list[str]) -> None:
+async def test_agent_crashing_mid_prompt(
+    agent_command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     client = RecordingClient()
     with trio.fail_after(REAL_LIMIT):
         async with acp_trio.connect_to_agent(client, agent_command) as agent:
@@ -112,3 +118,5 @@ async def test_agent_crashing_mid_prompt(agent_command: list[str]) -> None:
             with pytest.raises(ConnectionClosed):
                 await agent.new_session(NEW_SESSION)
     assert reaped(pid)
+    # The traceback-to-be was also shown as it happened, not only in the tail.
+    assert f"agent.py[{pid}]: agent: fatal error in prompt\n" in capsys.readouterr().err
