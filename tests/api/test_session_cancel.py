@@ -22,6 +22,8 @@ from acp_trio.schema import (
     ReadTextFileRequest,
     RequestPermissionOutcomeCancelled,
     RequestPermissionRequest,
+    RequestPermissionResponse,
+    SelectedPermissionOutcome,
     SessionCapabilities,
     SessionCloseCapabilities,
     ToolCall,
@@ -524,3 +526,59 @@ def turn_output(wire: Any) -> list[tuple[str, Any]]:
         elif "result" in m and "stopReason" in m["result"]:
             out.append(("answer", m["id"]))
     return out
+
+
+async def test_idle_cancel_right_before_a_prompt_on_a_memory_pair(autojump_clock: Any) -> None:
+    """Editors send ``session/cancel`` right before the next prompt, with no
+    turn running: it does nothing, and the next turn (sent at once, without
+    waiting) ends ``end_turn``, also on a session with a finished turn."""
+    from acp_trio.testing import open_memory_pair
+
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(ScriptedAgent(), RecordingClient()) as pair:
+            sid = await pair.new_session()
+            for _ in range(3):
+                await pair.to_agent.cancel(sid)
+                result = await pair.to_agent.prompt_text(sid, "hi")
+                assert result == PromptResponse(stop_reason="end_turn")
+            assert pair.agent.cancels == [sid] * 3
+            assert pair.client.texts() == ["hello"] * 3
+            # Nor is a permission request of the next turn answered
+            # "cancelled" on the client side.
+            pair.client.permission = RequestPermissionResponse(
+                outcome=SelectedPermissionOutcome(option_id="ok")
+            )
+            pair.agent.script = asks_permission
+            await pair.to_agent.cancel(sid)
+            result = await pair.to_agent.prompt_text(sid, "hi")
+            assert result == PromptResponse(stop_reason="end_turn")
+            assert pair.agent.log[-1] == ("permission", SelectedPermissionOutcome(option_id="ok"))
+
+
+async def asks_permission(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+    answer = await nested_call(agent, params.session_id, "permission")
+    agent.log.append(("permission", answer.outcome))
+    return PromptResponse(stop_reason="end_turn")
+
+
+async def test_idle_cancel_and_a_prompt_in_one_chunk(autojump_clock: Any) -> None:
+    """The idle cancel and the next prompt read together: the prompt is not
+    cancelled by the cancel read before it."""
+    agent = ScriptedAgent()
+    with trio.fail_after(LIMIT):
+        async with raw_client(agent) as (peer, _, _wire):
+            await peer.send(req(0, "initialize", {"protocolVersion": 1}))
+            assert (await peer.receive())["id"] == 0
+            await peer.send(req(1, "session/new", {"cwd": "/w", "mcpServers": []}))
+            assert await peer.receive() == ok(1, {"sessionId": "sess-1"})
+            prompt = {"sessionId": "sess-1", "prompt": [{"type": "text", "text": "go"}]}
+            for request_id in (2, 3):
+                await peer.send(
+                    notif("session/cancel", {"sessionId": "sess-1"}),
+                    req(request_id, "session/prompt", prompt),
+                )
+                answer = await peer.receive()
+                while answer.get("id") != request_id:
+                    answer = await peer.receive()
+                assert answer == ok(request_id, {"stopReason": "end_turn"})
+            assert agent.cancels == ["sess-1", "sess-1"]
