@@ -3,8 +3,12 @@
 Each client→agent method of ACP v1 is one async method taking its schema
 params class and returning its schema result class. The defaults answer
 ``-32601`` (method not found), except ``initialize`` (answers protocol
-version 1 with no optional capabilities) and ``session/cancel`` (nothing to
-do: the SDK already cancelled the turn).
+version 1) and ``session/cancel`` (nothing to do: the SDK already cancelled
+the turn). The ``initialize`` answer sent advertises the session methods
+the class overrides (``loadSession``, ``sessionCapabilities`` ``list`` /
+``resume`` / ``close`` / ``delete``, ``auth.logout``), added to what the
+agent's own ``initialize`` returns: nothing that answer advertises is
+changed or removed.
 
 ``session/cancel`` is built in. The SDK keeps the scope of each session's
 running prompt; on ``session/cancel`` (or ``session/close``) it cancels that
@@ -35,6 +39,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
+import attrs
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
@@ -55,6 +60,7 @@ from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import (
     METHODS,
     PROTOCOL_VERSION,
+    AgentCapabilities,
     AgentMessageChunk,
     AuthenticateRequest,
     AuthenticateResponse,
@@ -78,6 +84,7 @@ from acp_trio.schema import (
     ListSessionsResponse,
     LoadSessionRequest,
     LoadSessionResponse,
+    LogoutCapabilities,
     LogoutRequest,
     LogoutResponse,
     NewSessionRequest,
@@ -93,7 +100,11 @@ from acp_trio.schema import (
     ResumeSessionRequest,
     ResumeSessionResponse,
     SchemaConverter,
+    SessionCloseCapabilities,
+    SessionDeleteCapabilities,
+    SessionListCapabilities,
     SessionNotification,
+    SessionResumeCapabilities,
     SessionUpdate,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
@@ -139,9 +150,14 @@ class ClientProxy(Peer):
         super().__init__(connection, schema_converter)
         self.capabilities: ClientCapabilities | None = None
 
-    def _require(self, advertised: bool, what: str) -> None:
+    def _require(self, advertised: bool, what: str, method: str) -> None:
         if not advertised:
-            raise CapabilityError(f"the client did not advertise {what}")
+            raise CapabilityError(
+                f"the client did not advertise {what} (needed for {method}); nothing was sent",
+                capability=what,
+                method=method,
+                peer="client",
+            )
 
     def _caps(self) -> ClientCapabilities:
         return self.capabilities or ClientCapabilities()
@@ -186,28 +202,28 @@ class ClientProxy(Peer):
         return result
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
-        self._require(self._caps().fs.read_text_file, "fs.readTextFile")
+        self._require(self._caps().fs.read_text_file, "fs.readTextFile", "fs/read_text_file")
         result: ReadTextFileResponse = await self._request(
             "fs/read_text_file", params, ReadTextFileResponse
         )
         return result
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
-        self._require(self._caps().fs.write_text_file, "fs.writeTextFile")
+        self._require(self._caps().fs.write_text_file, "fs.writeTextFile", "fs/write_text_file")
         result: WriteTextFileResponse = await self._request(
             "fs/write_text_file", params, WriteTextFileResponse
         )
         return result
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
-        self._require(self._caps().terminal, "terminal")
+        self._require(self._caps().terminal, "terminal", "terminal/create")
         result: CreateTerminalResponse = await self._request(
             "terminal/create", params, CreateTerminalResponse
         )
         return result
 
     async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
-        self._require(self._caps().terminal, "terminal")
+        self._require(self._caps().terminal, "terminal", "terminal/output")
         result: TerminalOutputResponse = await self._request(
             "terminal/output", params, TerminalOutputResponse
         )
@@ -216,21 +232,21 @@ class ClientProxy(Peer):
     async def wait_for_terminal_exit(
         self, params: WaitForTerminalExitRequest
     ) -> WaitForTerminalExitResponse:
-        self._require(self._caps().terminal, "terminal")
+        self._require(self._caps().terminal, "terminal", "terminal/wait_for_exit")
         result: WaitForTerminalExitResponse = await self._request(
             "terminal/wait_for_exit", params, WaitForTerminalExitResponse
         )
         return result
 
     async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse:
-        self._require(self._caps().terminal, "terminal")
+        self._require(self._caps().terminal, "terminal", "terminal/kill")
         result: KillTerminalResponse = await self._request(
             "terminal/kill", params, KillTerminalResponse
         )
         return result
 
     async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
-        self._require(self._caps().terminal, "terminal")
+        self._require(self._caps().terminal, "terminal", "terminal/release")
         result: ReleaseTerminalResponse = await self._request(
             "terminal/release", params, ReleaseTerminalResponse
         )
@@ -243,11 +259,15 @@ class ClientProxy(Peer):
         # The mode is the variant's class: the classes carry no ``mode`` field.
         if isinstance(params, ElicitationUrlMode):
             self._require(
-                elicitation is not None and elicitation.url is not None, "elicitation.url"
+                elicitation is not None and elicitation.url is not None,
+                "elicitation.url",
+                "elicitation/create",
             )
         else:
             self._require(
-                elicitation is not None and elicitation.form is not None, "elicitation.form"
+                elicitation is not None and elicitation.form is not None,
+                "elicitation.form",
+                "elicitation/create",
             )
         result: CreateElicitationResponse = await self._request(
             "elicitation/create", params, CreateElicitationResponse
@@ -326,6 +346,37 @@ class Agent(Extensible):
         """Unknown extension notifications are ignored."""
 
 
+def _advertise_implemented(agent: Agent, caps: AgentCapabilities) -> AgentCapabilities:
+    """``caps`` (what the agent's ``initialize`` answered) with the methods
+    its class overrides added: ``loadSession``, ``sessionCapabilities``
+    ``list`` / ``resume`` / ``close`` / ``delete``, ``auth.logout``. Only
+    what ``caps`` leaves off (``false`` or absent) is added; nothing it
+    advertises is changed."""
+    load_session = caps.load_session or implemented(agent, Agent, "load_session")
+    session = caps.session_capabilities
+    added: dict[str, Any] = {}
+    for field, attr, value in (
+        ("list", "list_sessions", SessionListCapabilities),
+        ("resume", "resume_session", SessionResumeCapabilities),
+        ("close", "close_session", SessionCloseCapabilities),
+        ("delete", "delete_session", SessionDeleteCapabilities),
+    ):
+        if getattr(session, field) is None and implemented(agent, Agent, attr):
+            added[field] = value()
+    if added:
+        session = attrs.evolve(session, **added)
+    auth = caps.auth
+    if auth.logout is None and implemented(agent, Agent, "logout"):
+        auth = attrs.evolve(auth, logout=LogoutCapabilities())
+    if (
+        load_session == caps.load_session
+        and session is caps.session_capabilities
+        and auth is caps.auth
+    ):
+        return caps
+    return attrs.evolve(caps, load_session=load_session, session_capabilities=session, auth=auth)
+
+
 class _Turn:
     """One prompt of a session: the scope ``session/cancel`` cancels, and
     its place in the session's queue (``ready`` is set once it is first)."""
@@ -379,7 +430,14 @@ class _AgentHandler(TypedHandler):
 
     async def _initialize(self, params: InitializeRequest) -> InitializeResponse:
         self.proxy.capabilities = params.client_capabilities
-        return await self.agent.initialize(params)
+        result = await self.agent.initialize(params)
+        given = getattr(result, "agent_capabilities", None)
+        if not isinstance(given, AgentCapabilities):
+            return result  # not an InitializeResponse: the converter says so
+        caps = _advertise_implemented(self.agent, given)
+        if caps is given:
+            return result
+        return attrs.evolve(result, agent_capabilities=caps)
 
     def request_received(self, ctx: RequestContext, params: Any) -> None:
         # Tie a prompt to its session the moment it is read, so that a

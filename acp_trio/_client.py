@@ -69,6 +69,7 @@ from acp_trio.schema import (
     AuthenticateResponse,
     AuthMethod,
     CancelNotification,
+    ClientCapabilities,
     CloseSessionRequest,
     CloseSessionResponse,
     CompleteElicitationNotification,
@@ -78,6 +79,10 @@ from acp_trio.schema import (
     CreateTerminalResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    ElicitationUrlCapabilities,
+    FileSystemCapabilities,
     Implementation,
     InitializeRequest,
     InitializeResponse,
@@ -140,6 +145,39 @@ _CANCELLED = RequestPermissionResponse(outcome=RequestPermissionOutcomeCancelled
 
 def _not_found(method: str) -> RequestError:
     return RequestError.method_not_found(method)
+
+
+_TERMINAL_METHODS: Final = (
+    "create_terminal",
+    "terminal_output",
+    "wait_for_terminal_exit",
+    "kill_terminal",
+    "release_terminal",
+)
+
+
+def _implemented_capabilities(client: Client) -> ClientCapabilities:
+    """The client capabilities ``client`` serves: the ``fs`` methods its
+    class overrides (itself or through :class:`WorkspaceFilesMixin`),
+    ``terminal`` if it overrides all five ``terminal/*`` methods (as
+    :class:`TerminalsMixin` does), and both elicitation modes if it
+    overrides :meth:`Client.create_elicitation`: what
+    :meth:`AgentProxy.initialize` advertises unless told otherwise."""
+    fs = FileSystemCapabilities(
+        read_text_file=implemented(client, Client, "read_text_file"),
+        write_text_file=implemented(client, Client, "write_text_file"),
+    )
+    terminal = all(implemented(client, Client, attr) for attr in _TERMINAL_METHODS)
+    elicitation = None
+    if implemented(client, Client, "create_elicitation"):
+        elicitation = ElicitationCapabilities(
+            form=ElicitationFormCapabilities(), url=ElicitationUrlCapabilities()
+        )
+    return ClientCapabilities(fs=fs, terminal=terminal, elicitation=elicitation)
+
+
+# The value of an InitializeRequest made without client_capabilities.
+_UNSET_CAPABILITIES: Final = attrs.fields(InitializeRequest).client_capabilities.default
 
 
 class Client(Extensible):
@@ -300,12 +338,31 @@ class AgentProxy(Peer):
         self.capabilities: AgentCapabilities | None = None
         self.agent_info: Implementation | None = None
         self.auth_methods: list[AuthMethod] = []
+        #: The client capabilities sent in ``initialize``.
+        self.client_capabilities: ClientCapabilities | None = None
 
     async def initialize(self, params: InitializeRequest | None = None) -> InitializeResponse:
         """Negotiate: send our protocol version and capabilities; check the
-        agent's answer. Raises :class:`UnsupportedProtocolVersion`."""
+        agent's answer. Raises :class:`UnsupportedProtocolVersion`.
+
+        Without ``params``, or with params made without
+        ``client_capabilities``, the capabilities sent are those the client
+        implements: ``fs.readTextFile`` / ``fs.writeTextFile`` for the
+        methods its class overrides (itself or through
+        :class:`WorkspaceFilesMixin`), ``terminal`` if it overrides all five
+        ``terminal/*`` methods (:class:`TerminalsMixin` does), both
+        elicitation modes if it overrides ``create_elicitation``. A
+        ``client_capabilities`` object given explicitly is sent as it is
+        (to advertise less, or only one elicitation mode). The capabilities
+        sent are at :attr:`client_capabilities`.
+        """
         if params is None:
             params = InitializeRequest(protocol_version=PROTOCOL_VERSION)
+        if params.client_capabilities is _UNSET_CAPABILITIES:
+            params = attrs.evolve(
+                params, client_capabilities=_implemented_capabilities(self._handler.client)
+            )
+        self.client_capabilities = params.client_capabilities
         result: InitializeResponse = await self._request("initialize", params, InitializeResponse)
         if result.protocol_version != PROTOCOL_VERSION:
             self.connection.close_soon()
@@ -322,9 +379,14 @@ class AgentProxy(Peer):
             raise LocalProtocolError(f"call initialize() before {method}")
         return self.capabilities
 
-    def _require(self, advertised: bool, what: str) -> None:
+    def _require(self, advertised: bool, what: str, method: str) -> None:
         if not advertised:
-            raise CapabilityError(f"the agent did not advertise {what}")
+            raise CapabilityError(
+                f"the agent did not advertise {what} (needed for {method}); nothing was sent",
+                capability=what,
+                method=method,
+                peer="agent",
+            )
 
     async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse:
         self._caps("authenticate")
@@ -335,7 +397,7 @@ class AgentProxy(Peer):
 
     async def logout(self, params: LogoutRequest | None = None) -> LogoutResponse:
         caps = self._caps("logout")
-        self._require(caps.auth.logout is not None, "auth.logout")
+        self._require(caps.auth.logout is not None, "auth.logout", "logout")
         result: LogoutResponse = await self._request(
             "logout", params or LogoutRequest(), LogoutResponse
         )
@@ -347,7 +409,7 @@ class AgentProxy(Peer):
         return result
 
     async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
-        self._require(self._caps("session/load").load_session, "loadSession")
+        self._require(self._caps("session/load").load_session, "loadSession", "session/load")
         result: LoadSessionResponse = await self._request(
             "session/load", params, LoadSessionResponse
         )
@@ -357,7 +419,7 @@ class AgentProxy(Peer):
         self, params: ListSessionsRequest | None = None
     ) -> ListSessionsResponse:
         caps = self._caps("session/list").session_capabilities
-        self._require(caps.list is not None, "sessionCapabilities.list")
+        self._require(caps.list is not None, "sessionCapabilities.list", "session/list")
         result: ListSessionsResponse = await self._request(
             "session/list", params or ListSessionsRequest(), ListSessionsResponse
         )
@@ -365,7 +427,7 @@ class AgentProxy(Peer):
 
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
         caps = self._caps("session/resume").session_capabilities
-        self._require(caps.resume is not None, "sessionCapabilities.resume")
+        self._require(caps.resume is not None, "sessionCapabilities.resume", "session/resume")
         result: ResumeSessionResponse = await self._request(
             "session/resume", params, ResumeSessionResponse
         )
@@ -373,7 +435,7 @@ class AgentProxy(Peer):
 
     async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse:
         caps = self._caps("session/close").session_capabilities
-        self._require(caps.close is not None, "sessionCapabilities.close")
+        self._require(caps.close is not None, "sessionCapabilities.close", "session/close")
         result: CloseSessionResponse = await self._request(
             "session/close", params, CloseSessionResponse
         )
@@ -381,7 +443,7 @@ class AgentProxy(Peer):
 
     async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse:
         caps = self._caps("session/delete").session_capabilities
-        self._require(caps.delete is not None, "sessionCapabilities.delete")
+        self._require(caps.delete is not None, "sessionCapabilities.delete", "session/delete")
         result: DeleteSessionResponse = await self._request(
             "session/delete", params, DeleteSessionResponse
         )

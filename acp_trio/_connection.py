@@ -56,6 +56,7 @@ from acp_trio._exceptions import (
     ErrorCode,
     LocalProtocolError,
     MessageTooLarge,
+    ProtocolError,
     RemoteProtocolError,
     RequestError,
 )
@@ -1288,6 +1289,10 @@ class Connection:
             # other handlers.
             return None
         _log.error("handler for %s (id %r) failed", ctx.method, ctx.id, exc_info=exc)
+        if isinstance(leaf, ProtocolError):
+            # The SDK's own error (a call refused for a missing capability,
+            # say): the peer learns what it was.
+            return error_response(ctx.id, RequestError.internal_error(leaf._error_data()))
         return error_response(ctx.id, RequestError.internal_error())
 
     def _error_reply(self, ctx: RequestContext, exc: RequestError) -> dict[str, Any]:

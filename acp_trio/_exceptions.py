@@ -185,6 +185,11 @@ class RequestError(ACPError):
 class ProtocolError(ACPError):
     """A JSON-RPC protocol violation; see the two subclasses for whose."""
 
+    def _error_data(self) -> dict[str, Any]:
+        # The data of the -32603 a handler that let this error through is
+        # answered with: what went wrong, for the peer to see.
+        return {"error": type(self).__name__, "reason": str(self)}
+
 
 class LocalProtocolError(ProtocolError):
     """Our side tried to do something the protocol forbids."""
@@ -196,7 +201,44 @@ class RemoteProtocolError(ProtocolError):
 
 class CapabilityError(LocalProtocolError):
     """A call the peer did not advertise support for was refused locally
-    (nothing was sent)."""
+    (nothing was sent).
+
+    :attr:`capability` is the capability that was missing (as on the wire,
+    e.g. ``"fs.readTextFile"``), :attr:`method` the method refused (e.g.
+    ``"fs/read_text_file"``), :attr:`peer` whose capabilities they are
+    (``"client"`` or ``"agent"``); each may be ``None`` when made by hand.
+    A handler that lets it through is answered ``-32603`` whose ``data``
+    carries the three.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        capability: str | None = None,
+        method: str | None = None,
+        peer: str | None = None,
+    ) -> None:
+        self.capability = capability
+        self.method = method
+        self.peer = peer
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default would call CapabilityError(message) and lose nothing
+        # but the keywords: they are in __dict__, restored as state.
+        return (type(self), (str(self),), self.__dict__)
+
+    def _error_data(self) -> dict[str, Any]:
+        data = super()._error_data()
+        for key, value in (
+            ("capability", self.capability),
+            ("method", self.method),
+            ("peer", self.peer),
+        ):
+            if value is not None:
+                data[key] = value
+        return data
 
 
 class UnsupportedProtocolVersion(RemoteProtocolError):

@@ -22,7 +22,8 @@ inside the directories the application names (its *roots*):
 Refusals are :class:`~acp_trio.RequestError`: ``-32602`` (invalid params) for
 a path that is not allowed or not a regular file, ``-32002`` (resource not
 found) for a missing file or directory; ``data`` is
-``{"path": ..., "reason": ...}``. Blocking calls run in worker threads.
+``{"path": ..., "reason": ...}``, with ``"roots"`` too for a path refused
+because it is not inside them (or not absolute). Blocking calls run in worker threads.
 """
 
 from __future__ import annotations
@@ -285,12 +286,13 @@ class WorkspaceFiles:
 
     def _locate(self, path: str) -> tuple[str, list[str]]:
         """Check ``path`` and resolve it: ``(real root, components below)``."""
+        roots = list(self._roots)
         if not isinstance(path, str) or not path:
-            _refuse(str(path), "path must be a non-empty string")
+            _refuse(str(path), "path must be a non-empty string", roots=roots)
         if "\0" in path:
-            _refuse(path, "path contains a NUL character")
+            _refuse(path, "path contains a NUL character", roots=roots)
         if not os.path.isabs(path):
-            _refuse(path, "path is not absolute")
+            _refuse(path, "path is not absolute", roots=roots)
         real = os.path.realpath(path)
         for root in self._roots:
             real_root = os.path.realpath(root)
@@ -299,7 +301,7 @@ class WorkspaceFiles:
             prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
             if real.startswith(prefix):
                 return real_root, real[len(prefix) :].split(os.sep)
-        _refuse(path, "path is outside the workspace roots", roots=list(self._roots))
+        _refuse(path, "path is outside the workspace roots", roots=roots)
 
     def _open_parent(self, path: str, root: str, parts: list[str], create: bool) -> int:
         """Open the directory holding the last component, walking down from

@@ -15,7 +15,6 @@ from acp_trio._connection import ConnectionConfig
 from acp_trio._pair import open_agent_client_pair
 from acp_trio.schema import (
     PROTOCOL_VERSION,
-    ClientCapabilities,
     InitializeRequest,
     InitializeResponse,
     NewSessionRequest,
@@ -54,9 +53,8 @@ class AgentClientPair(Generic[A, C]):
 def _default_initialize(client: Client) -> InitializeRequest:
     if isinstance(client, ScenarioClient):
         return client.initialize_request()
-    return InitializeRequest(
-        protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
-    )
+    # The capabilities the client implements (see AgentProxy.initialize).
+    return InitializeRequest(protocol_version=PROTOCOL_VERSION)
 
 
 @asynccontextmanager
@@ -74,7 +72,8 @@ async def open_memory_pair(
     ``pair.agent`` is what it made. Defaults: a :class:`ScenarioAgent` and
     a :class:`ScenarioClient`. With ``initialize=True`` the client sends
     ``initialize`` first (the scenario client's capabilities for a
-    :class:`ScenarioClient`, none otherwise); pass an
+    :class:`ScenarioClient`, otherwise those the client implements: ``fs``
+    for the file methods it overrides, ``terminal``, elicitation); pass an
     :class:`InitializeRequest` to choose, or ``False`` to skip it. Works
     with the autojump clock.
     """

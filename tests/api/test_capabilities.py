@@ -269,13 +269,36 @@ CLIENT_CALLS: dict[str, tuple[ClientCall, AgentCapabilities]] = {
 }
 
 
+#: The Agent method of each gated client→agent call.
+GATED_METHODS = {
+    "session/load": "load_session",
+    "session/list": "list_sessions",
+    "session/resume": "resume_session",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "logout": "logout",
+}
+
+
+def agent_implementing(allowed: str | None) -> type[Agent]:
+    """A :class:`FullAgent` with every gated method but ``allowed`` put back
+    to the default of :class:`Agent` (so not implemented)."""
+    defaults = {
+        attr: getattr(Agent, attr) for name, attr in GATED_METHODS.items() if name != allowed
+    }
+    return type("PartialAgent", (FullAgent,), defaults)
+
+
 @pytest.mark.parametrize("allowed", [None, *CLIENT_CALLS])
 async def test_client_calls_need_the_agent_capability(
     allowed: str | None, autojump_clock: Any
 ) -> None:
+    """An agent implementing one gated method advertises exactly it (with no
+    capabilities in its own answer); the client sends that call, and refuses
+    the others locally."""
     caps = AgentCapabilities() if allowed is None else CLIENT_CALLS[allowed][1]
     with trio.fail_after(LIMIT):
-        async with open_pair(FullAgent(capabilities=caps), RecordingClient()) as (
+        async with open_pair(agent_implementing(allowed)(), RecordingClient()) as (
             to_agent,
             _,
             _w,
@@ -345,10 +368,13 @@ async def test_unsupported_agent_version_closes_the_connection(
 async def test_default_initialize_answers_version_1(autojump_clock: Any) -> None:
     class Bare(ScriptedAgent):
         initialize = Agent.initialize
+        close_session = Agent.close_session
 
     with trio.fail_after(LIMIT):
         async with open_pair(Bare(), RecordingClient()) as (to_agent, to_client, awire, _):
-            result = await to_agent.initialize(InitializeRequest(protocol_version=1))
+            result = await to_agent.initialize(
+                InitializeRequest(protocol_version=1, client_capabilities=ClientCapabilities())
+            )
             assert result.protocol_version == 1
             assert result.agent_capabilities == AgentCapabilities()
             assert result.auth_methods == []
@@ -360,6 +386,7 @@ async def test_default_initialize_answers_version_1(autojump_clock: Any) -> None
 async def test_raw_client_asking_a_newer_version_gets_1(autojump_clock: Any) -> None:
     class Bare(ScriptedAgent):
         initialize = Agent.initialize
+        close_session = Agent.close_session
 
     with trio.fail_after(LIMIT):
         async with raw_client(Bare()) as (peer, to_client, _):
@@ -402,6 +429,9 @@ async def test_elicitation_refusals_send_nothing_even_mid_turn(autojump_clock: A
             await initialized_agent_side(to_agent, caps)
             sid = (await to_agent.new_session(NEW_SESSION)).session_id
             assert (await to_agent.prompt_text(sid, "x")).stop_reason == "end_turn"
-    assert agent.log[1:] == ["the client did not advertise elicitation.url"]
+    assert agent.log[1:] == [
+        "the client did not advertise elicitation.url (needed for elicitation/create); "
+        "nothing was sent"
+    ]
     assert client.log == [("elicitation", "ElicitationFormMode")]
     assert [m.get("method") for m in awire.sent()].count("elicitation/create") == 1

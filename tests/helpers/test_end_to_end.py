@@ -139,6 +139,39 @@ async def test_agent_reads_writes_and_runs_a_command(tmp_path: Path) -> None:
     assert asked == ["cat new.txt", "rm"]
 
 
+@limited
+async def test_a_bare_initialize_advertises_what_the_mixins_serve(tmp_path: Path) -> None:
+    """No capabilities passed: the mixin client advertises fs (read and
+    write) and terminal, and the agent's read and write go through."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "a.txt").write_text("one\ntwo\n")
+
+    async def read_and_write(agent: ToolAgent, sid: str) -> None:
+        read = await agent.client.read_text_file(
+            ReadTextFileRequest(session_id=sid, path=str(root / "a.txt"))
+        )
+        agent.log["read"] = read.content
+        await agent.client.write_text_file(
+            WriteTextFileRequest(session_id=sid, path=str(root / "b.txt"), content="b\n")
+        )
+
+    async def never(params: CreateTerminalRequest) -> bool:
+        return False
+
+    agent = ToolAgent(root, read_and_write)
+    async with open_terminal_manager(never) as terminals:
+        client = AppClient(WorkspaceFiles([root]), terminals)
+        async with acp_trio.open_agent_client_pair(agent, client) as (to_agent, to_client):
+            await to_agent.initialize()
+            assert to_client.capabilities == CAPS
+            session = await to_agent.new_session(NewSessionRequest(cwd=str(root), mcp_servers=[]))
+            result = await to_agent.prompt_text(session.session_id, "go")
+    assert result.stop_reason == "end_turn"
+    assert agent.log["read"] == "one\ntwo\n"
+    assert (root / "b.txt").read_text() == "b\n"
+
+
 async def start_and_wait(agent: ToolAgent, sid: str) -> None:
     client = agent.client
     term = await client.create_terminal(

@@ -150,7 +150,11 @@ async def test_several_roots(root: Path, outside: Path) -> None:
 
 @limited
 async def test_relative_path_is_refused(files: WorkspaceFiles, root: Path) -> None:
-    await refused(files.read_text_file(read_req("a.txt")), INVALID, "not absolute")
+    error = await refused(files.read_text_file(read_req("a.txt")), INVALID, "not absolute")
+    # The data names the path and the roots it must lie in.
+    assert error.data == {"path": "a.txt", "reason": "path is not absolute", "roots": [str(root)]}
+    assert "a.txt" in str(error)
+    assert str(root) in str(error)
     await refused(files.write_text_file(write_req("sub/x.txt", "x")), INVALID, "not absolute")
     assert not (root / "sub" / "x.txt").exists()
 
