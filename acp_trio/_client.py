@@ -50,6 +50,7 @@ from acp_trio._dispatch import (
     implemented,
     one_connection,
 )
+from acp_trio._early_updates import EarlyUpdates
 from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
@@ -242,8 +243,11 @@ class _ClientHandler(TypedHandler):
     """Routes agent→client messages to a :class:`Client`, and answers the
     permission requests of a cancelled turn itself."""
 
-    def __init__(self, client: Client, schema_converter: SchemaConverter) -> None:
+    def __init__(
+        self, client: Client, schema_converter: SchemaConverter, connection: Connection
+    ) -> None:
         self.client = client
+        self.early = EarlyUpdates(client.session_update, connection._call_in_consumer)
         self.permissions = SessionScopes()
         # The request behind each pending permission handler's scope.
         self._permission_requests: dict[trio.CancelScope, RequestContext] = {}
@@ -258,6 +262,7 @@ class _ClientHandler(TypedHandler):
                 continue  # -32601, whatever the params
             table = requests if info.kind == "request" else notifications
             table[wire] = Route(info.params, getattr(client, attr))
+        notifications["session/update"] = Route(SessionNotification, self.early.receive)
         if "session/request_permission" in requests:
             requests["session/request_permission"] = Route(
                 RequestPermissionRequest, self._request_permission
@@ -324,6 +329,7 @@ class AgentProxy(Peer):
     ) -> None:
         super().__init__(connection, schema_converter)
         self._handler = handler
+        self._early = handler.early
         # By session: the prompt turns sent and not answered yet, in order
         # (a cancelled one stays until its reply arrives).
         self._turns: dict[str, list[_Turn]] = {}
@@ -403,13 +409,45 @@ class AgentProxy(Peer):
         )
         return result
 
+    @property
+    def known_sessions(self) -> frozenset[str]:
+        """The ids of the sessions made (:meth:`new_session`), loaded or
+        resumed through this proxy, and not closed or deleted since."""
+        return frozenset(self._early.known)
+
+    @property
+    def early_update_limit(self) -> int:
+        """Most ``session/update`` notifications held back, over all
+        sessions, for sessions a pending :meth:`new_session` may be about
+        to create (default 4096); past it they are delivered as they are."""
+        return self._early.limit
+
+    @early_update_limit.setter
+    def early_update_limit(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError("early_update_limit must not be negative")
+        self._early.limit = limit
+
     async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
+        """Create a session. ``session/update`` notifications the agent sends
+        for it before its answer are not lost: they are delivered, in order,
+        right after this call returns (at the caller's next checkpoint), so
+        the application has recorded the session when they arrive."""
         self._caps("session/new")
-        result: NewSessionResponse = await self._request("session/new", params, NewSessionResponse)
+        self._early.creating()
+        try:
+            result: NewSessionResponse = await self._request(
+                "session/new", params, NewSessionResponse
+            )
+        except BaseException:
+            self._early.creation_failed()
+            raise
+        self._early.created(result.session_id)
         return result
 
     async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
         self._require(self._caps("session/load").load_session, "loadSession", "session/load")
+        self._early.known.add(params.session_id)
         result: LoadSessionResponse = await self._request(
             "session/load", params, LoadSessionResponse
         )
@@ -428,6 +466,7 @@ class AgentProxy(Peer):
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
         caps = self._caps("session/resume").session_capabilities
         self._require(caps.resume is not None, "sessionCapabilities.resume", "session/resume")
+        self._early.known.add(params.session_id)
         result: ResumeSessionResponse = await self._request(
             "session/resume", params, ResumeSessionResponse
         )
@@ -439,6 +478,7 @@ class AgentProxy(Peer):
         result: CloseSessionResponse = await self._request(
             "session/close", params, CloseSessionResponse
         )
+        self._early.forget(params.session_id)
         return result
 
     async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse:
@@ -447,6 +487,7 @@ class AgentProxy(Peer):
         result: DeleteSessionResponse = await self._request(
             "session/delete", params, DeleteSessionResponse
         )
+        self._early.forget(params.session_id)
         return result
 
     async def set_session_mode(self, params: SetSessionModeRequest) -> SetSessionModeResponse:
@@ -669,7 +710,7 @@ def _client_handler(
     client: Client, schema_converter: SchemaConverter
 ) -> Callable[[Connection], _ClientHandler]:
     def make(connection: Connection) -> _ClientHandler:
-        handler = _ClientHandler(client, schema_converter)
+        handler = _ClientHandler(client, schema_converter, connection)
         client.agent = AgentProxy(connection, schema_converter, handler)
         return handler
 

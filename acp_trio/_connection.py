@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from typing import Any, Final, Literal, final
@@ -242,7 +242,9 @@ class RequestNode:
     children: tuple[RequestNode, ...] = ()
 
 
-_Queued = tuple[int, str, Any]
+# (number, method, params) of a notification read; (number, None, fn) for
+# work of our own run by the consumer in its place (see _call_in_consumer).
+_Queued = tuple[int, str | None, Any]
 
 #: A handler, or a function that makes one for the new connection (for
 #: handlers that need the connection itself, like the typed APIs).
@@ -1384,14 +1386,24 @@ class Connection:
             ) is not None:
                 seq, method, params = item
                 try:
-                    await handler.handle_notification(method, params)
+                    if method is None:
+                        await params()
+                    else:
+                        await handler.handle_notification(method, params)
                 except Exception:
-                    _log.exception("error handling notification %s", method)
+                    _log.exception("error handling notification %s", method or params)
                 self._notifications_handled = seq
                 if self._barrier_waiters:
                     self._wake_barrier_waiters(seq)
         finally:
             self._wake_barrier_waiters(math.inf)
+
+    def _call_in_consumer(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Have the notification consumer run ``await fn()`` after the
+        notifications queued so far, as if it were one of them (in order,
+        in the consumer's task; past the queue's limit). ``False`` if the
+        connection no longer handles notifications."""
+        return self._inbox.put_always((self._notifications_received, None, fn))
 
     async def _wait_for_notifications(self, barrier: int) -> None:
         # A reply is handed over only after the notifications that arrived

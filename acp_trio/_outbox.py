@@ -232,6 +232,16 @@ class Inbox(Generic[T]):
             self._consumer.unpark()
         return True
 
+    def put_always(self, item: T) -> bool:
+        """Queue ``item`` even past the limit (an item of our own, not read
+        from the peer); ``False`` once closed."""
+        if self._closed:
+            return False
+        self._items.append(item)
+        if len(self._items) == 1 and self._consumer:
+            self._consumer.unpark()
+        return True
+
     def get_nowait(self) -> T | None:
         """The next item if one is queued, else ``None``."""
         items = self._items
