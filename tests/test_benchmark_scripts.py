@@ -74,3 +74,14 @@ async def test_the_cost_of_a_full_collection_is_measured_and_nothing_stays_froze
     assert plain > 0
     assert frozen > 0
     assert gc.get_freeze_count() == 0
+
+
+async def test_the_prompt_deadline_benchmark_measures_each_cancel() -> None:
+    import prompt_deadline
+
+    from acp_trio.testing import SCENARIO_AGENT_COMMAND
+
+    with trio.fail_after(LIMIT):
+        latencies = await prompt_deadline.measure(list(SCENARIO_AGENT_COMMAND), 3)
+    assert len(latencies) == 3
+    assert all(latency >= 0 for latency in latencies)

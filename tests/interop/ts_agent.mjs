@@ -156,6 +156,10 @@ async function prompt(ctx) {
           // A cancelled turn stops streaming.
           if (turn.signal.aborted) throw abortError("cancelled");
           await turn.say(String(i).padEnd(size, "."));
+          // notify() resolves without waiting for I/O while the pipe has
+          // room: without a turn of the event loop now and then, stdin (and
+          // the session/cancel on it) would never be read.
+          if (i % 64 === 63) await new Promise((resolve) => setImmediate(resolve));
         }
         return { stopReason: "end_turn" };
       }
