@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(SRC)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict acp_trio
+	$(BIN)/mypy --strict acp_trio examples tests/typed_usage
 
 $(INTEROP_STAMP): tests/interop/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \

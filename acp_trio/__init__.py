@@ -20,6 +20,7 @@ Layers, bottom to top:
 This module only re-exports.
 """
 
+from acp_trio import build as build
 from acp_trio._agent import AGENT_METHODS as AGENT_METHODS
 from acp_trio._agent import Agent as Agent
 from acp_trio._agent import ClientProxy as ClientProxy
@@ -63,6 +64,7 @@ from acp_trio._terminals import ApproveFunc as ApproveFunc
 from acp_trio._terminals import TerminalManager as TerminalManager
 from acp_trio._terminals import TerminalsMixin as TerminalsMixin
 from acp_trio._terminals import open_terminal_manager as open_terminal_manager
+from acp_trio._tool_calls import ToolCallHandle as ToolCallHandle
 from acp_trio._transports import AgentProcess as AgentProcess
 from acp_trio._transports import open_agent_process as open_agent_process
 from acp_trio._transports import open_stdio_stream as open_stdio_stream

@@ -35,8 +35,8 @@ from __future__ import annotations
 import signal
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Final
 
 import attrs
@@ -56,6 +56,7 @@ from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext, current_request
+from acp_trio._tool_calls import ToolCallHandle, open_tool_call
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import (
     METHODS,
@@ -113,12 +114,15 @@ from acp_trio.schema import (
     TerminalOutputRequest,
     TerminalOutputResponse,
     TextContent,
+    ToolCallContent,
+    ToolCallLocation,
     WaitForTerminalExitRequest,
     WaitForTerminalExitResponse,
     WriteTextFileRequest,
     WriteTextFileResponse,
     converter,
 )
+from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
 
 __all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
 
@@ -174,6 +178,37 @@ class ClientProxy(Peer):
         else:
             params = SessionNotification(session_id=session_id, update=update)
         await self.connection.notify("session/update", self.converter.unstructure(params))
+
+    def tool_call(
+        self,
+        session_id: str,
+        title: str,
+        *,
+        kind: ToolKind | None = None,
+        status: ToolCallStatus = "pending",
+        content: Sequence[ToolCallContent] = (),
+        locations: Sequence[ToolCallLocation] = (),
+        raw_input: Any = None,
+        tool_call_id: str | None = None,
+    ) -> AbstractAsyncContextManager[ToolCallHandle]:
+        """A tool call for the duration of an ``async with`` block: sends
+        its ``tool_call`` on entry (a fresh id unless ``tool_call_id``), and
+        on exit ``completed`` (the block ended), or ``failed`` (it raised,
+        or was cancelled: ACP v1 has no cancelled status), unless the block
+        reported a final status itself. The final update is queued at once,
+        so cancellation never loses it and it precedes the turn's answer.
+        See :class:`ToolCallHandle` for the updates in between."""
+        return open_tool_call(
+            self,
+            session_id,
+            title,
+            kind=kind,
+            status=status,
+            content=content,
+            locations=locations,
+            raw_input=raw_input,
+            tool_call_id=tool_call_id,
+        )
 
     async def send_text(self, session_id: str, text: str) -> None:
         """Stream a piece of the agent's reply (an ``agent_message_chunk``)."""

@@ -26,6 +26,8 @@ TOP_LEVEL = {
     "serve_agent",
     # transports
     "AgentProcess", "open_agent_process", "open_stdio_stream", "open_tcp_stream", "serve_tcp",
+    # agent helpers (and the acp_trio.build module)
+    "ToolCallHandle",
     # client helpers
     "ApproveFunc", "TerminalManager", "TerminalsMixin", "WorkspaceFiles",
     "WorkspaceFilesMixin", "open_terminal_manager",

@@ -47,3 +47,19 @@ async def test_the_json_level_example_runs(tmp_path: Path) -> None:
             [sys.executable, str(script)], capture_stdout=True, capture_stderr=True
         )
     assert result.stdout.decode() == "{'hi': 1}\n"
+
+
+async def test_the_tool_call_example_runs(tmp_path: Path) -> None:
+    script = tmp_path / "tool_call.py"
+    script.write_text(python_blocks()["Tool calls, plans and content: `acp_trio.build`"])
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            [sys.executable, str(script)], capture_stdout=True, capture_stderr=True
+        )
+    assert [line.strip() for line in result.stdout.decode().splitlines()] == [
+        "Plan",
+        "ToolCall pending",
+        "ToolCallUpdate",
+        "ToolCallUpdate completed",
+        "AgentMessageChunk",
+    ]

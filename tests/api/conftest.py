@@ -163,6 +163,11 @@ class Wire:
     def sent_cancels(self) -> list[Any]:
         return [m["params"]["requestId"] for m in self.sent_notifications("$/cancel_request")]
 
+    def received_request_id(self, method: str) -> Any:
+        """The id of the one request of ``method`` this side read."""
+        (msg,) = [m for m in self.received() if is_request(m) and m["method"] == method]
+        return msg["id"]
+
     def request_id(self, method: str) -> Any:
         """The id of the one request of ``method`` this side sent."""
         (msg,) = self.sent_requests(method)

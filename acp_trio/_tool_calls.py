@@ -1,0 +1,180 @@
+"""A tool call as a Trio block: its start, its updates, and its end on
+every exit path.
+
+``async with client.tool_call(session_id, "Edit main.py", kind="edit") as
+call:`` sends the ``tool_call`` (status ``pending``, or ``in_progress``
+with ``status=``); inside, :meth:`ToolCallHandle.update` and
+:meth:`ToolCallHandle.add_content` send ``tool_call_update``\\ s. Leaving the
+block reports the end, unless the block already did (:meth:`complete`,
+:meth:`fail`, or an update with a final status):
+
+- the block ends normally: ``completed``;
+- it raises: ``failed``, and the exception goes on;
+- it is cancelled (``session/cancel``, ``$/cancel_request`` of the prompt,
+  a deadline, the connection closing): ``failed`` too, ACP v1 having no
+  ``cancelled`` tool-call status (clients mark a cancelled turn's
+  unfinished tool calls as cancelled themselves).
+
+The final update is queued at once, without waiting for room in the output
+queue and without a checkpoint, so a cancellation can neither lose nor
+delay it, and it goes out before the turn's answer. If the connection is
+already closed it is dropped (nobody to tell).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+from acp_trio.schema import (
+    SessionNotification,
+    ToolCall,
+    ToolCallContent,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
+from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
+
+if TYPE_CHECKING:
+    from acp_trio._agent import ClientProxy
+
+__all__ = ["ToolCallHandle", "open_tool_call"]
+
+_FINAL: Final = frozenset({"completed", "failed"})
+
+
+class ToolCallHandle:
+    """One tool call of a session, made by :meth:`ClientProxy.tool_call`."""
+
+    def __init__(
+        self,
+        client: ClientProxy,
+        session_id: str,
+        tool_call_id: str,
+        status: ToolCallStatus,
+        content: Sequence[ToolCallContent],
+    ) -> None:
+        self._client = client
+        #: The session the call belongs to.
+        self.session_id = session_id
+        #: The call's ``toolCallId``.
+        self.id = tool_call_id
+        self._status: ToolCallStatus = status
+        self._content: list[ToolCallContent] = list(content)
+
+    @property
+    def status(self) -> ToolCallStatus:
+        """The last status sent."""
+        return self._status
+
+    @property
+    def finished(self) -> bool:
+        """Whether a final status (``completed``, ``failed``) was sent."""
+        return self._status in _FINAL
+
+    @property
+    def content(self) -> tuple[ToolCallContent, ...]:
+        """The call's content as the client has it now."""
+        return tuple(self._content)
+
+    def _params(self, update: ToolCallUpdate) -> Any:
+        return self._client.converter.unstructure(
+            SessionNotification(session_id=self.session_id, update=update)
+        )
+
+    async def update(
+        self,
+        *,
+        status: ToolCallStatus | None = None,
+        title: str | None = None,
+        kind: ToolKind | None = None,
+        content: Sequence[ToolCallContent] | None = None,
+        locations: Sequence[ToolCallLocation] | None = None,
+        raw_input: Any = None,
+        raw_output: Any = None,
+    ) -> None:
+        """Send a ``tool_call_update`` with the fields given (``content``
+        replaces the call's content). Raises ``RuntimeError`` once the call
+        has a final status."""
+        self._check_open()
+        update = ToolCallUpdate(
+            tool_call_id=self.id,
+            status=status,
+            title=title,
+            kind=kind,
+            content=None if content is None else list(content),
+            locations=None if locations is None else list(locations),
+            raw_input=raw_input,
+            raw_output=raw_output,
+        )
+        await self._client.connection.notify("session/update", self._params(update))
+        if content is not None:
+            self._content = list(content)
+        if status is not None:
+            self._status = status
+
+    async def add_content(self, *items: ToolCallContent) -> None:
+        """Append content (a diff, text, a terminal) to the call's."""
+        await self.update(content=[*self._content, *items])
+
+    async def complete(self, *, raw_output: Any = None) -> None:
+        """Report the call ``completed`` now (leaving the block then sends
+        nothing more)."""
+        await self.update(status="completed", raw_output=raw_output)
+
+    async def fail(self, *, raw_output: Any = None) -> None:
+        """Report the call ``failed`` now (for a failure the block handles
+        itself rather than raises)."""
+        await self.update(status="failed", raw_output=raw_output)
+
+    def _check_open(self) -> None:
+        if self.finished:
+            raise RuntimeError(f"tool call {self.id!r} already ended ({self._status})")
+
+    def _end_now(self, status: ToolCallStatus) -> None:
+        """Queue the final update at once (no wait, no checkpoint)."""
+        if self.finished:
+            return
+        self._status = status
+        params = self._params(ToolCallUpdate(tool_call_id=self.id, status=status))
+        self._client.connection._notify_now("session/update", params)
+
+
+@asynccontextmanager
+async def open_tool_call(
+    client: ClientProxy,
+    session_id: str,
+    title: str,
+    *,
+    kind: ToolKind | None = None,
+    status: ToolCallStatus = "pending",
+    content: Sequence[ToolCallContent] = (),
+    locations: Sequence[ToolCallLocation] = (),
+    raw_input: Any = None,
+    tool_call_id: str | None = None,
+) -> AsyncIterator[ToolCallHandle]:
+    """The implementation of :meth:`ClientProxy.tool_call`."""
+    if status in _FINAL:
+        raise ValueError(f"a tool call starts pending or in_progress, not {status}")
+    if tool_call_id is None:
+        tool_call_id = f"call_{secrets.token_hex(8)}"
+    start = ToolCall(
+        tool_call_id=tool_call_id,
+        title=title,
+        kind=kind,
+        status=status,
+        content=list(content) or None,
+        locations=list(locations) or None,
+        raw_input=raw_input,
+    )
+    params = client.converter.unstructure(SessionNotification(session_id=session_id, update=start))
+    await client.connection.notify("session/update", params)
+    handle = ToolCallHandle(client, session_id, tool_call_id, status, content)
+    try:
+        yield handle
+    except BaseException:
+        handle._end_now("failed")
+        raise
+    handle._end_now("completed")
