@@ -35,7 +35,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Final
 
@@ -56,6 +56,7 @@ from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext, current_request
+from acp_trio._terminal_handle import TerminalHandle, open_terminal
 from acp_trio._tool_calls import ToolCallHandle, open_tool_call
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import (
@@ -208,6 +209,33 @@ class ClientProxy(Peer):
             locations=locations,
             raw_input=raw_input,
             tool_call_id=tool_call_id,
+        )
+
+    def terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_byte_limit: int | None = None,
+        release_timeout: float = 5.0,
+    ) -> AbstractAsyncContextManager[TerminalHandle]:
+        """A terminal of the client's for the duration of an ``async with``
+        block: ``terminal/create`` on entry (raises :class:`CapabilityError`
+        if the client did not advertise ``terminal``), and on exit, however
+        the block ends, ``terminal/release``, shielded and bounded by
+        ``release_timeout`` seconds. See :class:`TerminalHandle`."""
+        return open_terminal(
+            self,
+            session_id,
+            command,
+            args,
+            cwd=cwd,
+            env=env,
+            output_byte_limit=output_byte_limit,
+            release_timeout=release_timeout,
         )
 
     async def send_text(self, session_id: str, text: str) -> None:
