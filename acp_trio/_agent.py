@@ -57,8 +57,9 @@ from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._terminal_handle import TerminalHandle, open_terminal
-from acp_trio._tool_calls import ToolCallHandle, open_tool_call
+from acp_trio._tool_calls import ToolCallHandle, ask_permission, open_tool_call
 from acp_trio._transports import open_stdio_stream
+from acp_trio.build import ALLOW_OR_REJECT
 from acp_trio.schema import (
     METHODS,
     PROTOCOL_VERSION,
@@ -91,6 +92,7 @@ from acp_trio.schema import (
     LogoutResponse,
     NewSessionRequest,
     NewSessionResponse,
+    PermissionOption,
     PromptRequest,
     PromptResponse,
     ReadTextFileRequest,
@@ -117,6 +119,7 @@ from acp_trio.schema import (
     TextContent,
     ToolCallContent,
     ToolCallLocation,
+    ToolCallUpdate,
     WaitForTerminalExitRequest,
     WaitForTerminalExitResponse,
     WriteTextFileRequest,
@@ -210,6 +213,23 @@ class ClientProxy(Peer):
             raw_input=raw_input,
             tool_call_id=tool_call_id,
         )
+
+    async def ask_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallHandle | ToolCallUpdate | str,
+        options: Sequence[PermissionOption] = ALLOW_OR_REJECT,
+    ) -> PermissionOption | None:
+        """Ask the user to allow a tool call (``session/request_permission``)
+        and return the option they chose, or ``None`` if the turn was
+        cancelled meanwhile (the client answered ``cancelled``).
+        ``tool_call`` is the call's handle, its id, or a
+        :class:`ToolCallUpdate` with what the user should see; ``options``
+        defaults to :data:`acp_trio.build.ALLOW_OR_REJECT` (check
+        ``option.kind.startswith("allow")``). Raises ``ValueError`` for no
+        or repeated option ids, and :class:`RemoteProtocolError` if the
+        client picks an option that was not offered."""
+        return await ask_permission(self, session_id, tool_call, options)
 
     def terminal(
         self,

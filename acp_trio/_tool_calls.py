@@ -28,7 +28,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from acp_trio._exceptions import RemoteProtocolError
 from acp_trio.schema import (
+    PermissionOption,
+    RequestPermissionOutcomeCancelled,
+    RequestPermissionRequest,
+    SelectedPermissionOutcome,
     SessionNotification,
     ToolCall,
     ToolCallContent,
@@ -40,7 +45,7 @@ from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
 if TYPE_CHECKING:
     from acp_trio._agent import ClientProxy
 
-__all__ = ["ToolCallHandle", "open_tool_call"]
+__all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 
 _FINAL: Final = frozenset({"completed", "failed"})
 
@@ -178,3 +183,38 @@ async def open_tool_call(
         handle._end_now("failed")
         raise
     handle._end_now("completed")
+
+
+async def ask_permission(
+    client: ClientProxy,
+    session_id: str,
+    tool_call: ToolCallHandle | ToolCallUpdate | str,
+    options: Sequence[PermissionOption],
+) -> PermissionOption | None:
+    """The implementation of :meth:`ClientProxy.ask_permission`."""
+    if not options:
+        raise ValueError("a permission request needs at least one option")
+    ids = [option.option_id for option in options]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"permission option ids must differ: {ids}")
+    if isinstance(tool_call, ToolCallHandle):
+        update = ToolCallUpdate(tool_call_id=tool_call.id)
+    elif isinstance(tool_call, str):
+        update = ToolCallUpdate(tool_call_id=tool_call)
+    else:
+        update = tool_call
+    response = await client.request_permission(
+        RequestPermissionRequest(session_id=session_id, tool_call=update, options=list(options))
+    )
+    outcome = response.outcome
+    if isinstance(outcome, RequestPermissionOutcomeCancelled):
+        return None
+    if isinstance(outcome, SelectedPermissionOutcome):
+        for option in options:
+            if option.option_id == outcome.option_id:
+                return option
+        raise RemoteProtocolError(
+            f"the client chose permission option {outcome.option_id!r}, "
+            f"which was not offered (offered: {ids})"
+        )
+    raise RemoteProtocolError(f"the client answered the permission request with {outcome!r}")

@@ -161,3 +161,54 @@ async def test_a_tool_call_cannot_start_finished(autojump_clock: Any) -> None:
         with pytest.raises(ValueError, match="pending or in_progress"):
             async with to_client.tool_call("s", "x", status="completed"):
                 pass
+
+
+@pytest.mark.parametrize("answer", ["allow", "reject", "cancelled", "unknown"])
+async def test_ask_permission_returns_the_chosen_option(answer: str, autojump_clock: Any) -> None:
+    from acp_trio import RemoteProtocolError
+    from acp_trio.schema import (
+        RequestPermissionOutcomeCancelled,
+        RequestPermissionResponse,
+        SelectedPermissionOutcome,
+    )
+
+    got: list[Any] = []
+
+    async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
+        async with agent.client.tool_call(params.session_id, "rm -rf build", kind="delete") as call:
+            try:
+                got.append(await agent.client.ask_permission(params.session_id, call))
+            except RemoteProtocolError as exc:
+                got.append(str(exc))
+        return PromptResponse(stop_reason="end_turn")
+
+    client = RecordingClient()
+    client.permission = RequestPermissionResponse(
+        outcome=RequestPermissionOutcomeCancelled()
+        if answer == "cancelled"
+        else SelectedPermissionOutcome(option_id="nope" if answer == "unknown" else answer)
+    )
+    async with open_pair(ScriptedAgent(script), client) as (to_agent, _to_client, a_wire, _c):
+        await to_agent.initialize(INIT)
+        sid = (await to_agent.new_session(NEW_SESSION)).session_id
+        await to_agent.prompt_text(sid, "go")
+    (asked,) = a_wire.sent_requests("session/request_permission")
+    assert [o["optionId"] for o in asked["params"]["options"]] == ["allow", "reject"]
+    assert asked["params"]["toolCall"]["toolCallId"] == client.log[0][1]
+    expected = {
+        "allow": build.ALLOW_ONCE,
+        "reject": build.REJECT_ONCE,
+        "cancelled": None,
+        "unknown": "the client chose permission option 'nope', which was not offered "
+        "(offered: ['allow', 'reject'])",
+    }[answer]
+    assert got == [expected]
+
+
+async def test_ask_permission_refuses_bad_options(autojump_clock: Any) -> None:
+    async with open_pair(ScriptedAgent(), RecordingClient()) as (to_agent, to_client, *_):
+        await to_agent.initialize(INIT)
+        with pytest.raises(ValueError, match="at least one"):
+            await to_client.ask_permission("s", "t", [])
+        with pytest.raises(ValueError, match="must differ"):
+            await to_client.ask_permission("s", "t", [build.ALLOW_ONCE, build.ALLOW_ONCE])
