@@ -431,8 +431,9 @@ class AgentProxy(Peer):
     async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
         """Create a session. ``session/update`` notifications the agent sends
         for it before its answer are not lost: they are delivered, in order,
-        right after this call returns (at the caller's next checkpoint), so
-        the application has recorded the session when they arrive."""
+        once this call has returned, as soon as the caller lets other tasks
+        run (and before the result of any later call), so the application
+        has recorded the session when they arrive."""
         self._caps("session/new")
         self._early.creating()
         try:
@@ -447,10 +448,15 @@ class AgentProxy(Peer):
 
     async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
         self._require(self._caps("session/load").load_session, "loadSession", "session/load")
-        self._early.known.add(params.session_id)
-        result: LoadSessionResponse = await self._request(
-            "session/load", params, LoadSessionResponse
-        )
+        named = self._early.naming(params.session_id)
+        try:
+            result: LoadSessionResponse = await self._request(
+                "session/load", params, LoadSessionResponse
+            )
+        except BaseException:
+            if named:
+                self._early.forget(params.session_id)
+            raise
         return result
 
     async def list_sessions(
@@ -466,10 +472,15 @@ class AgentProxy(Peer):
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
         caps = self._caps("session/resume").session_capabilities
         self._require(caps.resume is not None, "sessionCapabilities.resume", "session/resume")
-        self._early.known.add(params.session_id)
-        result: ResumeSessionResponse = await self._request(
-            "session/resume", params, ResumeSessionResponse
-        )
+        named = self._early.naming(params.session_id)
+        try:
+            result: ResumeSessionResponse = await self._request(
+                "session/resume", params, ResumeSessionResponse
+            )
+        except BaseException:
+            if named:
+                self._early.forget(params.session_id)
+            raise
         return result
 
     async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse:

@@ -421,9 +421,11 @@ class Connection:
     def _notify_now(self, method: str, params: Any = None) -> bool:
         """Queue a notification at once, past the output limit, as the
         ``$/cancel_request`` frames are: for a cancel that must go out from
-        a task being cancelled, without waiting. ``False`` if the connection
-        is closed (nothing is sent)."""
-        if self._closed:
+        a task being cancelled, without waiting; also while the connection
+        closes, as long as its output is still being written (so it goes
+        out before the ``-32800`` replies of the handlers closing cancels).
+        ``False`` once nothing more is written (nothing is sent)."""
+        if self._outbox.closed:
             return False
         return self._outbox.put_nowait(self._encode(notification(method, params)))
 
@@ -1403,7 +1405,13 @@ class Connection:
         notifications queued so far, as if it were one of them (in order,
         in the consumer's task; past the queue's limit). ``False`` if the
         connection no longer handles notifications."""
-        return self._inbox.put_always((self._notifications_received, None, fn))
+        # A number of its own, so that a reply read after now waits for it as
+        # for a notification read before it (see _wait_for_barrier).
+        self._notifications_received += 1
+        if self._inbox.put_always((self._notifications_received, None, fn)):
+            return True
+        self._notifications_received -= 1
+        return False
 
     async def _wait_for_notifications(self, barrier: int) -> None:
         # A reply is handed over only after the notifications that arrived

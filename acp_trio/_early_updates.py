@@ -8,11 +8,15 @@ session it has never heard of (a ``KeyError`` in its table, an update lost).
 
 :class:`EarlyUpdates` holds them back instead, while one of the client's own
 ``session/new`` calls is waiting for its answer, and delivers them, in wire
-order, once that call has returned: in the notification consumer, right
-after the caller's next checkpoint, so code that records the session just
-after ``await agent.new_session(...)`` sees it first. Updates of the session
-read after the answer but before that delivery wait behind them (its order
-never changes). Nothing is dropped:
+order, once that call has returned: in the notification consumer, as soon
+as the caller lets other tasks run, so code that records the session just
+after ``await agent.new_session(...)`` (before its next ``await``) sees it
+first; and before the result of any call whose answer is read after that
+one is handed over, as for notifications read before a reply. Updates of
+the session read after the answer but before that delivery wait behind
+them (its order never changes). Nothing is dropped while the connection
+lives (if it ends between the answer and the delivery, the updates of a
+session on a dead connection go with it):
 
 - an update for an id that no pending ``session/new`` turns out to have
   created is delivered once no ``session/new`` is pending any more;
@@ -91,14 +95,16 @@ class EarlyUpdates:
     async def _overflow(self, session_id: str, params: SessionNotification) -> None:
         held = self._held.pop(session_id, [])
         self._count -= len(held)
+        if not self.overflowed and self.limit:
+            _log.warning(
+                "session/update for session %r, which the client does not know yet: "
+                "more than %d updates held back in all, delivering its %d now (and "
+                "others past the limit from now on, without a warning)",
+                session_id,
+                self.limit,
+                len(held) + 1,
+            )
         self.overflowed += len(held) + 1
-        _log.warning(
-            "session/update for session %r, which the client does not know yet: more "
-            "than %d updates held back in all, delivering its %d now",
-            session_id,
-            self.limit,
-            len(held) + 1,
-        )
         held.append(params)
         await self._deliver_all(held)
 
@@ -118,6 +124,15 @@ class EarlyUpdates:
         self._creating -= 1
         self._flush_soon()
 
+    def naming(self, session_id: str) -> bool:
+        """The client names a session it means to load or resume: known from
+        now. Returns whether it was new (to undo with :meth:`forget` if the
+        request fails)."""
+        if session_id in self.known:
+            return False
+        self.known.add(session_id)
+        return True
+
     def forget(self, session_id: str) -> None:
         """The session was closed or deleted."""
         self.known.discard(session_id)
@@ -132,7 +147,9 @@ class EarlyUpdates:
         and everything once no ``session/new`` is pending."""
         for session_id in list(self._held):
             if session_id in self.known or not self._creating:
-                held = self._held.pop(session_id)
+                held = self._held.pop(session_id, None)
+                if held is None:
+                    continue  # delivered meanwhile (the limit) or dropped (closing)
                 self._count -= len(held)
                 await self._deliver_all(held)
 

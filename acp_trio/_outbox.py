@@ -200,7 +200,7 @@ class Outbox:
 class Inbox(Generic[T]):
     """Items read but not yet handled, for one consumer, in order."""
 
-    __slots__ = ("_closed", "_consumer", "_items", "_limit", "_producer")
+    __slots__ = ("_closed", "_consumer", "_drained", "_items", "_limit", "_producer")
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
@@ -208,6 +208,8 @@ class Inbox(Generic[T]):
         self._items: deque[T] = deque()
         self._limit = limit
         self._closed = False
+        # The consumer was told the end (get() returned None).
+        self._drained = False
         self._consumer = trio.lowlevel.ParkingLot()
         self._producer = trio.lowlevel.ParkingLot()
 
@@ -234,8 +236,9 @@ class Inbox(Generic[T]):
 
     def put_always(self, item: T) -> bool:
         """Queue ``item`` even past the limit (an item of our own, not read
-        from the peer); ``False`` once closed."""
-        if self._closed:
+        from the peer), also after :meth:`close` while the consumer has not
+        seen the end; ``False`` once it has."""
+        if self._drained:
             return False
         self._items.append(item)
         if len(self._items) == 1 and self._consumer:
@@ -271,6 +274,7 @@ class Inbox(Generic[T]):
         drained."""
         while not self._items:
             if self._closed:
+                self._drained = True
                 return None
             await self._consumer.park()
         item = self._items.popleft()

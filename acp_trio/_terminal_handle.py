@@ -102,6 +102,9 @@ async def _release(client: ClientProxy, session_id: str, terminal_id: str, bound
             )
         except (RequestError, ConnectionClosed) as exc:
             _log.warning("terminal/release of %r failed: %s", terminal_id, exc)
+        except Exception:
+            # Never raised over what ended the block (a malformed answer).
+            _log.exception("terminal/release of %r failed", terminal_id)
     if scope.cancelled_caught:
         _log.warning("terminal/release of %r: no answer within %s s", terminal_id, bound)
 
@@ -141,6 +144,8 @@ async def open_terminal(
     release_timeout: float = 5.0,
 ) -> AsyncIterator[TerminalHandle]:
     """The implementation of :meth:`ClientProxy.terminal`."""
+    if not release_timeout >= 0:
+        raise ValueError(f"release_timeout must be >= 0 seconds, not {release_timeout!r}")
     client._require(client._caps().terminal, "terminal", "terminal/create")
     params = CreateTerminalRequest(
         session_id=session_id,
@@ -157,13 +162,23 @@ async def open_terminal(
     try:
         raw = await pending.result()
     except BaseException:
+        # Cancelled (or failed) while the answer was awaited, or after it
+        # was read but before it was handed over: a terminal it brings, now
+        # or later, is released.
         if not pending.done:
             connection._send_cancel(pending)
-            _release_when_answered(client, pending, session_id, release_timeout)
+        _release_when_answered(client, pending, session_id, release_timeout)
         raise
-    created: CreateTerminalResponse = client._structure_result(
-        "terminal/create", raw, CreateTerminalResponse
-    )
+    try:
+        created: CreateTerminalResponse = client._structure_result(
+            "terminal/create", raw, CreateTerminalResponse
+        )
+    except BaseException:
+        # A malformed answer: release the terminal it names, if it names one.
+        terminal_id = raw.get("terminalId") if isinstance(raw, dict) else None
+        if isinstance(terminal_id, str):
+            await _release(client, session_id, terminal_id, release_timeout)
+        raise
     handle = TerminalHandle(client, session_id, created.terminal_id)
     try:
         yield handle

@@ -17,8 +17,9 @@ block reports the end, unless the block already did (:meth:`complete`,
 
 The final update is queued at once, without waiting for room in the output
 queue and without a checkpoint, so a cancellation can neither lose nor
-delay it, and it goes out before the turn's answer. If the connection is
-already closed it is dropped (nobody to tell).
+delay it, and it goes out before the turn's answer, also while the
+connection closes (before the ``-32800`` of the closing). Once nothing more
+can be written, it is dropped (nobody to tell).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
+
+import trio
 
 from acp_trio._exceptions import RemoteProtocolError
 from acp_trio.schema import (
@@ -68,6 +71,9 @@ class ToolCallHandle:
         self.id = tool_call_id
         self._status: ToolCallStatus = status
         self._content: list[ToolCallContent] = list(content)
+        # One update at a time, so that concurrent add_content() calls
+        # each build on the other's content.
+        self._lock = trio.Lock()
 
     @property
     def status(self) -> ToolCallStatus:
@@ -103,6 +109,28 @@ class ToolCallHandle:
         """Send a ``tool_call_update`` with the fields given (``content``
         replaces the call's content). Raises ``RuntimeError`` once the call
         has a final status."""
+        async with self._lock:
+            await self._update(
+                status=status,
+                title=title,
+                kind=kind,
+                content=content,
+                locations=locations,
+                raw_input=raw_input,
+                raw_output=raw_output,
+            )
+
+    async def _update(
+        self,
+        *,
+        status: ToolCallStatus | None = None,
+        title: str | None = None,
+        kind: ToolKind | None = None,
+        content: Sequence[ToolCallContent] | None = None,
+        locations: Sequence[ToolCallLocation] | None = None,
+        raw_input: Any = None,
+        raw_output: Any = None,
+    ) -> None:
         self._check_open()
         update = ToolCallUpdate(
             tool_call_id=self.id,
@@ -122,7 +150,8 @@ class ToolCallHandle:
 
     async def add_content(self, *items: ToolCallContent) -> None:
         """Append content (a diff, text, a terminal) to the call's."""
-        await self.update(content=[*self._content, *items])
+        async with self._lock:
+            await self._update(content=[*self._content, *items])
 
     async def complete(self, *, raw_output: Any = None) -> None:
         """Report the call ``completed`` now (leaving the block then sends

@@ -55,6 +55,7 @@ from acp_trio.schema import (
     ToolCallContent,
     ToolCallLocation,
     ToolCallUpdate,
+    UnstructuredCommandInput,
     UserMessageChunk,
 )
 from acp_trio.schema._generated_types import (
@@ -290,13 +291,21 @@ def plan_entry(
 
 def plan(entries: Sequence[PlanEntry | str]) -> Plan:
     """The agent's whole plan (``plan``; each one replaces the last). A
-    string is a ``pending`` step of ``medium`` priority."""
+    string is a ``pending`` step of ``medium`` priority. Raises
+    ``TypeError`` for a single string (a list of steps is needed)."""
+    if isinstance(entries, str):
+        raise TypeError("plan() takes a sequence of steps, not one string: plan([step])")
     return Plan(entries=[plan_entry(e) if isinstance(e, str) else e for e in entries])
 
 
-def command(name: str, description: str) -> AvailableCommand:
-    """A slash command the agent offers."""
-    return AvailableCommand(name=name, description=description)
+def command(name: str, description: str, *, hint: str | None = None) -> AvailableCommand:
+    """A slash command the agent offers; ``hint`` describes the input it
+    takes after its name (shown when it is typed)."""
+    return AvailableCommand(
+        name=name,
+        description=description,
+        input=None if hint is None else UnstructuredCommandInput(hint=hint),
+    )
 
 
 def available_commands(commands: Sequence[AvailableCommand]) -> AvailableCommandsUpdate:

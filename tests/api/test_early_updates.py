@@ -213,8 +213,13 @@ async def test_held_updates_are_delivered_when_session_new_fails(
             scope = trio.CancelScope()
 
             async def create() -> None:
-                with scope, pytest.raises(acp_trio.RequestError, match="no"):
-                    await to_agent.new_session(NEW_SESSION)
+                with scope:
+                    if ending == "error":
+                        with pytest.raises(acp_trio.RequestError, match="no"):
+                            await to_agent.new_session(NEW_SESSION)
+                    else:
+                        await to_agent.new_session(NEW_SESSION)
+                        raise AssertionError("new_session should have been cancelled")
 
             nursery.start_soon(create)
             request = await peer.receive()

@@ -116,9 +116,18 @@ async def test_the_terminal_is_released_on_every_exit_path(
             "cancel_request": "cancelled",
         }[ending]
     ]
-    # The release was answered before the prompt was.
-    sent = [m.get("method", "<response>") for m in a_wire.sent()]
-    assert sent.index("terminal/release") < len(sent) - 1
+    # The release was sent, and answered, before the prompt was answered.
+    frames = a_wire.frames
+    release_id = a_wire.request_id("terminal/release")
+    answered_release = next(
+        i for i, (d, m) in enumerate(frames) if d == "recv" and m.get("id") == release_id
+    )
+    answered_prompt = next(
+        i
+        for i, (d, m) in enumerate(frames)
+        if d == "send" and "method" not in m and m.get("id") == prompt_id
+    )
+    assert answered_release < answered_prompt
 
 
 class LateCreator(RecordingClient):

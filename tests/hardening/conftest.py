@@ -150,7 +150,7 @@ class ClientProcess:
         new = await peer.receive_request("session/new")
         await peer.respond(new["id"], {"sessionId": session_id})
         reported = await self.report("session")
-        assert reported == {"event": "session", "id": session_id, "updates": 0}, reported
+        assert reported == {"event": "session", "id": session_id, "updates": 0, "held": 0}, reported
 
     async def next_prompt(self) -> Any:
         """The id of the client's next ``session/prompt``."""

@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 import trio
+import trio.testing
 
 import acp_trio
 from acp_trio import ConnectionClosed, RequestError
@@ -58,7 +59,11 @@ async def prompts(args: argparse.Namespace) -> None:
             report("initialized")
             session = await agent.new_session(NewSessionRequest(cwd=os.sep, mcp_servers=[]))
             sid = session.session_id
-            report("session", id=sid, updates=len(client.updates))
+            # Updates the agent sent before its answer are delivered after
+            # new_session() returned, once we let other tasks run.
+            held = len(client.updates)
+            await trio.testing.wait_all_tasks_blocked()
+            report("session", id=sid, updates=len(client.updates), held=held)
             for i in range(args.prompts):
                 seen = len(client.updates)
                 try:
