@@ -15,7 +15,7 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo bench bench-framing bench-connection bench-schema bench-sdks regen clean
+.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,3 +76,10 @@ regen: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+
+# check-agent against real ACP agents from npm (pinned in tests/real_agents;
+# about 400 MB; no model credentials, so they stop at session/new).
+check-real-agents: $(STAMP)
+	npm ci --prefix tests/real_agents --no-audit --no-fund --silent
+	$(BIN)/python tools/real_agents.py
+	$(BIN)/python tools/real_agents.py --strict
