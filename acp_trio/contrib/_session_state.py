@@ -5,8 +5,8 @@ session (:meth:`~SessionAccumulator.apply`) and keeps a typed snapshot:
 
 - :attr:`~SessionAccumulator.messages`: the conversation, one
   :class:`Message` per run of chunks of the same kind (user, agent,
-  thought) and ``messageId``; a new id, or another kind in between,
-  starts a new message;
+  thought) and ``messageId``; a new id, another kind, or a new tool call in
+  between starts a new message (as editors show text around tool calls);
 - :attr:`~SessionAccumulator.tool_calls`: each tool call by id, in order of
   appearance, with its latest title, kind, status, content, locations and
   raw input/output (an update replaces only the fields it carries; one for
@@ -132,6 +132,7 @@ class SessionAccumulator:
         #: How many updates were applied.
         self.updates = 0
         self._callbacks: list[ChangeCallback] = []
+        self._message_ended = False
 
     def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
         """Call ``callback(accumulator, update)`` after each update; returns
@@ -158,6 +159,7 @@ class SessionAccumulator:
         if isinstance(update, (UserMessageChunk, AgentMessageChunk, AgentThoughtChunk)):
             self._chunk(_CHUNK_KINDS[type(update)], update.content, update.message_id)
         elif isinstance(update, ToolCall):
+            self._message_ended = True
             self.tool_calls[update.tool_call_id] = ToolCallState(
                 id=update.tool_call_id,
                 title=update.title,
@@ -201,7 +203,8 @@ class SessionAccumulator:
             self.unknown.append(update)
 
     def _chunk(self, kind: MessageKind, block: ContentBlock, message_id: str | None) -> None:
-        last = self.messages[-1] if self.messages else None
+        last = self.messages[-1] if self.messages and not self._message_ended else None
+        self._message_ended = False
         if (
             last is None
             or last.kind != kind

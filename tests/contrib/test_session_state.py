@@ -114,19 +114,23 @@ def test_every_update_kind_is_folded_in() -> None:
     assert seen[-1] == "UnknownSessionUpdate"
 
 
-def test_a_new_kind_between_chunks_starts_a_new_message() -> None:
+def test_a_new_kind_or_tool_call_between_chunks_starts_a_new_message() -> None:
     state = SessionAccumulator("s")
     for update in [
         {"sessionUpdate": "agent_message_chunk", "content": text("a")},
         {"sessionUpdate": "agent_thought_chunk", "content": text("hm")},
         {"sessionUpdate": "agent_message_chunk", "content": text("b")},
+        {"sessionUpdate": "plan", "entries": []},
         {"sessionUpdate": "agent_message_chunk", "content": text("c")},
+        {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "T"},
+        {"sessionUpdate": "agent_message_chunk", "content": text("d")},
     ]:
         state.apply(converter.structure({"sessionId": "s", "update": update}, SessionNotification))
     assert [(m.kind, m.text) for m in state.messages] == [
         ("agent", "a"),
         ("thought", "hm"),
         ("agent", "bc"),
+        ("agent", "d"),
     ]
 
 

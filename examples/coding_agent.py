@@ -1,0 +1,70 @@
+"""A coding agent with a fake model (no network), written with the kit.
+
+Each turn: a plan, a thought, streamed text, then a tool call that reads a
+file, proposes an edit as a diff, asks permission, writes the file, and
+runs a check in the client's terminal. Cancellation (``session/cancel``, a
+deadline, the client going away) needs no code here: the turn's scope is
+cancelled, the open tool call reports ``failed``, the terminal is released,
+and the SDK answers ``stopReason: "cancelled"``.
+
+    python examples/coding_agent.py          # an ACP agent on stdio
+
+The prompt names the file to fix (an absolute path in the client's
+workspace): ``fix /path/to/file.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import trio
+
+import acp_trio
+from acp_trio import build, schema
+
+
+def fake_model(source: str) -> tuple[list[str], str]:
+    """What a model would say, and the fixed source."""
+    fixed = source.replace("prnt(", "print(")
+    words = ["I", "found", "a", "misspelt", "print", "and", "will", "fix", "it."]
+    return [w + " " for w in words], fixed
+
+
+class CodingAgent(acp_trio.Agent):
+    async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id=f"session-{os.urandom(4).hex()}")
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        sid, client = params.session_id, self.client
+        text = " ".join(b.text for b in params.prompt if isinstance(b, schema.TextContent))
+        path = text.removeprefix("fix ").strip()
+        await client.session_update(sid, build.plan(["read the file", "fix it", "check it"]))
+        await client.session_update(sid, build.agent_thought(f"Reading {path}"))
+
+        async with client.tool_call(sid, f"Fix {os.path.basename(path)}", kind="edit") as call:
+            read = schema.ReadTextFileRequest(session_id=sid, path=path)
+            source = (await client.read_text_file(read)).content
+            words, fixed = fake_model(source)
+            for word in words:
+                await client.session_update(sid, build.agent_message(word))
+                await trio.sleep(0.01)  # a model streams; a cancel lands here
+            await call.add_content(build.diff(path, fixed, old_text=source))
+            choice = await client.ask_permission(sid, call)
+            if choice is None or not choice.kind.startswith("allow"):
+                await call.fail(raw_output={"reason": "not allowed"})
+                return schema.PromptResponse(stop_reason="end_turn")
+            write = schema.WriteTextFileRequest(session_id=sid, path=path, content=fixed)
+            await client.write_text_file(write)
+
+            async with client.terminal(sid, "python", ["-m", "py_compile", path]) as term:
+                await call.add_content(build.terminal(term.id))
+                exit_status = await term.wait_for_exit()
+            if exit_status.exit_code != 0:
+                await call.fail(raw_output={"exit_code": exit_status.exit_code})
+
+        await client.session_update(sid, build.agent_message("Done."))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+
+if __name__ == "__main__":
+    trio.run(acp_trio.run_agent, CodingAgent)

@@ -1,0 +1,101 @@
+"""``examples/coding_agent.py`` as its own process, driven by a client
+that serves a workspace and terminals: the fix is written and checked
+when allowed, nothing is written when refused, and a cancelled turn leaves
+its tool call failed and no terminal behind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import acp_trio
+from acp_trio import TerminalsMixin, WorkspaceFiles, WorkspaceFilesMixin, schema
+from acp_trio.contrib import SessionStates
+
+AGENT = [sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "coding_agent.py")]
+LIMIT = 60  # real seconds: a real process and pipes
+
+
+class Editor(WorkspaceFilesMixin, TerminalsMixin, acp_trio.Client):
+    def __init__(self, root: Path, terminals: acp_trio.TerminalManager, answer: str) -> None:
+        self.files = WorkspaceFiles([root])
+        self.terminals = terminals
+        self.answer = answer
+        self.states = SessionStates()
+        self.streaming = trio.Event()
+
+    async def session_update(self, params: schema.SessionNotification) -> None:
+        self.states.apply(params)
+        if isinstance(params.update, schema.AgentMessageChunk):
+            self.streaming.set()
+
+    async def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        outcome = schema.SelectedPermissionOutcome(option_id=self.answer)
+        return schema.RequestPermissionResponse(outcome=outcome)
+
+
+async def approve(params: schema.CreateTerminalRequest) -> bool:
+    return True
+
+
+async def run_turn(tmp_path: Path, answer: str, cancel: bool = False) -> tuple[Any, Editor]:
+    target = tmp_path / "main.py"
+    target.write_text("prnt('hi')\n")
+    with trio.fail_after(LIMIT):
+        async with acp_trio.open_terminal_manager(approve, cwd=tmp_path) as terminals:
+            editor = Editor(tmp_path, terminals, answer)
+            async with acp_trio.connect_to_agent(editor, AGENT) as agent:
+                await agent.initialize()
+                new = schema.NewSessionRequest(cwd=str(tmp_path), mcp_servers=[])
+                sid = (await agent.new_session(new)).session_id
+                results: list[Any] = []
+                async with trio.open_nursery() as nursery:
+
+                    async def turn() -> None:
+                        results.append(await agent.prompt_text(sid, f"fix {target}"))
+
+                    nursery.start_soon(turn)
+                    if cancel:
+                        await editor.streaming.wait()
+                        results.append(await agent.cancel_turn(sid))
+                # Every terminal the agent opened was released by it.
+                assert terminals.terminal_ids() == []
+    return results[-1], editor
+
+
+@pytest.mark.parametrize("answer", ["allow", "reject"])
+async def test_a_turn_fixes_the_file_when_allowed(tmp_path: Path, answer: str) -> None:
+    result, editor = await run_turn(tmp_path, answer)
+    assert result.stop_reason == "end_turn"
+    (state,) = (editor.states[sid] for sid in editor.states)
+    assert [e.content for e in state.plan] == ["read the file", "fix it", "check it"]
+    (call,) = state.tool_calls.values()
+    kinds = [type(c).__name__ for c in call.content]
+    fixed = (tmp_path / "main.py").read_text()
+    if answer == "allow":
+        assert fixed == "print('hi')\n"
+        assert (call.status, kinds) == ("completed", ["Diff", "Terminal"])
+        assert state.agent_text == "I found a misspelt print and will fix it. Done."
+    else:
+        assert fixed == "prnt('hi')\n"
+        assert (call.status, kinds, call.raw_output) == (
+            "failed",
+            ["Diff"],
+            {"reason": "not allowed"},
+        )
+
+
+async def test_a_cancelled_turn_fails_its_tool_call(tmp_path: Path) -> None:
+    result, editor = await run_turn(tmp_path, "allow", cancel=True)
+    assert result is not None
+    assert result.stop_reason == "cancelled"
+    (state,) = (editor.states[sid] for sid in editor.states)
+    (call,) = state.tool_calls.values()
+    assert call.status == "failed"
+    assert (tmp_path / "main.py").read_text() == "prnt('hi')\n"
