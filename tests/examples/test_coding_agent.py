@@ -5,6 +5,7 @@ its tool call failed and no terminal behind."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,23 @@ import acp_trio
 from acp_trio import TerminalsMixin, WorkspaceFiles, WorkspaceFilesMixin, schema
 from acp_trio.contrib import SessionStates
 
-AGENT = [sys.executable, str(Path(__file__).resolve().parents[2] / "examples" / "coding_agent.py")]
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = {
+    "acp_trio": [sys.executable, str(ROOT / "examples" / "coding_agent.py")],
+    # The same agent written with the official Python SDK, for comparison.
+    "official": [sys.executable, str(ROOT / "benchmarks" / "peers" / "official_coding_agent.py")],
+}
+HAVE_OFFICIAL_SDK = importlib.util.find_spec("acp") is not None
+WHICH = pytest.mark.parametrize(
+    "which",
+    [
+        "acp_trio",
+        pytest.param(
+            "official",
+            marks=pytest.mark.skipif(not HAVE_OFFICIAL_SDK, reason="agent-client-protocol missing"),
+        ),
+    ],
+)
 LIMIT = 60  # real seconds: a real process and pipes
 
 
@@ -44,13 +61,15 @@ async def approve(params: schema.CreateTerminalRequest) -> bool:
     return True
 
 
-async def run_turn(tmp_path: Path, answer: str, cancel: bool = False) -> tuple[Any, Editor]:
+async def run_turn(
+    tmp_path: Path, answer: str, cancel: bool = False, which: str = "acp_trio"
+) -> tuple[Any, Editor]:
     target = tmp_path / "main.py"
     target.write_text("prnt('hi')\n")
     with trio.fail_after(LIMIT):
         async with acp_trio.open_terminal_manager(approve, cwd=tmp_path) as terminals:
             editor = Editor(tmp_path, terminals, answer)
-            async with acp_trio.connect_to_agent(editor, AGENT) as agent:
+            async with acp_trio.connect_to_agent(editor, AGENTS[which]) as agent:
                 await agent.initialize()
                 new = schema.NewSessionRequest(cwd=str(tmp_path), mcp_servers=[])
                 sid = (await agent.new_session(new)).session_id
@@ -69,9 +88,10 @@ async def run_turn(tmp_path: Path, answer: str, cancel: bool = False) -> tuple[A
     return results[-1], editor
 
 
+@WHICH
 @pytest.mark.parametrize("answer", ["allow", "reject"])
-async def test_a_turn_fixes_the_file_when_allowed(tmp_path: Path, answer: str) -> None:
-    result, editor = await run_turn(tmp_path, answer)
+async def test_a_turn_fixes_the_file_when_allowed(tmp_path: Path, answer: str, which: str) -> None:
+    result, editor = await run_turn(tmp_path, answer, which=which)
     assert result.stop_reason == "end_turn"
     (state,) = (editor.states[sid] for sid in editor.states)
     assert [e.content for e in state.plan] == ["read the file", "fix it", "check it"]
@@ -91,8 +111,9 @@ async def test_a_turn_fixes_the_file_when_allowed(tmp_path: Path, answer: str) -
         )
 
 
-async def test_a_cancelled_turn_fails_its_tool_call(tmp_path: Path) -> None:
-    result, editor = await run_turn(tmp_path, "allow", cancel=True)
+@WHICH
+async def test_a_cancelled_turn_fails_its_tool_call(tmp_path: Path, which: str) -> None:
+    result, editor = await run_turn(tmp_path, "allow", cancel=True, which=which)
     assert result is not None
     assert result.stop_reason == "cancelled"
     (state,) = (editor.states[sid] for sid in editor.states)
