@@ -60,6 +60,7 @@ from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest
 from acp_trio._requests import RequestContext as RequestContext
 from acp_trio._requests import current_request as current_request
+from acp_trio._sessions import AgentSessions as AgentSessions
 from acp_trio._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._terminals import ApproveFunc as ApproveFunc
 from acp_trio._terminals import TerminalManager as TerminalManager

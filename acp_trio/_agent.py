@@ -56,6 +56,7 @@ from acp_trio._exceptions import CapabilityError, RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext, current_request
+from acp_trio._sessions import AgentSessions, keep_sessions
 from acp_trio._terminal_handle import TerminalHandle, open_terminal
 from acp_trio._tool_calls import ToolCallHandle, ask_permission, open_tool_call
 from acp_trio._transports import open_stdio_stream
@@ -501,6 +502,10 @@ class _AgentHandler(TypedHandler):
             requests["session/prompt"] = Route(PromptRequest, self._prompt)
         if "session/close" in requests:
             requests["session/close"] = Route(CloseSessionRequest, self._close)
+        sessions = getattr(agent, "sessions", None)
+        if isinstance(sessions, AgentSessions):
+            for wire, route in requests.items():
+                requests[wire] = Route(route.params, keep_sessions(sessions, wire, route.func))
         super().__init__(
             requests,
             notifications,

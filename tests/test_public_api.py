@@ -27,7 +27,7 @@ TOP_LEVEL = {
     # transports
     "AgentProcess", "open_agent_process", "open_stdio_stream", "open_tcp_stream", "serve_tcp",
     # agent helpers (and the acp_trio.build module)
-    "TerminalHandle", "ToolCallHandle",
+    "AgentSessions", "TerminalHandle", "ToolCallHandle",
     # client helpers
     "ApproveFunc", "TerminalManager", "TerminalsMixin", "WorkspaceFiles",
     "WorkspaceFilesMixin", "open_terminal_manager",
