@@ -10,8 +10,11 @@ cancels nested requests on the wire and answers cancelled turns.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import itertools
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any, ClassVar, Final, NoReturn
 
@@ -284,6 +287,40 @@ async def run_scenario_agent() -> None:
     await run_agent(ScenarioAgent())
 
 
+# Set while a recorded call runs in this task: a subclass's override that
+# calls super() is recorded once.
+_recording: contextvars.ContextVar[bool] = contextvars.ContextVar("_recording", default=False)
+
+#: The ScenarioClient methods whose calls it records, and under what name.
+_RECORDED: Final = {
+    "read_text_file": "fs/read_text_file",
+    "write_text_file": "fs/write_text_file",
+    "create_terminal": "terminal/create",
+    "request_permission": "session/request_permission",
+    "session_update": None,  # kept in .updates
+}
+
+
+def _recorded(name: str, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    method = _RECORDED[name]
+
+    @functools.wraps(func)
+    async def record_then_run(self: ScenarioClient, params: Any) -> Any:
+        if _recording.get():
+            return await func(self, params)
+        token = _recording.set(True)
+        try:
+            if method is None:
+                self.updates.append(params)
+            else:
+                self._record(method, params)
+            return await func(self, params)
+        finally:
+            _recording.reset(token)
+
+    return record_then_run
+
+
 class ScenarioClient(Client):
     """The matching test client of the scenario vocabulary.
 
@@ -297,10 +334,20 @@ class ScenarioClient(Client):
 
     What it saw: :attr:`updates`, :attr:`requests` (``(method, params)`` in
     arrival order), :attr:`cancelled` (methods whose held request was
-    cancelled). Override :meth:`hold` to answer held requests differently.
+    cancelled). Override :meth:`hold` to answer held requests differently,
+    or any method: a subclass's ``session_update``, ``read_text_file``,
+    ``write_text_file``, ``create_terminal`` and ``request_permission`` are
+    recorded too (once, also when they call ``super()``), so
+    :meth:`wait_for_requests` and :meth:`texts` keep working.
     """
 
     capabilities: ClientCapabilities = SCENARIO_CLIENT_CAPABILITIES
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in _RECORDED:
+            if name in vars(cls):
+                setattr(cls, name, _recorded(name, vars(cls)[name]))
 
     def __init__(self) -> None:
         super().__init__()
@@ -353,24 +400,26 @@ class ScenarioClient(Client):
             raise
 
     async def session_update(self, params: SessionNotification) -> None:
-        self.updates.append(params)
+        pass  # recorded in .updates by the wrapper (see __init_subclass__)
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
-        self._record("fs/read_text_file", params)
         if params.path == HOLD_PATH:
             await self.hold("fs/read_text_file", params)
         return ReadTextFileResponse(content="x" * 64)
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
-        self._record("fs/write_text_file", params)
         return WriteTextFileResponse()
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
-        self._record("terminal/create", params)
         await self.hold("terminal/create", params)
 
     async def request_permission(
         self, params: RequestPermissionRequest
     ) -> RequestPermissionResponse:
-        self._record("session/request_permission", params)
         await self.hold("session/request_permission", params)
+
+
+# ScenarioClient's own methods record the same way as a subclass's.
+for _name in _RECORDED:
+    setattr(ScenarioClient, _name, _recorded(_name, vars(ScenarioClient)[_name]))
+del _name

@@ -3,6 +3,8 @@ of the vocabulary (scenario-agent.md), on the autojump clock."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
@@ -402,3 +404,50 @@ async def test_nested_chunks_read_as_words(autojump_clock: trio.testing.MockCloc
             assert "".join(pair.client.texts(session_id)) == (
                 "terminal: term-7 permission: selected allow read: 3 characters"
             )
+
+
+class AllowingClient(ScenarioClient):
+    """Overrides without calling any private method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.own_updates = 0
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        return RequestPermissionResponse(outcome=SelectedPermissionOutcome(option_id="allow"))
+
+    async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        if params.path == "/own":
+            return ReadTextFileResponse(content="mine")
+        return await super().read_text_file(params)  # recorded once all the same
+
+    async def session_update(self, params: Any) -> None:
+        self.own_updates += 1
+
+
+async def test_a_subclass_override_is_recorded_without_private_calls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = AllowingClient()
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(client=client) as pair:
+            session_id = await pair.new_session()
+            async with trio.open_nursery() as nursery:
+                results: list[str] = []
+
+                async def run() -> None:
+                    results.append((await prompt(pair, session_id, "permission")).stop_reason)
+
+                nursery.start_soon(run)
+                (asked,) = await client.wait_for_requests("session/request_permission")
+                assert asked.session_id == session_id
+            assert results == ["end_turn"]
+            assert client.texts(session_id)[-1] == "permission: selected allow"
+            await prompt(pair, session_id, "read 2 /own")
+            await prompt(pair, session_id, "read 1 /other")
+            paths = [p.path for p in client.received("fs/read_text_file")]
+            assert paths == ["/own", "/own", "/other"]
+    # Its own session_update ran, and the updates were kept as well.
+    assert client.own_updates == len(client.updates) > 0
