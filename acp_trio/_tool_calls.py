@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from acp_trio._exceptions import RemoteProtocolError
+from acp_trio.build import tool_call_start, tool_call_update
 from acp_trio.schema import (
     PermissionOption,
     RequestPermissionOutcomeCancelled,
     RequestPermissionRequest,
     SelectedPermissionOutcome,
     SessionNotification,
-    ToolCall,
     ToolCallContent,
     ToolCallLocation,
     ToolCallUpdate,
@@ -109,49 +109,32 @@ class ToolCallHandle:
         """Send a ``tool_call_update`` with the fields given (``content``
         replaces the call's content). Raises ``RuntimeError`` once the call
         has a final status."""
-        async with self._lock:
-            await self._update(
-                status=status,
-                title=title,
-                kind=kind,
-                content=content,
-                locations=locations,
-                raw_input=raw_input,
-                raw_output=raw_output,
-            )
-
-    async def _update(
-        self,
-        *,
-        status: ToolCallStatus | None = None,
-        title: str | None = None,
-        kind: ToolKind | None = None,
-        content: Sequence[ToolCallContent] | None = None,
-        locations: Sequence[ToolCallLocation] | None = None,
-        raw_input: Any = None,
-        raw_output: Any = None,
-    ) -> None:
-        self._check_open()
-        update = ToolCallUpdate(
-            tool_call_id=self.id,
+        update = tool_call_update(
+            self.id,
             status=status,
             title=title,
             kind=kind,
-            content=None if content is None else list(content),
-            locations=None if locations is None else list(locations),
+            content=content,
+            locations=locations,
             raw_input=raw_input,
             raw_output=raw_output,
         )
+        async with self._lock:
+            await self._send(update)
+
+    async def _send(self, update: ToolCallUpdate) -> None:
+        """Send ``update`` (holding the lock) and record what it changed."""
+        self._check_open()
         await self._client.connection.notify("session/update", self._params(update))
-        if content is not None:
-            self._content = list(content)
-        if status is not None:
-            self._status = status
+        if update.content is not None:
+            self._content = list(update.content)
+        if update.status is not None:
+            self._status = update.status
 
     async def add_content(self, *items: ToolCallContent) -> None:
         """Append content (a diff, text, a terminal) to the call's."""
         async with self._lock:
-            await self._update(content=[*self._content, *items])
+            await self._send(tool_call_update(self.id, content=[*self._content, *items]))
 
     async def complete(self, *, raw_output: Any = None) -> None:
         """Report the call ``completed`` now (leaving the block then sends
@@ -194,13 +177,13 @@ async def open_tool_call(
         raise ValueError(f"a tool call starts pending or in_progress, not {status}")
     if tool_call_id is None:
         tool_call_id = f"call_{secrets.token_hex(8)}"
-    start = ToolCall(
-        tool_call_id=tool_call_id,
-        title=title,
+    start = tool_call_start(
+        tool_call_id,
+        title,
         kind=kind,
         status=status,
-        content=list(content) or None,
-        locations=list(locations) or None,
+        content=content,
+        locations=locations,
         raw_input=raw_input,
     )
     params = client.converter.unstructure(SessionNotification(session_id=session_id, update=start))
