@@ -1,0 +1,656 @@
+"""The agent side of ``check-client``: a scripted ACP agent on stdio, written
+on raw JSON lines (so it sees every byte the client sends), that checks
+what an agent relies on in a client and writes its verdicts to a file.
+
+The driving protocol (what a client under test must do):
+
+1. spawn the agent, send ``initialize``, ``session/new``, then one
+   ``session/prompt`` (any text);
+2. answer the agent's requests as it normally would. The permission
+   requests are told apart by their tool call's title: answer
+   ``check-client: choose an option`` (by policy or by a user); the others
+   (``check-client: this request will be cancelled`` and
+   ``check-client: wait for session/cancel``) exercise cancellation only if
+   they are left pending;
+3. when an ``agent_message_chunk`` says ``check-client: cancel now``, send
+   ``session/cancel`` for the session (what a user's stop button does);
+4. after the prompt's answer, close the connection (or prompt again: later
+   prompts end at once).
+
+During the turn the agent sends, in order: an unknown notification, an
+unknown ``session/update`` kind and a line that is not JSON (each followed
+by a request for an unknown method, whose reply shows the client is still
+there), ``fs/read_text_file`` and ``fs/write_text_file`` of files in a
+directory of its own (only if advertised), three permission requests (one
+cancelled at once with ``$/cancel_request``), then the cue.
+
+The report file is rewritten after every check (the client may kill the
+agent at any time) and a last time at the end of input or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from acp_trio.testing._check_client_report import CLIENT_CHECKS, result
+from acp_trio.testing._check_report import CheckResult, Verdict
+
+__all__ = ["CUE", "PERMISSION_TITLES", "run_agent_side"]
+
+#: The text of the update at which the client must send session/cancel.
+CUE = "check-client: cancel now"
+PERMISSION_TITLES = {
+    "answer": "check-client: choose an option",
+    "cancel-request": "check-client: this request will be cancelled",
+    "hold": "check-client: wait for session/cancel",
+}
+_OPTIONS = [
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+]
+_READ_CONTENT = "check-client line 1\nline 2 é\nline 3\n"
+_WRITE_CONTENT = "written by check-client\nsecond line ü\n"
+
+
+@attrs.define(eq=False)
+class _Outgoing:
+    id: int
+    method: str
+    replies: list[dict[str, Any]] = attrs.Factory(list)
+    first: trio.Event = attrs.Factory(trio.Event)
+    sent_at: float = 0.0
+    answered_at: float | None = None
+    #: The first reply's place among the client's messages.
+    answered_seq: int | None = None
+
+
+def _describe(reply: dict[str, Any] | None) -> str:
+    if reply is None:
+        return "no reply"
+    if "error" in reply:
+        error = reply["error"]
+        if isinstance(error, dict):
+            return f"error {error.get('code')} {error.get('message')!r}"
+        return f"error {error!r}"
+    return f"result {json.dumps(reply.get('result'))[:200]}"
+
+
+def _error_code(reply: dict[str, Any]) -> Any:
+    error = reply.get("error")
+    return error.get("code") if isinstance(error, dict) else None
+
+
+def _outcome(reply: dict[str, Any]) -> tuple[str | None, str]:
+    """(outcome, problem): the outcome name if the reply is a valid
+    permission answer, else None and what is wrong."""
+    if "result" not in reply:
+        return None, _describe(reply)
+    result_ = reply["result"]
+    outcome = result_.get("outcome") if isinstance(result_, dict) else None
+    if not isinstance(outcome, dict):
+        return None, f"the result has no outcome object: {_describe(reply)}"
+    kind = outcome.get("outcome")
+    if kind == "cancelled":
+        return "cancelled", ""
+    if kind == "selected":
+        option = outcome.get("optionId")
+        if option in {o["optionId"] for o in _OPTIONS}:
+            return "selected", ""
+        return None, f"selected optionId {option!r} was not offered"
+    return None, f"unknown outcome {kind!r}"
+
+
+class _AgentSide:
+    def __init__(
+        self,
+        receive: trio.abc.ReceiveStream,
+        send: trio.abc.SendStream,
+        report: Path,
+        timeout: float,
+        workdir: Path,
+    ) -> None:
+        self.receive_stream = receive
+        self.send_stream = send
+        self.report_path = report
+        self.timeout = timeout
+        self.workdir = workdir
+        self.send_lock = trio.StrictFIFOLock()
+        self.ids = itertools.count(1)
+        self.results: dict[str, CheckResult] = {}
+        self.outgoing: dict[Any, _Outgoing] = {}
+        self.stray: list[dict[str, Any]] = []
+        self.parse_error_replies = 0
+        self.bad_lines: list[str] = []
+        self.messages = 0
+        self.closed = trio.Event()
+        self.cancelled = trio.Event()
+        self.cancel_params: Any = None
+        self.cancel_seq: int | None = None
+        self.session_id: str | None = None
+        self.client_info: Any = None
+        self.protocol_version: Any = None
+        self.capabilities: Any = None
+        self.prompts = 0
+        self.initialized = False
+        self.busy = 0
+        self.idle = trio.Event()
+        self.idle.set()
+
+    # -- output
+
+    def record(
+        self, name: str, verdict: Verdict, reason: str, latency: float | None = None
+    ) -> None:
+        if name not in self.results:
+            self.results[name] = result(name, verdict, reason, latency)
+        self.write_report(final=False)
+
+    def _one_reply(self) -> CheckResult:
+        problems = []
+        for out in self.outgoing.values():
+            if len(out.replies) > 1:
+                problems.append(f"{out.method} id {out.id} got {len(out.replies)} replies")
+            for reply in out.replies:
+                if reply.get("jsonrpc") != "2.0" or (("result" in reply) == ("error" in reply)):
+                    problems.append(f"malformed reply to {out.method}: {json.dumps(reply)[:200]}")
+        for reply in self.stray:
+            problems.append(f"a reply for an id the agent never used: {json.dumps(reply)[:200]}")
+        if problems:
+            return result("one-reply", Verdict.FAIL, "; ".join(problems[:5]))
+        answered = sum(bool(o.replies) for o in self.outgoing.values())
+        return result(
+            "one-reply",
+            Verdict.PASS,
+            f"{answered} of {len(self.outgoing)} requests answered, none twice",
+        )
+
+    def _jsonrpc(self) -> CheckResult:
+        if self.bad_lines:
+            return result(
+                "jsonrpc",
+                Verdict.FAIL,
+                f"{len(self.bad_lines)} lines are not JSON-RPC 2.0, the first: "
+                f"{self.bad_lines[0][:200]!r}",
+            )
+        return result("jsonrpc", Verdict.PASS, f"{self.messages} messages, all JSON-RPC 2.0")
+
+    def write_report(self, *, final: bool, missing: str = "not reached") -> None:
+        checks = []
+        for info in CLIENT_CHECKS:
+            if info.name == "one-reply":
+                r = self._one_reply()
+            elif info.name == "jsonrpc":
+                r = self._jsonrpc()
+            else:
+                r = self.results.get(info.name) or result(info.name, Verdict.SKIP, missing)
+            checks.append(r.to_json())
+        data = {
+            "final": final,
+            "client_info": self.client_info,
+            "protocol_version": self.protocol_version,
+            "client_capabilities": self.capabilities,
+            "checks": checks,
+        }
+        tmp = self.report_path.with_name(self.report_path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        os.replace(tmp, self.report_path)
+
+    async def send(self, message: dict[str, Any] | bytes) -> bool:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        async with self.send_lock:
+            try:
+                await self.send_stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self.closed.set()
+                return False
+        return True
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any) -> _Outgoing:
+        out = _Outgoing(next(self.ids), method, sent_at=trio.current_time())
+        self.outgoing[out.id] = out
+        sent = await self.send({"jsonrpc": "2.0", "id": out.id, "method": method, "params": params})
+        if not sent or self.closed.is_set():
+            out.first.set()
+        return out
+
+    async def reply(self, out: _Outgoing) -> dict[str, Any] | None:
+        with trio.move_on_after(self.timeout):
+            await out.first.wait()
+        return out.replies[0] if out.replies else None
+
+    def lost(self, out: _Outgoing) -> str:
+        if self.closed.is_set():
+            return f"no reply to {out.method}: the client closed the connection"
+        return f"no reply to {out.method} within {self.timeout:g} s"
+
+    async def update(self, update: dict[str, Any]) -> None:
+        await self.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+    async def say(self, text: str) -> None:
+        await self.update(
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        )
+
+    async def wait_any(self, *events: trio.Event) -> None:
+        """Until one of ``events`` is set, or the connection closed."""
+        async with trio.open_nursery() as nursery:
+
+            async def until(event: trio.Event) -> None:
+                await event.wait()
+                nursery.cancel_scope.cancel()
+
+            for event in (*events, self.closed):
+                nursery.start_soon(until, event)
+
+    # -- input
+
+    async def read_loop(self, nursery: trio.Nursery) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = await self.receive_stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                break
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self.handle_line(line, nursery)
+        if buffer.strip():
+            self.handle_line(buffer, nursery)
+        self.closed.set()
+        for out in self.outgoing.values():
+            out.first.set()
+
+    def handle_line(self, line: bytes, nursery: trio.Nursery) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            self.bad_lines.append(line.decode("utf-8", "replace"))
+            return
+        self.messages += 1
+        method = message.get("method")
+        if method is None:
+            self.handle_reply(message)
+        elif "id" in message:
+            nursery.start_soon(self.handle_request, message)
+        elif method == "session/cancel" and not self.cancelled.is_set():
+            self.cancel_params = message.get("params")
+            self.cancel_seq = self.messages
+            self.cancelled.set()
+
+    def handle_reply(self, message: dict[str, Any]) -> None:
+        id_ = message.get("id")
+        out = self.outgoing.get(id_) if isinstance(id_, int) else None
+        if out is None:
+            if id_ is None and _error_code(message) == -32700:
+                self.parse_error_replies += 1
+            else:
+                self.stray.append(message)
+            return
+        out.replies.append(message)
+        if out.answered_at is None:
+            out.answered_at = trio.current_time()
+            out.answered_seq = self.messages
+        out.first.set()
+
+    async def handle_request(self, message: dict[str, Any]) -> None:
+        if not self.busy:
+            self.idle = trio.Event()
+        self.busy += 1
+        try:
+            await self._handle_request(message)
+        finally:
+            self.busy -= 1
+            if not self.busy:
+                self.idle.set()
+
+    async def _handle_request(self, message: dict[str, Any]) -> None:
+        method, id_, params = message["method"], message["id"], message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if not self.initialized and method != "initialize":
+            self.record(
+                "initialize", Verdict.FAIL, f"the first request is {method}, not initialize"
+            )
+        answer: Any
+        if method == "initialize":
+            answer = self.on_initialize(params)
+        elif method == "session/new":
+            answer = self.on_new_session(params)
+        elif method == "session/prompt":
+            answer = await self.on_prompt(params)
+        else:
+            await self.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": id_,
+                    "error": {"code": -32601, "message": f"Method not found: {method}"},
+                }
+            )
+            return
+        await self.send({"jsonrpc": "2.0", "id": id_, "result": answer})
+
+    def on_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.initialized = True
+        version = params.get("protocolVersion")
+        caps = params.get("clientCapabilities", {})
+        self.protocol_version, self.capabilities = version, caps
+        self.client_info = params.get("clientInfo")
+        if not isinstance(version, int) or isinstance(version, bool):
+            self.record("initialize", Verdict.FAIL, f"protocolVersion {version!r} is no integer")
+        elif not isinstance(caps, dict):
+            self.record("initialize", Verdict.FAIL, f"clientCapabilities {caps!r} is no object")
+        else:
+            self.record("initialize", Verdict.PASS, f"protocol version {version}")
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": False, "promptCapabilities": {}},
+            "agentInfo": {"name": "acp-trio-check-client", "version": "1"},
+            "authMethods": [],
+        }
+
+    def on_new_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd, servers = params.get("cwd"), params.get("mcpServers")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            self.record("session-new", Verdict.FAIL, f"cwd {cwd!r} is not an absolute path")
+        elif not isinstance(servers, list):
+            self.record("session-new", Verdict.FAIL, f"mcpServers {servers!r} is not an array")
+        else:
+            self.record("session-new", Verdict.PASS, f"cwd {cwd}")
+        self.session_id = self.session_id or f"check-client-{os.getpid()}"
+        return {"sessionId": self.session_id}
+
+    async def on_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.prompts += 1
+        if self.prompts > 1:
+            return {"stopReason": "end_turn"}
+        if self.session_id is None or params.get("sessionId") != self.session_id:
+            self.record(
+                "prompt", Verdict.FAIL, f"sessionId {params.get('sessionId')!r} is not ours"
+            )
+        elif not isinstance(params.get("prompt"), list):
+            self.record("prompt", Verdict.FAIL, "prompt is not an array of content blocks")
+        else:
+            self.record("prompt", Verdict.PASS, "one prompt, well-formed")
+        await self.script()
+        return {"stopReason": "cancelled" if self.cancelled.is_set() else "end_turn"}
+
+    # -- the script
+
+    async def probe(
+        self, name: str, hazard: str, judge: Callable[[dict[str, Any]], None] | None = None
+    ) -> bool:
+        """A request for an unknown method right after a hazard: a reply
+        shows the client survived it."""
+        stray_before = len(self.stray)
+        out = await self.request("_check_client/unknown_method", {"after": hazard})
+        reply = await self.reply(out)
+        if reply is None:
+            self.record(name, Verdict.FAIL, f"after {hazard}: {self.lost(out)}")
+            return False
+        if judge is not None:
+            judge(reply)
+        if len(self.stray) > stray_before:
+            self.record(name, Verdict.FAIL, f"the client replied to {hazard}")
+        else:
+            latency = (out.answered_at or out.sent_at) - out.sent_at
+            self.record(name, Verdict.PASS, f"still answering after {hazard}", latency)
+        return True
+
+    def judge_unknown_method(self, reply: dict[str, Any]) -> None:
+        code = _error_code(reply)
+        if code == -32601:
+            self.record("unknown-method", Verdict.PASS, "-32601")
+        elif "error" in reply:
+            self.record("unknown-method", Verdict.PASS, f"error {code} (-32601 is usual)")
+        else:
+            self.record("unknown-method", Verdict.FAIL, f"answered with a {_describe(reply)}")
+
+    async def script(self) -> None:
+        await self.say("check-client: starting the checks\n")
+        await self.notify("_check_client/unknown_notification", {"note": "ignore me"})
+        if not await self.probe(
+            "unknown-notification", "an unknown notification", self.judge_unknown_method
+        ):
+            return
+        await self.update({"sessionUpdate": "_check_client_unknown_kind", "note": "ignore me"})
+        if not await self.probe("unknown-update", "a session/update of an unknown kind"):
+            return
+        await self.send(b'{"jsonrpc": "2.0", "method": "session/update", "params": \n')
+        if not await self.probe("malformed-input", "a line that is not JSON"):
+            return
+        fs = self.capabilities.get("fs") if isinstance(self.capabilities, dict) else None
+        fs = fs if isinstance(fs, dict) else {}
+        await self.check_read(fs.get("readTextFile") is True)
+        await self.check_write(fs.get("writeTextFile") is True)
+        await self.check_permission()
+        await self.check_cancel_request()
+        await self.check_session_cancel()
+
+    def refused(self, name: str, reply: dict[str, Any]) -> bool:
+        """An error reply: -32601 ignores the advertised capability."""
+        if "error" not in reply:
+            return False
+        if _error_code(reply) == -32601:
+            self.record(name, Verdict.FAIL, f"advertised, but answered {_describe(reply)}")
+        else:
+            self.record(name, Verdict.PASS, f"refused ({_describe(reply)}), which is allowed")
+        return True
+
+    async def check_read(self, advertised: bool) -> None:
+        if not advertised:
+            self.record("fs-read", Verdict.SKIP, "fs.readTextFile not advertised")
+            return
+        path = self.workdir / "read-me.txt"
+        path.write_text(_READ_CONTENT, encoding="utf-8")
+        out = await self.request(
+            "fs/read_text_file", {"sessionId": self.session_id, "path": str(path)}
+        )
+        reply = await self.reply(out)
+        if reply is None:
+            self.record("fs-read", Verdict.FAIL, self.lost(out))
+        elif not self.refused("fs-read", reply):
+            content = reply.get("result", {}).get("content") if isinstance(reply, dict) else None
+            if isinstance(reply.get("result"), dict) and content == _READ_CONTENT:
+                self.record("fs-read", Verdict.PASS, "the content, exactly")
+            else:
+                self.record("fs-read", Verdict.FAIL, f"not the file's content: {_describe(reply)}")
+
+    async def check_write(self, advertised: bool) -> None:
+        if not advertised:
+            self.record("fs-write", Verdict.SKIP, "fs.writeTextFile not advertised")
+            return
+        path = self.workdir / "written.txt"
+        out = await self.request(
+            "fs/write_text_file",
+            {"sessionId": self.session_id, "path": str(path), "content": _WRITE_CONTENT},
+        )
+        reply = await self.reply(out)
+        if reply is None:
+            self.record("fs-write", Verdict.FAIL, self.lost(out))
+        elif not self.refused("fs-write", reply):
+            result_ = reply.get("result")
+            try:
+                written = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                written = f"<{exc.strerror}>"
+            if result_ is not None and not isinstance(result_, dict):
+                self.record("fs-write", Verdict.FAIL, f"the result is {_describe(reply)}")
+            elif written != _WRITE_CONTENT:
+                self.record(
+                    "fs-write", Verdict.FAIL, f"answered, but the file holds {written[:80]!r}"
+                )
+            else:
+                self.record("fs-write", Verdict.PASS, "written, exactly")
+
+    def permission(self, which: str) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "toolCall": {
+                "toolCallId": f"check-client-{which}",
+                "title": PERMISSION_TITLES[which],
+                "kind": "other",
+                "status": "pending",
+            },
+            "options": _OPTIONS,
+        }
+
+    async def check_permission(self) -> None:
+        await self.update(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "check-client-answer",
+                "title": PERMISSION_TITLES["answer"],
+                "kind": "other",
+                "status": "pending",
+            }
+        )
+        out = await self.request("session/request_permission", self.permission("answer"))
+        reply = await self.reply(out)
+        if reply is None:
+            self.record("permission-outcome", Verdict.FAIL, self.lost(out))
+            return
+        outcome, problem = _outcome(reply)
+        if outcome is None:
+            self.record("permission-outcome", Verdict.FAIL, problem)
+        else:
+            latency = (out.answered_at or out.sent_at) - out.sent_at
+            self.record("permission-outcome", Verdict.PASS, f"outcome {outcome}", latency)
+
+    async def check_cancel_request(self) -> None:
+        out = await self.request("session/request_permission", self.permission("cancel-request"))
+        await self.notify("$/cancel_request", {"requestId": out.id})
+        reply = await self.reply(out)
+        if reply is None:
+            self.record("cancel-request", Verdict.FAIL, self.lost(out) + " after $/cancel_request")
+        elif _error_code(reply) == -32800:
+            latency = (out.answered_at or out.sent_at) - out.sent_at
+            self.record("cancel-request", Verdict.PASS, "-32800", latency)
+        elif "result" in reply and _outcome(reply)[0] is not None:
+            self.record(
+                "cancel-request", Verdict.PASS, "answered before the cancel took effect (a result)"
+            )
+        else:
+            self.record("cancel-request", Verdict.FAIL, f"{_describe(reply)}, not -32800")
+
+    async def check_session_cancel(self) -> None:
+        out = await self.request("session/request_permission", self.permission("hold"))
+        await self.say(f"{CUE}\n")
+        with trio.move_on_after(self.timeout):
+            await self.wait_any(self.cancelled, out.first)
+        early = out.replies[0] if out.replies else None
+        if early is not None and (
+            self.cancel_seq is None or self.cancel_seq > (out.answered_seq or 0)
+        ):
+            # Answered before any session/cancel: nothing pending to cancel.
+            outcome, problem = _outcome(early)
+            if outcome == "cancelled":
+                self.record("cancelled-permission", Verdict.PASS, "answered cancelled")
+            elif outcome is None:
+                self.record("cancelled-permission", Verdict.FAIL, problem)
+            else:
+                self.record(
+                    "cancelled-permission",
+                    Verdict.SKIP,
+                    "the client answered the permission request before sending session/cancel",
+                )
+            with trio.move_on_after(self.timeout):
+                await self.wait_any(self.cancelled)
+            if self.cancelled.is_set():
+                self.record_session_cancel()
+                return
+        if not self.cancelled.is_set():
+            why = "the connection closed" if self.closed.is_set() else f"{self.timeout:g} s"
+            self.record("session-cancel", Verdict.FAIL, f"no session/cancel after the cue ({why})")
+            self.record("cancelled-permission", Verdict.SKIP, "the client sent no session/cancel")
+            if not out.replies:
+                await self.notify("$/cancel_request", {"requestId": out.id})
+                await self.reply(out)
+            return
+        self.record_session_cancel()
+        reply = await self.reply(out)
+        if reply is None:
+            self.record(
+                "cancelled-permission",
+                Verdict.FAIL,
+                self.lost(out) + " after session/cancel (must be the cancelled outcome)",
+            )
+            return
+        outcome, problem = _outcome(reply)
+        if outcome == "cancelled":
+            self.record("cancelled-permission", Verdict.PASS, "cancelled")
+        else:
+            self.record(
+                "cancelled-permission",
+                Verdict.FAIL,
+                f"{problem or 'outcome ' + str(outcome)}, not the cancelled outcome",
+            )
+
+    def record_session_cancel(self) -> None:
+        params = self.cancel_params if isinstance(self.cancel_params, dict) else {}
+        session = params.get("sessionId")
+        if session != self.session_id:
+            self.record("session-cancel", Verdict.FAIL, f"session/cancel names {session!r}")
+        else:
+            self.record("session-cancel", Verdict.PASS, "session/cancel for the session")
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.read_loop, nursery)
+
+            async def on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(on_signal)
+            await self.closed.wait()
+            # The handlers see the close and record their verdicts.
+            with trio.move_on_after(self.timeout):
+                await self.idle.wait()
+            nursery.cancel_scope.cancel()
+        if not self.initialized:
+            self.record("initialize", Verdict.FAIL, "the client sent no initialize request")
+        if self.session_id is None:
+            self.record("session-new", Verdict.FAIL, "the client sent no session/new")
+        if self.prompts == 0:
+            self.record(
+                "prompt",
+                Verdict.FAIL,
+                "the client sent no session/prompt (check-client needs one to drive it)",
+            )
+        self.write_report(final=True, missing="not reached: the connection closed")
+
+
+async def run_agent_side(
+    report: str | os.PathLike[str],
+    *,
+    timeout: float = 5.0,  # noqa: ASYNC109 - per wait
+) -> None:
+    """Serve the checking agent on stdin/stdout until the client closes the
+    connection; the verdicts go to ``report`` (JSON)."""
+    with tempfile.TemporaryDirectory(prefix="acp-check-client-") as workdir:
+        receive = trio.lowlevel.FdStream(os.dup(0))
+        send = trio.lowlevel.FdStream(os.dup(1))
+        async with receive, send:
+            side = _AgentSide(receive, send, Path(report), timeout, Path(workdir))
+            side.write_report(final=False)
+            await side.run()
