@@ -145,6 +145,7 @@ def _client_parser(
         metavar="S",
         help="seconds the client may run before it is killed (default 120)",
     )
+    client.add_argument("--cwd", metavar="DIR", help="run the client in DIR")
     client.add_argument("--agent-side", action="store_true", help="be the checking agent")
     client.add_argument("--report", metavar="FILE", help="with --agent-side: the verdicts")
     client.add_argument("command", nargs=argparse.REMAINDER, help="-- CLIENT_CMD...")
@@ -163,7 +164,9 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
         return 0
     command = _command(parser, args.command)
-    run = functools.partial(check_client, command, timeout=args.timeout, limit=args.limit)
+    run = functools.partial(
+        check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd
+    )
     report = trio.run(run)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

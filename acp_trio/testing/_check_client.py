@@ -21,7 +21,7 @@ During the turn the agent sends, in order: an unknown notification, an
 unknown ``session/update`` kind and a line that is not JSON (each followed
 by a request for an unknown method, whose reply shows the client is still
 there), ``fs/read_text_file`` and ``fs/write_text_file`` of files in a
-directory of its own (only if advertised), three permission requests (one
+directory of its own in the session's cwd (only if advertised), three permission requests (one
 cancelled at once with ``$/cancel_request``), then the cue.
 
 The report file is rewritten after every check (the client may kill the
@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Callable
@@ -136,6 +137,8 @@ class _AgentSide:
         self.cancelled = trio.Event()
         self.cancel_params: Any = None
         self.cancel_seq: int | None = None
+        self.cwd: str | None = None
+        self.files_dir: Path | None = None
         self.session_id: str | None = None
         self.client_info: Any = None
         self.protocol_version: Any = None
@@ -374,6 +377,8 @@ class _AgentSide:
             self.record("session-new", Verdict.FAIL, f"mcpServers {servers!r} is not an array")
         else:
             self.record("session-new", Verdict.PASS, f"cwd {cwd}")
+        if isinstance(cwd, str) and os.path.isabs(cwd) and os.path.isdir(cwd):
+            self.cwd = cwd
         self.session_id = self.session_id or f"check-client-{os.getpid()}"
         return {"sessionId": self.session_id}
 
@@ -458,7 +463,7 @@ class _AgentSide:
         if not advertised:
             self.record("fs-read", Verdict.SKIP, "fs.readTextFile not advertised")
             return
-        path = self.workdir / "read-me.txt"
+        path = self.files() / "read-me.txt"
         path.write_text(_READ_CONTENT, encoding="utf-8")
         out = await self.request(
             "fs/read_text_file", {"sessionId": self.session_id, "path": str(path)}
@@ -477,7 +482,7 @@ class _AgentSide:
         if not advertised:
             self.record("fs-write", Verdict.SKIP, "fs.writeTextFile not advertised")
             return
-        path = self.workdir / "written.txt"
+        path = self.files() / "written.txt"
         out = await self.request(
             "fs/write_text_file",
             {"sessionId": self.session_id, "path": str(path), "content": _WRITE_CONTENT},
@@ -499,6 +504,17 @@ class _AgentSide:
                 )
             else:
                 self.record("fs-write", Verdict.PASS, "written, exactly")
+
+    def files(self) -> Path:
+        """Where the fs checks' files go: a fresh directory in the session's
+        cwd (clients may refuse paths outside it), removed at the end; else
+        one in the system's temporary directory."""
+        if self.files_dir is None:
+            try:
+                self.files_dir = Path(tempfile.mkdtemp(prefix=".acp-check-client-", dir=self.cwd))
+            except (OSError, TypeError):
+                self.files_dir = Path(tempfile.mkdtemp(prefix="files-", dir=self.workdir))
+        return self.files_dir
 
     def permission(self, which: str) -> dict[str, Any]:
         return {
@@ -545,7 +561,9 @@ class _AgentSide:
             self.record("cancel-request", Verdict.PASS, "-32800", latency)
         elif "result" in reply and _outcome(reply)[0] is not None:
             self.record(
-                "cancel-request", Verdict.PASS, "answered before the cancel took effect (a result)"
+                "cancel-request",
+                Verdict.PASS,
+                f"a result (outcome {_outcome(reply)[0]}), which is allowed; -32800 is usual",
             )
         else:
             self.record("cancel-request", Verdict.FAIL, f"{_describe(reply)}, not -32800")
@@ -653,4 +671,8 @@ async def run_agent_side(
         async with receive, send:
             side = _AgentSide(receive, send, Path(report), timeout, Path(workdir))
             side.write_report(final=False)
-            await side.run()
+            try:
+                await side.run()
+            finally:
+                if side.files_dir is not None:
+                    shutil.rmtree(side.files_dir, ignore_errors=True)

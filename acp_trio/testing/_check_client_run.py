@@ -85,7 +85,10 @@ async def check_client(
     ``timeout`` bounds each wait of the agent side for the client; the
     client gets ``limit`` seconds to finish before it is killed (with its
     process group). The client's stdin is empty; its output is kept (the
-    tail is in :attr:`ClientCheckReport.client_output`)."""
+    tail is in :attr:`ClientCheckReport.client_output`). It runs in ``cwd``
+    (default: ours); the agent side's fs checks put their files in a
+    directory ``.acp-check-client-*`` in the session's cwd, removed at the
+    end."""
     start = trio.current_time()
     with tempfile.TemporaryDirectory(prefix="acp-check-client-") as tmp:
         report_path = Path(tmp) / "report.json"
@@ -93,6 +96,7 @@ async def check_client(
         words = client_command(command, agent)
         full_env = {**os.environ, **(env or {}), AGENT_ENV: shlex.join(agent)}
         output_path = Path(tmp) / "client-output.txt"
+
         exit_code: int | None = None
         with open(output_path, "wb") as output:  # noqa: ASYNC230 - local, at once
             try:

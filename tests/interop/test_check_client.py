@@ -1,10 +1,13 @@
-"""``check-client`` against the official TypeScript SDK's client
-(``ts_check_client.mjs``) over real pipes; skipped without Node.js or the
-SDK in ``tests/interop/node_modules`` (``npm ci --prefix tests/interop``)."""
+"""``check-client`` against real clients over real pipes: the official
+TypeScript SDK's (``ts_check_client.mjs``; skipped without Node.js or the SDK
+in ``tests/interop/node_modules``), ``acpx`` (skipped unless installed with
+``npm install --prefix tests/acpx``) and the official Python SDK's
+(``official_check_client.py``)."""
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,13 +26,12 @@ elif not SDK_DIR.is_dir():
 else:
     _skip_reason = ""
 
-pytestmark = pytest.mark.skipif(bool(_skip_reason), reason=_skip_reason)
 
-
-async def test_the_typescript_sdk_client_conforms() -> None:
+@pytest.mark.skipif(bool(_skip_reason), reason=_skip_reason)
+async def test_the_typescript_sdk_client_conforms(tmp_path: Path) -> None:
     command = [NODE or "node", str(HERE / "ts_check_client.mjs"), "{agent-args}"]
     with trio.fail_after(120):
-        report = await check_client(command, timeout=5)
+        report = await check_client(command, timeout=5, cwd=tmp_path)
     assert all(r.passed for r in report), report.format_table()
     assert report.ok
     assert report.client_exit == 0
@@ -37,3 +39,41 @@ async def test_the_typescript_sdk_client_conforms() -> None:
     # The cancellations were exercised, not skipped.
     assert report["cancel-request"].reason == "-32800"
     assert report["cancelled-permission"].reason == "cancelled"
+
+
+ACPX = HERE.parent / "acpx" / "node_modules" / ".bin" / "acpx"
+
+
+@pytest.mark.skipif(
+    NODE is None or not ACPX.is_file(),
+    reason="acpx is not installed (npm install --prefix tests/acpx)",
+)
+async def test_acpx_conforms_without_being_driven_to_cancel(tmp_path: Path) -> None:
+    # `acpx exec` runs one prompt and exits; it has no way to send
+    # session/cancel at the cue, and --approve-all answers every permission
+    # request at once, so the cancellation checks are not exercised.
+    command = [str(ACPX), "--approve-all", "--format", "json", "--agent", "{agent}"]
+    command += ["exec", "check me"]
+    with trio.fail_after(120):
+        report = await check_client(command, timeout=2, cwd=tmp_path, env={"HOME": str(tmp_path)})
+    assert report.ok, report.format_table()
+    assert {r.name for r in report.failures()} == {"session-cancel"}
+    assert report["cancelled-permission"].skipped
+    assert report["fs-read"].reason == "the content, exactly"
+    assert report.client_info is not None
+    assert report.client_info["name"] == "acpx"
+
+
+async def test_the_official_python_sdk_client_does_not_answer_a_cancelled_request(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("acp")
+    # The SDK (agent-client-protocol 0.12.1) has no $/cancel_request: the
+    # cancelled permission request stays unanswered. Everything else passes.
+    command = [sys.executable, str(HERE / "official_check_client.py"), "{agent-args}"]
+    with trio.fail_after(120):
+        report = await check_client(command, timeout=2, cwd=tmp_path)
+    assert {r.name for r in report.failures()} == {"cancel-request"}, report.format_table()
+    assert "after $/cancel_request" in report["cancel-request"].reason
+    assert report["cancelled-permission"].passed
+    assert not report.ok

@@ -50,7 +50,9 @@ TRIO_CLIENT = [sys.executable, str(CLIENTS / "trio_client.py"), "--", "{agent-ar
 
 
 @pytest.fixture(scope="module")
-def reports() -> dict[str, ClientCheckReport]:
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClientCheckReport]:
+    work = tmp_path_factory.mktemp("check-client")
+
     async def run_all() -> dict[str, ClientCheckReport]:
         found: dict[str, ClientCheckReport] = {}
         limiter = trio.CapacityLimiter(3)
@@ -59,7 +61,7 @@ def reports() -> dict[str, ClientCheckReport]:
 
         async def one(name: str) -> None:
             async with limiter:
-                found[name] = await check_client(commands[name], timeout=CHECK_TIMEOUT)
+                found[name] = await check_client(commands[name], timeout=CHECK_TIMEOUT, cwd=work)
 
         with trio.fail_after(REAL_LIMIT * 2):
             async with trio.open_nursery() as nursery:
@@ -206,8 +208,9 @@ def test_the_agent_side_writes_a_final_report_on_sigterm(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("fault", "status"), [("clean", 0), ("two-replies", 1)])
-def test_command_line(fault: str, status: int) -> None:
+def test_command_line(fault: str, status: int, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "acp_trio", "check-client", "--json", "--timeout", "3"]
+    command += ["--cwd", str(tmp_path)]
     run = subprocess.run(
         [*command, "--", *raw_client(fault)],
         capture_output=True,
@@ -222,6 +225,7 @@ def test_command_line(fault: str, status: int) -> None:
     assert data["ok"] is (status == 0)
     assert [c["name"] for c in data["checks"]] == NAMES
     assert data["client_info"] == {"name": f"raw-client-{fault}", "version": "1"}
+    assert list(tmp_path.iterdir()) == []  # the fs checks' files are gone
 
 
 def test_command_line_usage_errors() -> None:
