@@ -146,6 +146,16 @@ def _client_parser(
         help="seconds the client may run before it is killed (default 120)",
     )
     client.add_argument("--cwd", metavar="DIR", help="run the client in DIR")
+    client.add_argument(
+        "--on-cue",
+        metavar="CMD",
+        help="a shell command run once the agent sent its cue `check-client: cancel now` "
+        "(for clients cancelled from outside, e.g. \"acpx --agent '{agent}' cancel\"); "
+        "the placeholders work as in CLIENT_CMD",
+    )
+    client.add_argument(
+        "--show", metavar="FILE", help="print the verdicts of an --agent-side report and exit"
+    )
     client.add_argument("--agent-side", action="store_true", help="be the checking agent")
     client.add_argument("--report", metavar="FILE", help="with --agent-side: the verdicts")
     client.add_argument("command", nargs=argparse.REMAINDER, help="-- CLIENT_CMD...")
@@ -154,18 +164,23 @@ def _client_parser(
 
 def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from acp_trio.testing._check_client import run_agent_side
-    from acp_trio.testing._check_client_run import check_client
+    from acp_trio.testing._check_client_run import check_client, read_report
 
     if args.timeout <= 0 or args.limit <= 0:
         parser.error("--timeout and --limit must be positive")
+    if args.show:
+        report = read_report(args.show)
+        print(json.dumps(report.to_json(), indent=2) if args.json else report.format_table())
+        return report.exit_code
     if args.agent_side:
         if not args.report:
             parser.error("--agent-side needs --report FILE")
         trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
         return 0
     command = _command(parser, args.command)
+    on_cue = None if args.on_cue is None else ["sh", "-c", args.on_cue]
     run = functools.partial(
-        check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd
+        check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd, on_cue=on_cue
     )
     report = trio.run(run)
     if args.json:

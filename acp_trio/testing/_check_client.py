@@ -25,7 +25,10 @@ directory of its own in the session's cwd (only if advertised), three permission
 cancelled at once with ``$/cancel_request``), then the cue.
 
 The report file is rewritten after every check (the client may kill the
-agent at any time) and a last time at the end of input or on SIGTERM.
+agent at any time) and a last time at the end of input or on SIGTERM; it
+says when the cue was sent (``"cue": true``, for the driver's ``on_cue``).
+An agent side that got no prompt does not overwrite the report of one that
+did (clients may spawn the agent more than once).
 """
 
 from __future__ import annotations
@@ -111,6 +114,14 @@ def _outcome(reply: dict[str, Any]) -> tuple[str | None, str]:
     return None, f"unknown outcome {kind!r}"
 
 
+def _prompted(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("prompted") is True
+
+
 class _AgentSide:
     def __init__(
         self,
@@ -138,6 +149,7 @@ class _AgentSide:
         self.cancel_params: Any = None
         self.cancel_seq: int | None = None
         self.cwd: str | None = None
+        self.cue_sent = False
         self.files_dir: Path | None = None
         self.session_id: str | None = None
         self.client_info: Any = None
@@ -197,14 +209,20 @@ class _AgentSide:
             else:
                 r = self.results.get(info.name) or result(info.name, Verdict.SKIP, missing)
             checks.append(r.to_json())
+        if not self.prompts and _prompted(self.report_path):
+            # Another agent side of the same run (a client that spawns the
+            # agent once to set up, once to prompt) wrote the real verdicts.
+            return
         data = {
             "final": final,
+            "prompted": bool(self.prompts),
+            "cue": self.cue_sent,
             "client_info": self.client_info,
             "protocol_version": self.protocol_version,
             "client_capabilities": self.capabilities,
             "checks": checks,
         }
-        tmp = self.report_path.with_name(self.report_path.name + ".tmp")
+        tmp = self.report_path.with_name(f"{self.report_path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
         os.replace(tmp, self.report_path)
 
@@ -571,6 +589,8 @@ class _AgentSide:
     async def check_session_cancel(self) -> None:
         out = await self.request("session/request_permission", self.permission("hold"))
         await self.say(f"{CUE}\n")
+        self.cue_sent = True
+        self.write_report(final=False)
         with trio.move_on_after(self.timeout):
             await self.wait_any(self.cancelled, out.first)
         early = out.replies[0] if out.replies else None

@@ -19,13 +19,20 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from acp_trio.testing._check_client_report import ClientCheckReport, result, results_from_json
 from acp_trio.testing._check_report import Verdict
 
-__all__ = ["AGENT_ENV", "agent_side_command", "check_client", "client_command"]
+__all__ = [
+    "AGENT_ENV",
+    "agent_side_command",
+    "check_client",
+    "client_command",
+    "read_report",
+]
 
 AGENT_ENV = "ACP_CHECK_CLIENT_AGENT"
 _OUTPUT_TAIL = 4000
@@ -63,7 +70,7 @@ def client_command(command: Sequence[str], agent: Sequence[str]) -> list[str]:
     return words
 
 
-def _read(path: Path) -> dict[str, object] | None:
+def _read(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -78,6 +85,7 @@ async def check_client(
     limit: float = 120.0,
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    on_cue: Sequence[str] | None = None,
 ) -> ClientCheckReport:
     """Run the client ``command`` (with ``{agent}`` or ``{agent-args}`` where
     the agent's command goes) and return the verdicts.
@@ -88,7 +96,12 @@ async def check_client(
     tail is in :attr:`ClientCheckReport.client_output`). It runs in ``cwd``
     (default: ours); the agent side's fs checks put their files in a
     directory ``.acp-check-client-*`` in the session's cwd, removed at the
-    end."""
+    end.
+
+    ``on_cue`` is a command (placeholders allowed) run once when the agent
+    side has sent its cue, in the client's cwd and environment, for clients
+    that cancel from outside (say, ``acpx cancel``); its output goes with
+    the client's."""
     start = trio.current_time()
     with tempfile.TemporaryDirectory(prefix="acp-check-client-") as tmp:
         report_path = Path(tmp) / "report.json"
@@ -115,7 +128,14 @@ async def check_client(
             if process is not None:
                 try:
                     with trio.move_on_after(limit):
-                        exit_code = await process.wait()
+                        async with trio.open_nursery() as nursery:
+                            if on_cue is not None:
+                                cue = client_command(on_cue, agent)
+                                nursery.start_soon(
+                                    _run_on_cue, report_path, cue, output, cwd, full_env
+                                )
+                            exit_code = await process.wait()
+                            nursery.cancel_scope.cancel()
                 finally:
                     if exit_code is None:
                         _kill_group(process.pid)
@@ -131,36 +151,73 @@ async def check_client(
         if process is not None:
             _kill_group(process.pid)  # an agent side the client left running
         data = _read(report_path) or {}
-        missing = (
-            "not reached: the client stopped the checking agent"
-            if data
-            else "not reached: the client never started the checking agent"
-        )
-        results = results_from_json(data.get("checks"), missing)
-        if data and not data.get("final"):
-            # Killed before its end: what the client never sent is a failure.
-            results = tuple(
-                result(r.name, Verdict.FAIL, f"{_NOT_SEEN[r.name]} before the agent was stopped")
-                if r.skipped and r.name in _NOT_SEEN
-                else r
-                for r in results
-            )
-        if not data:
-            results = (
-                result("initialize", Verdict.FAIL, "the checking agent was never started"),
-                *results[1:],
-            )
         tail = output_path.read_bytes()[-_OUTPUT_TAIL:].decode("utf-8", "replace")
-    return ClientCheckReport(
+    return _report(
+        data,
         command=tuple(command),
-        results=results,
-        client_info=data.get("client_info"),
-        protocol_version=data.get("protocol_version"),
-        client_capabilities=data.get("client_capabilities"),
         client_exit=exit_code,
         client_output=tail,
         duration=trio.current_time() - start,
     )
+
+
+def _report(data: dict[str, Any], **fields: Any) -> ClientCheckReport:
+    missing = (
+        "not reached: the client stopped the checking agent"
+        if data
+        else "not reached: the client never started the checking agent"
+    )
+    results = results_from_json(data.get("checks"), missing)
+    if data and not data.get("final"):
+        # Killed before its end: what the client never sent is a failure.
+        results = tuple(
+            result(r.name, Verdict.FAIL, f"{_NOT_SEEN[r.name]} before the agent was stopped")
+            if r.skipped and r.name in _NOT_SEEN
+            else r
+            for r in results
+        )
+    if not data:
+        results = (
+            result("initialize", Verdict.FAIL, "the checking agent was never started"),
+            *results[1:],
+        )
+    return ClientCheckReport(
+        results=results,
+        client_info=data.get("client_info"),
+        protocol_version=data.get("protocol_version"),
+        client_capabilities=data.get("client_capabilities"),
+        **fields,
+    )
+
+
+def read_report(path: str | os.PathLike[str]) -> ClientCheckReport:
+    """The verdicts in a report file of ``check-client --agent-side``."""
+    return _report(_read(Path(path)) or {}, command=())
+
+
+async def _run_on_cue(
+    report: Path,
+    command: list[str],
+    output: Any,
+    cwd: str | os.PathLike[str] | None,
+    env: dict[str, str],
+) -> None:
+    while True:  # the agent side is another process: poll its file
+        if (_read(report) or {}).get("cue"):
+            break
+        await trio.sleep(0.05)
+    try:
+        await trio.run_process(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            check=False,
+        )
+    except OSError as exc:
+        output.write(f"cannot run the on-cue command: {exc}\n".encode())
 
 
 def _kill_group(pid: int) -> None:

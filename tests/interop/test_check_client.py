@@ -48,16 +48,23 @@ ACPX = HERE.parent / "acpx" / "node_modules" / ".bin" / "acpx"
     NODE is None or not ACPX.is_file(),
     reason="acpx is not installed (npm install --prefix tests/acpx)",
 )
-async def test_acpx_conforms_without_being_driven_to_cancel(tmp_path: Path) -> None:
-    # `acpx exec` runs one prompt and exits; it has no way to send
-    # session/cancel at the cue, and --approve-all answers every permission
-    # request at once, so the cancellation checks are not exercised.
-    command = [str(ACPX), "--approve-all", "--format", "json", "--agent", "{agent}"]
-    command += ["exec", "check me"]
+async def test_acpx_conforms(tmp_path: Path) -> None:
+    # A persistent session, one prompt, and `acpx cancel` from outside at
+    # the cue. acpx answers permission requests at once when it cannot ask a
+    # user (no tty here), so `cancelled-permission` cannot be exercised.
+    acpx = f"{ACPX} --ttl 1 --agent '{{agent}}'"
+    command = ["sh", "-c", f"{acpx} sessions new && exec {acpx} --format json prompt 'check me'"]
     with trio.fail_after(120):
-        report = await check_client(command, timeout=2, cwd=tmp_path, env={"HOME": str(tmp_path)})
+        report = await check_client(
+            command,
+            timeout=5,
+            cwd=tmp_path,
+            env={"HOME": str(tmp_path)},
+            on_cue=["sh", "-c", f"{ACPX} --agent '{{agent}}' cancel"],
+        )
     assert report.ok, report.format_table()
-    assert {r.name for r in report.failures()} == {"session-cancel"}
+    assert report.failures() == []
+    assert report["session-cancel"].passed
     assert report["cancelled-permission"].skipped
     assert report["fs-read"].reason == "the content, exactly"
     assert report.client_info is not None

@@ -238,3 +238,51 @@ def test_command_line_usage_errors() -> None:
     )
     assert run.returncode == 2
     assert "--report" in run.stderr
+
+
+async def test_on_cue_runs_a_command_when_the_cue_is_sent(tmp_path: Path) -> None:
+    # The no-session-cancel client ignores the cue; the on-cue command
+    # stands for an outside cancel: it only leaves a mark here.
+    mark = tmp_path / "cue-seen"
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_client(
+            raw_client("no-session-cancel"),
+            timeout=1,
+            cwd=tmp_path,
+            on_cue=[sys.executable, "-c", f"open({str(mark)!r}, 'w').write('{{agent}}')"],
+        )
+    assert report["session-cancel"].failed
+    assert "--agent-side" in mark.read_text()
+
+
+def test_show_prints_an_agent_side_report(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    # A client pointed at the agent side by hand, as with `acpx --agent "..."`.
+    agent = " ".join(agent_side_command(str(path), 3))
+    raw = [sys.executable, str(CLIENTS / "raw_client.py"), "clean", "--", *agent.split()]
+    subprocess.run(raw, timeout=REAL_LIMIT, cwd=tmp_path, check=True)
+    show = [sys.executable, "-m", "acp_trio", "check-client", "--show", str(path)]
+    run = subprocess.run(show, capture_output=True, text=True, timeout=REAL_LIMIT, check=False)
+    assert run.returncode == 0, run.stdout
+    assert run.stdout.splitlines()[-1].startswith("CONFORMS: 15 passed")
+    data = json.loads(path.read_text())
+    assert data["final"] is True
+    assert data["prompted"] is True
+    assert data["cue"] is True
+
+
+def test_an_agent_side_without_a_prompt_keeps_the_real_report(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    agent = agent_side_command(str(path), 3)
+    raw = [sys.executable, str(CLIENTS / "raw_client.py"), "clean", "--", *agent]
+    subprocess.run(raw, timeout=REAL_LIMIT, cwd=tmp_path, check=True)
+    before = path.read_text()
+    # A second agent side of the same run that is only initialized.
+    subprocess.run(
+        agent,
+        input=b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n',
+        capture_output=True,
+        timeout=REAL_LIMIT,
+        check=True,
+    )
+    assert path.read_text() == before
