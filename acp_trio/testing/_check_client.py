@@ -20,8 +20,9 @@ The driving protocol (what a client under test must do):
 During the turn the agent sends, in order: an unknown notification, an
 unknown ``session/update`` kind and a line that is not JSON (each followed
 by a request for an unknown method, whose reply shows the client is still
-there), ``fs/read_text_file`` and ``fs/write_text_file`` of files in a
-directory of its own in the session's cwd (only if advertised), three permission requests (one
+there), ``fs/read_text_file``, ``fs/write_text_file`` of files in a
+directory of its own in the session's cwd and a terminal running a short
+Python command (each only if advertised), three permission requests (one
 cancelled at once with ``$/cancel_request``), then the cue.
 
 The report file is rewritten after every check (the client may kill the
@@ -38,6 +39,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +66,7 @@ _OPTIONS = [
 ]
 _READ_CONTENT = "check-client line 1\nline 2 é\nline 3\n"
 _WRITE_CONTENT = "written by check-client\nsecond line ü\n"
+_TERMINAL_TEXT = "check-client terminal output"
 
 
 @attrs.define(eq=False)
@@ -463,6 +466,8 @@ class _AgentSide:
         fs = fs if isinstance(fs, dict) else {}
         await self.check_read(fs.get("readTextFile") is True)
         await self.check_write(fs.get("writeTextFile") is True)
+        terminal = isinstance(self.capabilities, dict) and self.capabilities.get("terminal")
+        await self.check_terminal(terminal is True)
         await self.check_permission()
         await self.check_cancel_request()
         await self.check_session_cancel()
@@ -522,6 +527,48 @@ class _AgentSide:
                 )
             else:
                 self.record("fs-write", Verdict.PASS, "written, exactly")
+
+    async def terminal_call(self, method: str, params: dict[str, Any]) -> dict[str, Any] | str:
+        """The result of one terminal request, or what went wrong."""
+        out = await self.request(method, {"sessionId": self.session_id, **params})
+        reply = await self.reply(out)
+        if reply is None:
+            return self.lost(out)
+        if "error" in reply:
+            return f"{method}: {_describe(reply)}"
+        result_ = reply.get("result")
+        return result_ if isinstance(result_, dict) else {}
+
+    async def check_terminal(self, advertised: bool) -> None:
+        if not advertised:
+            self.record("terminal", Verdict.SKIP, "terminal not advertised")
+            return
+        command = {"command": sys.executable, "args": ["-c", f"print({_TERMINAL_TEXT!r})"]}
+        out = await self.request("terminal/create", {"sessionId": self.session_id, **command})
+        reply = await self.reply(out)
+        if reply is None:
+            self.record("terminal", Verdict.FAIL, self.lost(out))
+            return
+        if self.refused("terminal", reply):
+            return
+        created = reply.get("result")
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str):
+            self.record("terminal", Verdict.FAIL, f"no terminalId: {_describe(reply)}")
+            return
+        ids = {"terminalId": terminal_id}
+        exited = await self.terminal_call("terminal/wait_for_exit", ids)
+        output = await self.terminal_call("terminal/output", ids)
+        released = await self.terminal_call("terminal/release", ids)
+        if isinstance(exited, str) or isinstance(output, str) or isinstance(released, str):
+            problem = next(a for a in (exited, output, released) if isinstance(a, str))
+            self.record("terminal", Verdict.FAIL, problem)
+        elif exited.get("exitCode") != 0:
+            self.record("terminal", Verdict.FAIL, f"wait_for_exit answered {exited}, not exit 0")
+        elif _TERMINAL_TEXT not in str(output.get("output")):
+            self.record("terminal", Verdict.FAIL, f"the output is {output.get('output')!r}")
+        else:
+            self.record("terminal", Verdict.PASS, "ran, exit 0, output, released")
 
     def files(self) -> Path:
         """Where the fs checks' files go: a fresh directory in the session's

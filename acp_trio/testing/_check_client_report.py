@@ -55,6 +55,13 @@ CLIENT_CHECKS: tuple[ClientCheckInfo, ...] = tuple(
             "(or refuses with an error other than -32601)",
         ),
         (
+            "terminal",
+            _R,
+            "terminal/create, if advertised, runs a command: wait_for_exit gives its exit "
+            "status, terminal/output its output, then terminal/release "
+            "(or refuses with an error other than -32601)",
+        ),
+        (
             "permission-outcome",
             _R,
             "session/request_permission gets a valid outcome: cancelled, or selected "

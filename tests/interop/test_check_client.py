@@ -32,7 +32,9 @@ async def test_the_typescript_sdk_client_conforms(tmp_path: Path) -> None:
     command = [NODE or "node", str(HERE / "ts_check_client.mjs"), "{agent-args}"]
     with trio.fail_after(120):
         report = await check_client(command, timeout=5, cwd=tmp_path)
-    assert all(r.passed for r in report), report.format_table()
+    # It does not advertise terminals.
+    assert all(r.passed for r in report if r.name != "terminal"), report.format_table()
+    assert report["terminal"].skipped
     assert report.ok
     assert report.client_exit == 0
     assert report.client_info == {"name": "ts-check-client", "version": "1"}
@@ -50,10 +52,12 @@ ACPX = HERE.parent / "acpx" / "node_modules" / ".bin" / "acpx"
 )
 async def test_acpx_conforms(tmp_path: Path) -> None:
     # A persistent session, one prompt, and `acpx cancel` from outside at
-    # the cue. acpx answers permission requests at once when it cannot ask a
-    # user (no tty here), so `cancelled-permission` cannot be exercised.
+    # the cue. --approve-all answers every permission request at once (and
+    # lets the fs writes and terminals through), so `cancelled-permission`
+    # cannot be exercised.
     acpx = f"{ACPX} --ttl 1 --agent '{{agent}}'"
-    command = ["sh", "-c", f"{acpx} sessions new && exec {acpx} --format json prompt 'check me'"]
+    prompt = f"{acpx} --approve-all --format json prompt 'check me'"
+    command = ["sh", "-c", f"{acpx} sessions new && exec {prompt}"]
     with trio.fail_after(120):
         report = await check_client(
             command,
@@ -67,6 +71,8 @@ async def test_acpx_conforms(tmp_path: Path) -> None:
     assert report["session-cancel"].passed
     assert report["cancelled-permission"].skipped
     assert report["fs-read"].reason == "the content, exactly"
+    assert report["fs-write"].reason == "written, exactly"
+    assert report["terminal"].reason == "ran, exit 0, output, released"
     assert report.client_info is not None
     assert report.client_info["name"] == "acpx"
 

@@ -10,7 +10,7 @@ protocol, with one planted fault chosen by name (the first argument):
 - ``two-replies``: the permission request it answers gets two replies.
 - ``no-cancelled-outcome``: after its ``session/cancel`` the pending
   permission request is never answered.
-- ``ignore-capabilities``: advertises fs reads and writes, answers them -32601.
+- ``ignore-capabilities``: advertises fs and terminals, answers them -32601.
 - ``crash-on-unknown-notification``: exits on a notification it does not know.
 
 Two behaviours that are no faults: ``answer-all`` answers every permission
@@ -41,6 +41,13 @@ FAULTS = {
 }
 CUE = "check-client: cancel now"
 KNOWN = {"session/update", "$/cancel_request"}
+TERMINAL_METHODS = {
+    "terminal/create",
+    "terminal/output",
+    "terminal/wait_for_exit",
+    "terminal/release",
+    "terminal/kill",
+}
 
 
 class RawClient:
@@ -49,6 +56,7 @@ class RawClient:
         self.agent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.held: dict[Any, str] = {}  # request id -> session
         self.session = ""
+        self.terminals: dict[str, tuple[str, int]] = {}
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.agent.stdin is not None
@@ -91,6 +99,8 @@ class RawClient:
             else:
                 Path(params["path"]).write_text(params["content"], encoding="utf-8")
                 self.send({"id": id_, "result": {}})
+        elif method.startswith("terminal/"):
+            self.terminal(id_, method, params)
         elif method == "session/request_permission":
             title = params["toolCall"]["title"]
             if title == "check-client: choose an option" or self.fault == "answer-all":
@@ -102,6 +112,31 @@ class RawClient:
                 self.held[id_] = params["sessionId"]
         else:
             self.error(id_, -32601, f"Method not found: {method}")
+
+    def terminal(self, id_: Any, method: str, params: dict[str, Any]) -> None:
+        """Terminals that run their command to the end at once."""
+        if self.fault == "ignore-capabilities" or method not in TERMINAL_METHODS:
+            self.error(id_, -32601, f"Method not found: {method}")
+            return
+        result: dict[str, Any] = {}
+        if method == "terminal/create":
+            run = subprocess.run(
+                [params["command"], *params.get("args", [])],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            terminal_id = f"t-{len(self.terminals)}"
+            self.terminals[terminal_id] = (run.stdout + run.stderr, run.returncode)
+            result = {"terminalId": terminal_id}
+        elif method == "terminal/output":
+            output, status = self.terminals[params["terminalId"]]
+            result = {"output": output, "truncated": False, "exitStatus": {"exitCode": status}}
+        elif method == "terminal/wait_for_exit":
+            result = {"exitCode": self.terminals[params["terminalId"]][1]}
+        else:  # release, kill
+            self.terminals.pop(params["terminalId"], None)
+        self.send({"id": id_, "result": result})
 
     def notification(self, method: str, params: dict[str, Any]) -> None:
         if method not in KNOWN and self.fault == "crash-on-unknown-notification":
@@ -127,7 +162,7 @@ class RawClient:
                             self.send({"id": id_, "result": answer})
 
     def run(self) -> None:
-        caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+        caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
         info = {"name": f"raw-client-{self.fault}", "version": "1"}
         self.call(
             1, "initialize", {"protocolVersion": 1, "clientCapabilities": caps, "clientInfo": info}

@@ -3,7 +3,8 @@
     python trio_client.py -- AGENT_CMD...
 
 One prompt; ``session/cancel`` (``AgentProxy.cancel``) at the agent's cue.
-It reads and writes real files. Permission requests titled ``check-client:
+It reads and writes real files and runs terminals (the SDK's
+``TerminalsMixin``, every command approved). Permission requests titled ``check-client:
 choose an option`` are answered ``allow``; the others wait for a cancel
 (``$/cancel_request`` -> -32800, the SDK's answer to our own
 ``session/cancel`` -> ``cancelled``).
@@ -34,7 +35,7 @@ from acp_trio.schema import (
 CUE = "check-client: cancel now"
 
 
-class CheckedClient(acp_trio.Client):
+class CheckedClient(acp_trio.TerminalsMixin, acp_trio.Client):
     async def session_update(self, params: SessionNotification) -> None:
         update = params.update
         if (
@@ -61,9 +62,16 @@ class CheckedClient(acp_trio.Client):
         return WriteTextFileResponse()
 
 
+async def approve(params: object) -> bool:
+    return True  # a test: every command the checking agent asks for runs
+
+
 async def main(command: list[str]) -> None:
     client = CheckedClient()
-    async with acp_trio.connect_to_agent(client, command) as agent:
+    async with (
+        acp_trio.open_terminal_manager(approve) as client.terminals,
+        acp_trio.connect_to_agent(client, command) as agent,
+    ):
         await agent.initialize()
         session = await agent.new_session(NewSessionRequest(cwd=str(Path.cwd()), mcp_servers=[]))
         await agent.prompt_text(session.session_id, "check me")
