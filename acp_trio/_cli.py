@@ -153,6 +153,7 @@ def _client_parser(
         "(for clients cancelled from outside, e.g. \"acpx --agent '{agent}' cancel\"); "
         "the placeholders work as in CLIENT_CMD",
     )
+    client.add_argument("--list", action="store_true", help="list the checks and exit")
     client.add_argument(
         "--show", metavar="FILE", help="print the verdicts of an --agent-side report and exit"
     )
@@ -168,6 +169,13 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
     if args.timeout <= 0 or args.limit <= 0:
         parser.error("--timeout and --limit must be positive")
+    if args.list:
+        from acp_trio.testing import CLIENT_CHECKS
+
+        width = max(len(info.name) for info in CLIENT_CHECKS)
+        for info in CLIENT_CHECKS:
+            print(f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}")
+        return 0
     if args.show:
         report = read_report(args.show)
         print(json.dumps(report.to_json(), indent=2) if args.json else report.format_table())

@@ -289,3 +289,14 @@ def test_an_agent_side_without_a_prompt_keeps_the_real_report(tmp_path: Path) ->
         check=True,
     )
     assert path.read_text() == before
+
+
+def test_command_line_lists_the_checks() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "acp_trio", "check-client", "--list"],
+        capture_output=True,
+        text=True,
+        timeout=REAL_LIMIT,
+        check=True,
+    )
+    assert [line.split()[0] for line in run.stdout.splitlines()] == NAMES
