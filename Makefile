@@ -12,6 +12,11 @@ SRC    := acp_trio tests tools examples benchmarks
 # The TypeScript SDK, for the interop tests (skipped where npm is missing).
 INTEROP_STAMP := tests/interop/node_modules/.installed
 
+# acpx, a real headless ACP client, for the check-client tests (skipped without it).
+# `npm install` with the lock, not `npm ci`: the lock lacks the optional
+# platform packages of a dependency that the registry did not resolve.
+ACPX_STAMP := tests/acpx/node_modules/.installed
+
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
@@ -40,7 +45,15 @@ $(INTEROP_STAMP): tests/interop/package-lock.json
 		echo "npm not found: the TypeScript interop tests will be skipped"; \
 	fi
 
-pytest: $(STAMP) $(INTEROP_STAMP)
+$(ACPX_STAMP): tests/acpx/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --prefix tests/acpx --no-audit --no-fund --silent --ignore-scripts && touch $@ \
+		|| echo "npm install failed: the acpx check-client test will be skipped"; \
+	else \
+		echo "npm not found: the acpx check-client test will be skipped"; \
+	fi
+
+pytest: $(STAMP) $(INTEROP_STAMP) $(ACPX_STAMP)
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)

@@ -3,6 +3,9 @@
 - ``check-agent [--json] [--only NAMES] [--scenario] [--timeout S] [--schema PATH] -- CMD...``
   runs the conformance checks against any stdio ACP agent; exit status 1
   if a required check failed.
+- ``check-client [--json] [--timeout S] [--limit S] -- CLIENT_CMD...`` runs
+  a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
+  its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
 - ``scenario-agent``: serves the reference scenario agent on stdio.
 """
@@ -86,6 +89,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument("--verbose", "-v", action="store_true", help="show acp_trio's log")
     check.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
+    client = _client_parser(sub)
+
     trace = sub.add_parser(
         "trace",
         help="a logging stdio proxy between a client and an agent",
@@ -104,7 +109,93 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     trace.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
-    return parser, {"check-agent": check, "trace": trace, "scenario-agent": agent}
+    return parser, {
+        "check-agent": check,
+        "check-client": client,
+        "trace": trace,
+        "scenario-agent": agent,
+    }
+
+
+def _client_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    client = sub.add_parser(
+        "check-client",
+        help="check a stdio ACP client against a scripted agent",
+        description="Run CLIENT_CMD, which must spawn the checking agent: its command "
+        "replaces {agent} (one shell-quoted word) or {agent-args} (the words) in "
+        "CLIENT_CMD, and is in $ACP_CHECK_CLIENT_AGENT. The client must send one "
+        "prompt, and session/cancel when the agent says `check-client: cancel now`. "
+        "Exit status 1 if a required check failed. With --agent-side, serve the "
+        "checking agent on stdio and write the verdicts to --report.",
+    )
+    client.add_argument("--json", action="store_true", help="print one JSON document")
+    client.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds each wait for the client may take (default 5)",
+    )
+    client.add_argument(
+        "--limit",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds the client may run before it is killed (default 120)",
+    )
+    client.add_argument("--cwd", metavar="DIR", help="run the client in DIR")
+    client.add_argument(
+        "--on-cue",
+        metavar="CMD",
+        help="a shell command run once the agent sent its cue `check-client: cancel now` "
+        "(for clients cancelled from outside, e.g. \"acpx --agent '{agent}' cancel\"); "
+        "the placeholders work as in CLIENT_CMD",
+    )
+    client.add_argument("--list", action="store_true", help="list the checks and exit")
+    client.add_argument(
+        "--show", metavar="FILE", help="print the verdicts of an --agent-side report and exit"
+    )
+    client.add_argument("--agent-side", action="store_true", help="be the checking agent")
+    client.add_argument("--report", metavar="FILE", help="with --agent-side: the verdicts")
+    client.add_argument("command", nargs=argparse.REMAINDER, help="-- CLIENT_CMD...")
+    return client
+
+
+def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from acp_trio.testing._check_client import run_agent_side
+    from acp_trio.testing._check_client_run import check_client, read_report
+
+    if args.timeout <= 0 or args.limit <= 0:
+        parser.error("--timeout and --limit must be positive")
+    if args.list:
+        from acp_trio.testing import CLIENT_CHECKS
+
+        width = max(len(info.name) for info in CLIENT_CHECKS)
+        for info in CLIENT_CHECKS:
+            print(f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}")
+        return 0
+    if args.show:
+        report = read_report(args.show)
+        print(json.dumps(report.to_json(), indent=2) if args.json else report.format_table())
+        return report.exit_code
+    if args.agent_side:
+        if not args.report:
+            parser.error("--agent-side needs --report FILE")
+        trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
+        return 0
+    command = _command(parser, args.command)
+    on_cue = None if args.on_cue is None else ["sh", "-c", args.on_cue]
+    run = functools.partial(
+        check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd, on_cue=on_cue
+    )
+    report = trio.run(run)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.format_table())
+    return report.exit_code
 
 
 def _list_checks() -> str:
@@ -162,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tool == "check-agent":
         return _check_agent(tools["check-agent"], args)
+    if args.tool == "check-client":
+        return _check_client(tools["check-client"], args)
     if args.tool == "trace":
         from acp_trio._trace import run_trace
 

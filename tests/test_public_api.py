@@ -40,6 +40,8 @@ TESTING = {
     "ScenarioClient", "ScriptedPeer", "Verdict", "check_agent", "find_schema",
     "open_memory_pair", "open_scripted_agent", "open_scripted_client",
     "open_scripted_process", "run_scenario_agent",
+    # check-client
+    "CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport", "check_client",
 }  # fmt: skip
 
 

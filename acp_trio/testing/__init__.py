@@ -11,6 +11,8 @@
   (:func:`open_scripted_process`).
 - :func:`check_agent`: the conformance checks for any stdio agent, without
   pytest (``python -m acp_trio check-agent -- CMD...`` on the command line).
+- :func:`check_client`: the same for any stdio client, which spawns the
+  checking agent (``python -m acp_trio check-client -- CLIENT_CMD...``).
 - ``acp_trio.testing.pytest_plugin``: pytest-trio fixtures over all this.
 
 This module only re-exports.
@@ -19,6 +21,10 @@ This module only re-exports.
 from acp_trio.testing._check import CHECKS as CHECKS
 from acp_trio.testing._check import CheckInfo as CheckInfo
 from acp_trio.testing._check import check_agent as check_agent
+from acp_trio.testing._check_client_report import CLIENT_CHECKS as CLIENT_CHECKS
+from acp_trio.testing._check_client_report import ClientCheckInfo as ClientCheckInfo
+from acp_trio.testing._check_client_report import ClientCheckReport as ClientCheckReport
+from acp_trio.testing._check_client_run import check_client as check_client
 from acp_trio.testing._check_report import CheckReport as CheckReport
 from acp_trio.testing._check_report import CheckResult as CheckResult
 from acp_trio.testing._check_report import Level as Level
