@@ -1,8 +1,9 @@
 """``python -m acp_trio``: the command line.
 
-- ``check-agent [--json] [--only NAMES] [--scenario] [--timeout S] [--schema PATH] -- CMD...``
-  runs the conformance checks against any stdio ACP agent; exit status 1
-  if a required check failed.
+- ``check-agent [--json] [--strict] [--require GROUPS] [--allow-skips] [--only NAMES]
+  [--scenario] [--timeout S] [--schema PATH] -- CMD...`` runs the conformance
+  checks against any stdio ACP agent; exit status 0 CONFORMS, 1 DOES NOT
+  CONFORM, 3 INCOMPLETE (a required check could not run), 2 usage error.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
 - ``scenario-agent``: serves the reference scenario agent on stdio.
 """
@@ -47,7 +48,26 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "check-agent",
         help="run the conformance checks against a stdio ACP agent",
         description="Spawn a stdio ACP agent (any SDK) and check its conformance. "
-        "Exit status 1 if a required check failed, 2 for usage errors.",
+        "Exit status: 0 CONFORMS (every required check ran and passed), 1 DOES NOT CONFORM "
+        "(a required check failed), 3 INCOMPLETE (a required check could not run; see "
+        "--allow-skips), 2 usage error.",
+    )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="count the recommended and cancellation checks as required",
+    )
+    check.add_argument(
+        "--require",
+        action="append",
+        metavar="GROUPS",
+        help="comma-separated check levels to count as required: recommended, cancellation "
+        "(repeatable)",
+    )
+    check.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help="a required check that could not run does not make the run INCOMPLETE",
     )
     check.add_argument("--json", action="store_true", help="print one JSON document")
     check.add_argument(
@@ -112,13 +132,14 @@ def _list_checks() -> str:
 
     width = max(len(info.name) for info in CHECKS)
     return "\n".join(
-        f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}"
+        f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}"
         for info in CHECKS
     )
 
 
 def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from acp_trio.testing import CHECKS, check_agent
+    from acp_trio.testing._check import promoted_levels
 
     if args.list:
         print(_list_checks())
@@ -134,6 +155,11 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    require = _names(args.require) or []
+    try:
+        promoted_levels(args.strict, require)
+    except ValueError as exc:
+        parser.error(str(exc))
     if not args.verbose:
         # Replies to the checker's malformed input are logged as warnings.
         logging.getLogger("acp_trio").addHandler(logging.NullHandler())
@@ -147,6 +173,9 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         timeout=args.timeout,
         schema=args.schema,
         cancel_prompt=args.cancel_prompt,
+        strict=args.strict,
+        require=require,
+        allow_skips=args.allow_skips,
     )
     report = trio.run(run)
     if args.json:

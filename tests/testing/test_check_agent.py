@@ -5,10 +5,12 @@ within seconds."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -20,9 +22,11 @@ from acp_trio.testing import (
     Verdict,
     check_agent,
 )
+from acp_trio.testing._check import promoted_levels
+from acp_trio.testing._check_report import Status
 from acp_trio.testing._schema_check import MessageValidator
 
-from .conftest import FAULTS, REAL_LIMIT, REPO, agent_command
+from .conftest import CHECK_TIMEOUT, FAULTS, REAL_LIMIT, REPO, agent_command
 
 ALL_CHECKS = [info.name for info in CHECKS]
 
@@ -52,13 +56,14 @@ def test_the_check_list_has_the_promised_checks_and_levels() -> None:
         "invalid-params": Level.RECOMMENDED,
         "unknown-notification": Level.REQUIRED,
         "stray-cancels": Level.REQUIRED,
-        "cancel-request-prompt": Level.SCENARIO,
-        "nested-session-cancel": Level.SCENARIO,
-        "nested-cancel-request": Level.SCENARIO,
-        "deadline": Level.SCENARIO,
+        "cancel-request-prompt": Level.CANCELLATION,
+        "nested-session-cancel": Level.CANCELLATION,
+        "nested-cancel-request": Level.CANCELLATION,
+        "deadline": Level.CANCELLATION,
         "parse-error": Level.RECOMMENDED,
         "batch-array": Level.RECOMMENDED,
         "scalar-message": Level.RECOMMENDED,
+        "malformed-input": Level.REQUIRED,
         "stdout-json-only": Level.REQUIRED,
         "schema": Level.REQUIRED,
         "one-reply-per-request": Level.REQUIRED,
@@ -94,7 +99,108 @@ def test_each_planted_fault_fails_exactly_its_checks(
     assert not any(r.skipped for r in report), details
     required = any(report[n].level is Level.REQUIRED for n in FAULTS[name])
     assert report.ok is not required
+    assert report.status is (Status.FAILS if required else Status.CONFORMS)
     assert report.exit_code == (1 if required else 0)
+    # --strict counts every failure.
+    strict = attrs.evolve(report, promoted=promoted_levels(True))
+    assert strict.exit_code == (1 if FAULTS[name] else 0)
+
+
+#: The bug classes --strict must catch, each for its own reason:
+#: (planted agent, the check that fails, words of its reason).
+STRICT_CLASSES = {
+    "no nested cancel on the wire": (
+        "no_nested_cancel",
+        "nested-cancel-request",
+        "never cancelled on the wire",
+    ),
+    "ignores $/cancel_request": (
+        "ignore_cancel_request",
+        "cancel-request-prompt",
+        "after $/cancel_request of the prompt (the agent ignores $/cancel_request?)",
+    ),
+    "end_turn after session/cancel": (
+        "end_turn_after_cancel",
+        "session-cancel",
+        "stopReason 'end_turn' after session/cancel",
+    ),
+    "replies to notifications": (
+        "answer_notifications",
+        "unknown-notification",
+        "answered a notification",
+    ),
+    "answers a request twice": ("answer_twice", "one-reply-per-request", "got 2 answers"),
+    "silent on invalid JSON": (
+        "silent_on_parse_error",
+        "parse-error",
+        "no error reply to invalid JSON within 3 s (--timeout)",
+    ),
+    "deadline passes without cancelling": (
+        "deadline_no_cancel",
+        "deadline",
+        "200 ms deadline passed and no answer came within 3 s (--timeout); the nested read "
+        "was never cancelled on the wire: fs/read_text_file",
+    ),
+    "dies on a late cancel": (
+        "die_on_late_cancel",
+        "stray-cancels",
+        "the agent stopped answering after stray $/cancel_request",
+    ),
+    "dies on a JSON array": (
+        "die_on_batch",
+        "malformed-input",
+        "the agent stopped answering after a batch array",
+    ),
+}
+
+
+@pytest.mark.parametrize("bug", list(STRICT_CLASSES))
+def test_strict_fails_each_planted_bug_class_for_its_own_reason(
+    bug: str, fault_reports: dict[str, CheckReport]
+) -> None:
+    agent, check, words = STRICT_CLASSES[bug]
+    report = attrs.evolve(fault_reports[agent], promoted=promoted_levels(True))
+    assert report.status is Status.FAILS
+    assert report.exit_code == 1
+    assert check in {r.name for r in report.required_failures()}
+    assert words in report[check].reason
+    # The verdict does not depend on which levels count.
+    assert report[check].failed
+    assert fault_reports["clean"].ok
+    assert attrs.evolve(fault_reports["clean"], promoted=promoted_levels(True)).ok
+
+
+def test_require_promotes_one_group(fault_reports: dict[str, CheckReport]) -> None:
+    report = fault_reports["deadline_no_cancel"]
+    assert report.ok
+    assert not attrs.evolve(report, promoted=promoted_levels(False, ["cancellation"])).ok
+    assert attrs.evolve(report, promoted=promoted_levels(False, ["recommended"])).ok
+    assert promoted_levels(False, ["required"]) == frozenset()
+    with pytest.raises(ValueError, match="unknown check group 'bogus'"):
+        promoted_levels(False, ["bogus"])
+
+
+def test_a_reply_without_an_id_is_not_a_reply_with_id_null(
+    fault_reports: dict[str, CheckReport],
+) -> None:
+    report = fault_reports["idless_replies"]
+    for check in ("parse-error", "batch-array", "scalar-message"):
+        assert "a reply without an id" in report[check].reason
+        assert report[check].evidence  # the line that proves it
+        assert '"error"' in report[check].evidence[-1]
+    assert report.status is Status.FAILS  # and stdout-json-only (required) says why
+
+
+def test_an_agent_that_dies_on_a_json_array_does_not_conform(
+    fault_reports: dict[str, CheckReport],
+) -> None:
+    report = fault_reports["die_on_batch"]
+    assert report["malformed-input"].level is Level.REQUIRED
+    assert report.status is Status.FAILS
+    assert "cannot handle a list" in report["malformed-input"].reason
+    assert "cannot handle a list" in report["malformed-input"].stderr
+    # The probe lost with the dead agent is not blamed twice.
+    assert report["one-reply-per-request"].passed
 
 
 def reason(reports: dict[str, CheckReport], agent: str, check: str) -> str:
@@ -105,7 +211,7 @@ def reason(reports: dict[str, CheckReport], agent: str, check: str) -> str:
 
 def test_the_reasons_say_what_went_wrong(fault_reports: dict[str, CheckReport]) -> None:
     text = reason(fault_reports, "ignore_cancel_request", "cancel-request-prompt")
-    assert "no answer within 3 s after $/cancel_request" in text
+    assert "no answer within 3 s (--timeout) after $/cancel_request" in text
     assert "session/cancel then ended it with stopReason 'cancelled'" in text
 
     text = reason(fault_reports, "end_turn_after_cancel", "session-cancel")
@@ -206,7 +312,8 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     assert set(rule) == {"-", " "}
     assert rows[2].split()[:3] == ["batch-array", "recommended", "PASS"]
     assert "-32600 with id null" in rows[2]
-    assert out.rstrip().splitlines()[-1].startswith("CONFORMS: 3 passed")
+    assert out.rstrip().splitlines()[-2] == "CONFORMS"
+    assert out.rstrip().splitlines()[-1].startswith("3 passed, 0 failed")
 
     code, _, err = await run_cli("check-agent", "--only", "nope", "--", "true")
     assert code == 2
@@ -250,3 +357,93 @@ def test_the_schema_check_reads_the_messages_of_their_method() -> None:
     echoed = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     assert "not a request an agent sends" in (validator.check(echoed) or "")
     assert validator.check({"jsonrpc": "2.0", "id": None, "error": {"code": 1}}) is not None
+
+
+SESSION_FREE = {
+    "initialize",
+    "version-negotiation",
+    "agent-info",
+    "unknown-method",
+    "unknown-notification",
+    "stray-cancels",
+    "parse-error",
+    "batch-array",
+    "scalar-message",
+    "malformed-input",
+    "stdout-json-only",
+    "schema",
+    "one-reply-per-request",
+}
+
+
+async def test_an_agent_that_needs_authentication_is_incomplete_not_conforming() -> None:
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(agent_command("needs_auth"), timeout=CHECK_TIMEOUT)
+    table = report.format_table()
+    assert report.status is Status.INCOMPLETE, table
+    assert report.exit_code == 3
+    assert report.auth_required == "mini-login"
+    # Every check that needs no session ran and passed (no false alarm of
+    # unknown-notification: the agent does answer, it refuses sessions).
+    assert {r.name for r in report if r.passed} == SESSION_FREE, table
+    for result in report:
+        if result.skipped:
+            assert result.reason.startswith("authentication required: mini-login"), table
+    assert "INCOMPLETE" in report.summary()
+    assert "authentication required: mini-login" in report.summary().splitlines()[0]
+    assert attrs.evolve(report, allow_skips=True).status is Status.CONFORMS
+
+
+async def test_incomplete_exit_status_and_allow_skips_on_the_command_line() -> None:
+    command = ["--", *agent_command("needs_auth")]
+    code, out, _ = await run_cli("check-agent", "--timeout", "3", *command)
+    assert code == 3, out
+    assert "INCOMPLETE: " in out
+    code, out, _ = await run_cli(
+        "check-agent", "--allow-skips", "--json", "--only", "prompt", *command
+    )
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["status"] == "conforms"
+    assert report["auth_required"] == "mini-login"
+    assert [c["verdict"] for c in report["checks"]] == ["pass", "skip", "skip"]
+
+
+async def test_strict_and_require_on_the_command_line() -> None:
+    command = ["--", *agent_command("silent_on_parse_error")]
+    code, out, _ = await run_cli("check-agent", "--only", "parse-error", *command)
+    assert code == 0, out
+    code, out, _ = await run_cli("check-agent", "--strict", "--only", "parse-error", *command)
+    assert code == 1, out
+    assert "recommended*" in out  # counted as required
+    assert "DOES NOT CONFORM" in out
+    code, out, _ = await run_cli(
+        "check-agent", "--require", "recommended", "--json", "--only", "parse-error", *command
+    )
+    assert code == 1, out
+    check = json.loads(out)["checks"][-1]
+    assert check["name"] == "parse-error"
+    assert check["required"] is True
+    assert "no error reply to invalid JSON" in check["reason"]
+    code, _, err = await run_cli("check-agent", "--require", "bogus", *command)
+    assert code == 2
+    assert "unknown check group 'bogus'" in err
+
+
+OFFICIAL_AGENT = REPO / "benchmarks" / "peers" / "official_agent.py"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("acp") is None, reason="needs agent-client-protocol (the test extra)"
+)
+async def test_the_official_python_sdk_agent_does_not_conform() -> None:
+    # It dies on a JSON array (and on a JSON scalar): a required failure.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(
+            [sys.executable, str(OFFICIAL_AGENT)],
+            only=["batch-array", "malformed-input"],
+            timeout=CHECK_TIMEOUT,
+        )
+    assert report.status is Status.FAILS, report.format_table()
+    assert report["malformed-input"].failed
+    assert "stopped answering after a batch array" in report["malformed-input"].reason
