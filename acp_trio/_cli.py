@@ -102,6 +102,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="the prompt session-cancel sends and then cancels; it must keep the agent "
         "busy for a moment (default: wait_for_cancel)",
     )
+    check.add_argument(
+        "--permissions",
+        choices=("allow", "reject", "cancel"),
+        default="allow",
+        help="how the checker answers the agent's permission requests: the first allow "
+        "option (default), the first reject option, or cancelled",
+    )
+    check.add_argument(
+        "--terminals",
+        action="store_true",
+        help="run the agent's terminal commands (in the temporary workspace); by default "
+        "they are refused",
+    )
     check.add_argument("--list", action="store_true", help="list the checks and exit")
     check.add_argument("--verbose", "-v", action="store_true", help="show acp_trio's log")
     check.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
@@ -176,6 +189,8 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         strict=args.strict,
         require=require,
         allow_skips=args.allow_skips,
+        permissions=args.permissions,
+        terminals=args.terminals,
     )
     report = trio.run(run)
     if args.json:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import tempfile
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -52,7 +53,9 @@ from acp_trio._jsonrpc import InvalidMessage, classify
 from acp_trio._requests import PendingRequest
 from acp_trio.testing._check_report import CheckReport, CheckResult, Level, Verdict
 from acp_trio.testing._check_wire import (
+    PERMISSION_POLICIES,
     AgentSession,
+    EditorPolicy,
     IncomingRequest,
     Transcript,
     WireEntry,
@@ -200,6 +203,7 @@ class _Runner:
         env: Mapping[str, str] | None,
         cancel_prompt: str = "wait_for_cancel",
         promoted: frozenset[Level] = frozenset(),
+        policy: EditorPolicy | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
@@ -208,7 +212,14 @@ class _Runner:
         self.force_scenario = scenario
         self.schema = schema
         self.cwd = cwd
-        self.session_cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+        self.policy = policy if policy is not None else EditorPolicy()
+        self.session_cwd = os.path.abspath(
+            self.policy.workspace
+            if self.policy.workspace is not None
+            else cwd
+            if cwd is not None
+            else os.getcwd()
+        )
         self.env = env
         self.transcript = Transcript()
         self.sessions: list[AgentSession] = []
@@ -239,6 +250,7 @@ class _Runner:
                 self.command,
                 cwd=self.cwd,
                 env=self.env,
+                policy=self.policy,
             )
         except OSError as exc:
             raise _Fail(f"cannot start the agent ({shlex.join(self.command)}): {exc}") from None
@@ -383,9 +395,13 @@ class _Runner:
         self.main = session
         return session
 
-    async def fresh_session(self) -> tuple[AgentSession, str]:
+    async def fresh_session(self, *, hold: bool = False) -> tuple[AgentSession, str]:
+        """A new session on the main agent; ``hold``: the checker plays the
+        scenario's test client in it (nested requests wait to be cancelled)."""
         agent = await self.ensure_main()
         session_id, _ = await self.new_session(agent)
+        if hold:
+            agent.client.hold.add(session_id)
         return agent, session_id
 
     async def probe(self, session: AgentSession, after: str) -> None:
@@ -959,7 +975,7 @@ def _cancel_report(requests: Iterable[IncomingRequest]) -> str:
 )
 async def _nested_session_cancel(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
     async with r.open_prompt(session, session_id, "nested") as pending:
         nested = await r.nested_requests(session, session_id, pending)
@@ -996,7 +1012,7 @@ async def _nested_session_cancel(r: _Runner) -> _Pass:
 )
 async def _nested_cancel_request(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
     async with r.open_prompt(session, session_id, "nested") as pending:
         nested = await r.nested_requests(session, session_id, pending)
@@ -1027,7 +1043,7 @@ async def _nested_cancel_request(r: _Runner) -> _Pass:
 )
 async def _deadline(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
 
     def held_reads() -> list[IncomingRequest]:
@@ -1298,6 +1314,15 @@ def _selected(only: Iterable[str] | None) -> list[tuple[CheckInfo, CheckFunc]]:
     return [(info, func) for info, func in _REGISTRY if info.name in wanted]
 
 
+@contextmanager
+def _workspace() -> Iterator[str]:
+    """A temporary directory the agent's sessions work in."""
+    with tempfile.TemporaryDirectory(prefix="acp-check-") as path:
+        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as file:
+            file.write("A temporary workspace of acp_trio check-agent.\n")
+        yield os.path.realpath(path)
+
+
 #: The levels ``require`` may name.
 GROUPS: Final = tuple(level.value for level in Level if level is not Level.REQUIRED)
 
@@ -1332,6 +1357,8 @@ async def check_agent(
     strict: bool = False,
     require: Iterable[str] = (),
     allow_skips: bool = False,
+    permissions: str = "allow",
+    terminals: bool = False,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
@@ -1350,6 +1377,13 @@ async def check_agent(
     ``"cancellation"``). A required check that could not run makes the run
     INCOMPLETE, unless ``allow_skips``.
 
+    The checker answers the agent's requests as an editor would:
+    ``permissions`` is ``"allow"`` (the first allow option), ``"reject"``
+    (the first reject option) or ``"cancel"``; files are read and written in
+    a temporary workspace, which is also the sessions' ``cwd``; terminal
+    commands run there only with ``terminals``, else they are refused. (In
+    the cancellation checks it plays the scenario's test client instead.)
+
     Never raises for a misbehaving agent: every problem is a verdict in the
     report. Raises ``ValueError`` for an empty command, an unknown check or group;
     other errors (of the checker's environment, such as a working directory
@@ -1359,9 +1393,16 @@ async def check_agent(
         raise ValueError("command must not be empty")
     selected = _selected(only)
     promoted = promoted_levels(strict, require)
+    if permissions not in PERMISSION_POLICIES:
+        raise ValueError(
+            f"permissions must be one of {', '.join(PERMISSION_POLICIES)}, not {permissions!r}"
+        )
     start = trio.current_time()
     results: list[CheckResult] = []
-    with plain_exceptions():
+    with plain_exceptions(), _workspace() as workspace:
+        # The agent's working directory (ours by default) must exist.
+        os.stat(cwd if cwd is not None else os.getcwd())
+        policy = EditorPolicy(permissions, os.fspath(workspace), terminals)
         async with trio.open_nursery() as nursery:
             runner = _Runner(
                 nursery,
@@ -1373,6 +1414,7 @@ async def check_agent(
                 env=env,
                 cancel_prompt=cancel_prompt,
                 promoted=promoted,
+                policy=policy,
             )
             try:
                 for info, func in selected:
