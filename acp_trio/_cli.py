@@ -92,8 +92,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--schema",
         metavar="PATH",
-        help="the ACP v1 schema.json (default: ../shared/acp-schema/v1/schema.json "
-        "relative to the current directory or to the repository)",
+        help="validate with jsonschema against this ACP v1 schema.json (default: "
+        "../shared/acp-schema/v1/schema.json relative to the current directory or to the "
+        "repository if found, else the generated types of acp_trio.schema)",
     )
     check.add_argument(
         "--cancel-prompt",
@@ -168,6 +169,13 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    if args.schema is not None:
+        from acp_trio.testing._schema_check import load_validator
+
+        try:
+            load_validator(args.schema)
+        except ValueError as exc:
+            parser.error(str(exc))
     require = _names(args.require) or []
     try:
         promoted_levels(args.strict, require)

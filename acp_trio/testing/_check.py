@@ -64,7 +64,7 @@ from acp_trio.testing._check_wire import (
 )
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._scenario import HOLD_PATH
-from acp_trio.testing._schema_check import MessageValidator
+from acp_trio.testing._schema_check import MessageValidator, TypedValidator, load_validator
 
 __all__ = ["CHECKS", "GROUPS", "CheckInfo", "check_agent", "promoted_levels"]
 
@@ -204,6 +204,7 @@ class _Runner:
         cancel_prompt: str = "wait_for_cancel",
         promoted: frozenset[Level] = frozenset(),
         policy: EditorPolicy | None = None,
+        validator: MessageValidator | TypedValidator | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
@@ -235,6 +236,9 @@ class _Runner:
         }[scenario]
         self.token = "acp-check-" + secrets.token_hex(4)
         self.promoted = promoted
+        self.validator: MessageValidator | TypedValidator = (
+            validator if validator is not None else load_validator(schema)
+        )
         self.auth_required: str | None = None
         # (session, id) of our requests the agent died before answering.
         self.abandoned: set[tuple[int, Any]] = set()
@@ -1212,13 +1216,14 @@ def _sent_methods(r: _Runner, session: int) -> list[tuple[Any, str]]:
 
 
 @_check(
-    "schema", REQUIRED, "every message the agent sends validates against the ACP v1 JSON Schema"
+    "schema",
+    REQUIRED,
+    "every message the agent sends is valid ACP v1 (its JSON Schema, or the generated types)",
 )
 async def _schema(r: _Runner) -> _Pass:
-    validator = MessageValidator.load(r.schema)
-    if isinstance(validator, str):
-        raise _Skip(validator)
+    validator = r.validator
     problems: list[str] = []
+    evidence: list[WireEntry] = []
     count = 0
     batches = 0
     for session in r.sessions:
@@ -1237,16 +1242,18 @@ async def _schema(r: _Runner) -> _Pass:
             problem = validator.check(entry.message, answered)
             if problem is not None:
                 problems.append(problem)
+                evidence.append(entry)
             await trio.lowlevel.checkpoint()
     if not count:
         raise _Skip("no message was read from the agent")
     if problems:
         raise _Fail(
-            f"{len(problems)} of {count} messages do not validate against "
-            f"{validator.path.name}; first: {problems[0]}"
+            f"{len(problems)} of {count} messages are not valid ({validator.description}); "
+            f"first: {problems[0]}",
+            evidence[:3],
         )
     note = f" ({batches} batch replies not validated)" if batches else ""
-    return _Pass(f"{count} messages valid against {validator.path}{note}")
+    return _Pass(f"{count} messages valid ({validator.description}){note}")
 
 
 @_check("one-reply-per-request", REQUIRED, "every request of the checker was answered exactly once")
@@ -1366,8 +1373,11 @@ async def check_agent(
     always run: the others need them). ``scenario``: ``None`` runs the
     scenario checks if the agent answers ``echo <token>``, ``True`` forces
     them, ``False`` skips them. ``timeout`` bounds every wait, in seconds.
-    ``schema`` is the ACP v1 ``schema.json`` (default: see
-    :func:`find_schema`). ``cwd`` and ``env`` are the agent's.
+    ``schema`` is the ACP v1 ``schema.json`` to validate every message with
+    ``jsonschema`` (``ValueError`` if it does not exist); by default the one
+    :func:`find_schema` finds, else the generated types of
+    :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
+    ``cwd`` and ``env`` are the agent's.
     ``cancel_prompt`` is the prompt ``session-cancel`` sends, then cancels:
     it must keep the agent busy for a moment.
 
@@ -1397,6 +1407,7 @@ async def check_agent(
         raise ValueError(
             f"permissions must be one of {', '.join(PERMISSION_POLICIES)}, not {permissions!r}"
         )
+    validator = load_validator(schema)
     start = trio.current_time()
     results: list[CheckResult] = []
     with plain_exceptions(), _workspace() as workspace:
@@ -1415,6 +1426,7 @@ async def check_agent(
                 cancel_prompt=cancel_prompt,
                 promoted=promoted,
                 policy=policy,
+                validator=validator,
             )
             try:
                 for info, func in selected:
@@ -1433,4 +1445,5 @@ async def check_agent(
         promoted=promoted,
         allow_skips=allow_skips,
         auth_required=runner.auth_required,
+        validator=validator.description,
     )

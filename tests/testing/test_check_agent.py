@@ -24,6 +24,7 @@ from acp_trio.testing import (
     Verdict,
     check_agent,
 )
+from acp_trio.testing import _schema_check as schema_check
 from acp_trio.testing._check import promoted_levels
 from acp_trio.testing._check_report import Status
 from acp_trio.testing._check_wire import (
@@ -32,7 +33,7 @@ from acp_trio.testing._check_wire import (
     IncomingRequest,
     choose_permission,
 )
-from acp_trio.testing._schema_check import MessageValidator
+from acp_trio.testing._schema_check import MessageValidator, TypedValidator
 
 from .conftest import CHECK_TIMEOUT, FAULTS, REAL_LIMIT, REPO, agent_command
 
@@ -334,14 +335,47 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     assert [line.split()[0] for line in out.splitlines()] == ALL_CHECKS
 
 
-async def test_the_schema_check_is_skipped_with_a_reason_without_a_schema(tmp_path: Any) -> None:
+async def test_a_missing_schema_path_is_a_usage_error(tmp_path: Any) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(ValueError, match=r"missing\.json does not exist"):
+        await check_agent(SCENARIO_AGENT_COMMAND, only=["schema"], schema=missing)
+    code, out, err = await run_cli(
+        "check-agent", "--schema", str(missing), "--", *SCENARIO_AGENT_COMMAND
+    )
+    assert code == 2, out
+    assert "missing.json does not exist (--schema PATH)" in err
+
+
+async def test_without_a_schema_directory_the_generated_types_validate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(schema_check, "DEFAULT_SCHEMA", "no/such/schema.json")
     with trio.fail_after(REAL_LIMIT):
-        report = await check_agent(
-            SCENARIO_AGENT_COMMAND, only=["schema"], schema=tmp_path / "missing.json", timeout=3
-        )
-    assert report["schema"].skipped
-    assert "schema not found" in report["schema"].reason
-    assert "missing.json" in report["schema"].reason
+        report = await check_agent(SCENARIO_AGENT_COMMAND, only=["schema"], timeout=3)
+    assert report["schema"].passed, report.format_table()
+    assert "acp_trio.schema types" in report["schema"].reason
+    assert report.validator.startswith("acp_trio.schema types")
+    assert "schema not found" in report.validator
+    assert "schema: acp_trio.schema types" in report.summary()
+
+
+def test_the_typed_validator_reads_the_messages_of_their_method() -> None:
+    validator = TypedValidator()
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
+    update = {"sessionId": "s", "update": chunk}
+    problem = validator.check({"jsonrpc": "2.0", "method": "session/update", "params": update})
+    assert problem is not None
+    assert "session/update params" in problem
+    assert "text" in problem
+    good = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}
+    assert validator.check(good, "session/prompt") is None
+    bad = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "bored"}}
+    assert "result of session/prompt" in (validator.check(bad, "session/prompt") or "")
+    echoed = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    assert "not a request an agent sends" in (validator.check(echoed) or "")
+    assert validator.check({"jsonrpc": "2.0", "id": None, "error": {"code": 1}}) is not None
+    assert validator.check({"jsonrpc": "2.0", "error": {"code": 1, "message": "x"}}) is not None
+    assert validator.check({"jsonrpc": "2.0", "method": "_x/y", "params": [1]}) is None
 
 
 def test_the_schema_check_is_skipped_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
