@@ -90,6 +90,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="seconds each wait of a check may take (default 5)",
     )
     check.add_argument(
+        "--init-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds an agent process may take to answer initialize (default: 3 x "
+        "--timeout, at least 15)",
+    )
+    check.add_argument(
         "--schema",
         metavar="PATH",
         help="validate with jsonschema against this ACP v1 schema.json (default: "
@@ -169,6 +177,8 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    if args.init_timeout is not None and args.init_timeout <= 0:
+        parser.error("--init-timeout must be positive")
     if args.schema is not None:
         from acp_trio.testing._schema_check import load_validator
 
@@ -199,6 +209,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         allow_skips=args.allow_skips,
         permissions=args.permissions,
         terminals=args.terminals,
+        init_timeout=args.init_timeout,
     )
     report = trio.run(run)
     if args.json:

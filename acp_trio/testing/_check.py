@@ -205,6 +205,7 @@ class _Runner:
         promoted: frozenset[Level] = frozenset(),
         policy: EditorPolicy | None = None,
         validator: MessageValidator | TypedValidator | None = None,
+        init_timeout: float | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
@@ -236,6 +237,7 @@ class _Runner:
         }[scenario]
         self.token = "acp-check-" + secrets.token_hex(4)
         self.promoted = promoted
+        self.init_timeout = max(3 * timeout, 15.0) if init_timeout is None else init_timeout
         self.validator: MessageValidator | TypedValidator = (
             validator if validator is not None else load_validator(schema)
         )
@@ -286,17 +288,22 @@ class _Runner:
 
     @contextmanager
     def waiting(
-        self, what: str, session: AgentSession | None, timeout: float | None = None
+        self,
+        what: str,
+        session: AgentSession | None,
+        timeout: float | None = None,
+        name: str | None = None,
     ) -> Iterator[None]:
-        """Bound a wait; turn a timeout or a closed connection into a failure."""
+        """Bound a wait; turn a timeout or a closed connection into a failure.
+        ``name``: the option that set ``timeout``, for the message."""
         limit = self.timeout if timeout is None else timeout
+        if name is None:
+            name = "--timeout" if limit == self.timeout else "derived from --timeout"
         try:
             with trio.fail_after(limit):
                 yield
         except trio.TooSlowError:
-            raise _Fail(
-                f"no {what} within {limit:g} s ({self.timeout_name(limit)}){self.diagnose(session)}"
-            ) from None
+            raise _Fail(f"no {what} within {limit:g} s ({name}){self.diagnose(session)}") from None
         except ConnectionClosed as exc:
             raise _Fail(
                 f"the connection closed while waiting for {what}: {exc.reason}"
@@ -305,20 +312,19 @@ class _Runner:
         except ProtocolError as exc:
             raise _Fail(f"invalid {what}: {exc}{self.diagnose(session)}") from None
 
-    def timeout_name(self, limit: float) -> str:
-        return "--timeout" if limit == self.timeout else "derived from --timeout"
-
     async def request(
         self,
         session: AgentSession,
         method: str,
         params: Any,
         what: str | None = None,
+        limit: float | None = None,
     ) -> _Reply:
         start = trio.current_time()
         request_id: Any = None
         try:
-            with self.waiting(what or f"answer to {method}", session):
+            name = "--init-timeout" if method == "initialize" else None
+            with self.waiting(what or f"answer to {method}", session, limit, name):
                 async with session.connection.open_request(method, params) as pending:
                     request_id = pending.id
                     try:
@@ -333,10 +339,15 @@ class _Runner:
         return _Reply(result=result, latency=trio.current_time() - start)
 
     async def call(
-        self, session: AgentSession, method: str, params: Any, what: str | None = None
+        self,
+        session: AgentSession,
+        method: str,
+        params: Any,
+        what: str | None = None,
+        limit: float | None = None,
     ) -> _Reply:
         """A request that must succeed with an object result."""
-        reply = await self.request(session, method, params, what)
+        reply = await self.request(session, method, params, what, limit)
         if reply.error is not None:
             raise _Fail(f"{method} was answered with {_brief(reply.error)}{self.diagnose(session)}")
         if not isinstance(reply.result, dict):
@@ -344,7 +355,10 @@ class _Runner:
         return reply
 
     async def initialize(self, session: AgentSession, version: int) -> _Reply:
-        reply = await self.call(session, "initialize", _init_params(version))
+        # A process's first answer: real agents take seconds to start.
+        reply = await self.call(
+            session, "initialize", _init_params(version), limit=self.init_timeout
+        )
         session.initialize_result = reply.result
         return reply
 
@@ -648,7 +662,7 @@ class _Runner:
         )
 
     async def run(self, info: CheckInfo, func: CheckFunc) -> CheckResult:
-        limit = 3 * self.timeout + 5
+        limit = 3 * self.timeout + 5 + self.init_timeout
         mark = self.transcript.mark()
         try:
             with trio.fail_after(limit):
@@ -662,7 +676,8 @@ class _Runner:
             )
         except trio.TooSlowError:
             reason = (
-                f"the check did not finish within {limit:g} s (3 x --timeout + 5)"
+                f"the check did not finish within {limit:g} s (3 x --timeout + 5 + "
+                "--init-timeout)"
                 f"{self.diagnose(self.main)}"
             )
             return self.failure(info, reason, self.transcript.since(mark))
@@ -672,8 +687,15 @@ class _Runner:
         except Exception as exc:  # a bug of the checker: one verdict, not a crash
             reason = f"internal error of the checker: {exc!r}"
             return self.failure(info, reason, self.transcript.since(mark))
+        lines = self.transcript.since(mark)[-EVIDENCE_LINES:]
         return CheckResult(
-            info.name, info.level, Verdict.PASS, outcome.reason, outcome.latency, info.description
+            info.name,
+            info.level,
+            Verdict.PASS,
+            outcome.reason,
+            outcome.latency,
+            info.description,
+            evidence=tuple(_wire_line(e) for e in lines),
         )
 
 
@@ -1366,13 +1388,17 @@ async def check_agent(
     allow_skips: bool = False,
     permissions: str = "allow",
     terminals: bool = False,
+    init_timeout: float | None = None,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
     ``only`` names the checks to run (``initialize`` and ``session-new``
     always run: the others need them). ``scenario``: ``None`` runs the
     scenario checks if the agent answers ``echo <token>``, ``True`` forces
-    them, ``False`` skips them. ``timeout`` bounds every wait, in seconds.
+    them, ``False`` skips them. ``timeout`` bounds every wait, in seconds,
+    but the answer to ``initialize`` (a process's first answer: real agents
+    take seconds to start), which ``init_timeout`` bounds (default: 3 x
+    ``timeout``, at least 15).
     ``schema`` is the ACP v1 ``schema.json`` to validate every message with
     ``jsonschema`` (``ValueError`` if it does not exist); by default the one
     :func:`find_schema` finds, else the generated types of
@@ -1427,6 +1453,7 @@ async def check_agent(
                 promoted=promoted,
                 policy=policy,
                 validator=validator,
+                init_timeout=init_timeout,
             )
             try:
                 for info, func in selected:

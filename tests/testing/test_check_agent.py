@@ -25,7 +25,7 @@ from acp_trio.testing import (
     check_agent,
 )
 from acp_trio.testing import _schema_check as schema_check
-from acp_trio.testing._check import promoted_levels
+from acp_trio.testing._check import _brief, promoted_levels
 from acp_trio.testing._check_report import Status
 from acp_trio.testing._check_wire import (
     CheckerClient,
@@ -260,7 +260,7 @@ def test_the_agent_is_restarted_after_it_died(fault_reports: dict[str, CheckRepo
 @pytest.mark.parametrize(
     ("name", "words"),
     [
-        ("hang", ["no answer to initialize within 1 s"]),
+        ("hang", ["no answer to initialize within 1 s (--init-timeout)"]),
         ("exit_at_once", ["exited with code 3", "no API key configured"]),
         ("echo_input", ["echoes what it reads"]),
         # Deeper than json.loads can go: a verdict, not a RecursionError.
@@ -270,7 +270,9 @@ def test_the_agent_is_restarted_after_it_died(fault_reports: dict[str, CheckRepo
 async def test_a_broken_agent_fails_within_seconds(name: str, words: list[str]) -> None:
     # Each wait is bounded by --timeout: the run ends (under run_cli's
     # watchdog) with the verdict of the wait that ran out.
-    code, out, _ = await run_cli("check-agent", "--timeout", "1", "--", *agent_command(name))
+    code, out, _ = await run_cli(
+        "check-agent", "--timeout", "1", "--init-timeout", "1", "--", *agent_command(name)
+    )
     assert code == 1, out
     lines = [line for line in out.splitlines() if line.startswith("initialize ")]
     assert "FAIL" in lines[0]
@@ -580,3 +582,26 @@ async def test_the_permission_policy_on_the_command_line() -> None:
     code, _, err = await run_cli("check-agent", "--permissions", "maybe", *command)
     assert code == 2
     assert "--permissions" in err
+
+
+def test_failures_show_their_evidence(fault_reports: dict[str, CheckReport]) -> None:
+    report = fault_reports["answer_notifications"]
+    result = report["unknown-notification"]
+    # The reply to a notification is the proof, as it came over the wire.
+    assert any(line.startswith("< ") and '"id": null' in line for line in result.evidence)
+    table = report.format_table()
+    assert "unknown-notification:\n  < [" in table
+    died = fault_reports["die_on_batch"].format_table()
+    assert "agent stderr (tail):" in died
+    assert "cannot handle a list" in died
+    # --json: every check carries its wire lines, passes too.
+    checks = {c["name"]: c for c in fault_reports["clean"].to_json()["checks"]}
+    assert any('"method":"session/prompt"' in line for line in checks["prompt"]["evidence"])
+    assert checks["prompt"]["required"] is True
+    assert all(isinstance(c["evidence"], list) for c in checks.values())
+
+
+def test_error_data_is_shown() -> None:
+    error = RequestError(-32602, "Invalid params", {"cwd": "must be a string"})
+    assert _brief(error) == "error -32602 (Invalid params) data {'cwd': 'must be a string'}"
+    assert _brief(RequestError(-32601, "Method not found")) == "error -32601 (Method not found)"
