@@ -80,7 +80,9 @@ def test_the_check_list_has_the_promised_checks_and_levels() -> None:
 
 
 async def test_the_scenario_agent_passes_every_check_on_the_command_line() -> None:
-    code, out, err = await run_cli("check-agent", "--json", "--", *SCENARIO_AGENT_COMMAND, cwd=REPO)
+    code, out, err = await run_cli(
+        "check-agent", "--strict", "--json", "--", *SCENARIO_AGENT_COMMAND, cwd=REPO
+    )
     report = json.loads(out)
     verdicts = {c["name"]: (c["verdict"], c["reason"]) for c in report["checks"]}
     assert list(verdicts) == ALL_CHECKS
@@ -90,6 +92,8 @@ async def test_the_scenario_agent_passes_every_check_on_the_command_line() -> No
     )
     assert code == 0
     assert report["ok"] is True
+    assert report["status"] == "conforms"
+    assert report["promoted"] == ["cancellation", "recommended"]
     assert report["scenario"] is True
     assert report["agent_info"]["name"] == "acp_trio-scenario-agent"
     assert "schema.json" in verdicts["schema"][1]
