@@ -227,6 +227,7 @@ class CheckReport:
         return {
             "command": list(self.command),
             "ok": self.ok,
+            "verdict": self.status.value,
             "status": self.status.name.lower(),
             "exit_code": self.exit_code,
             "promoted": sorted(level.value for level in self.promoted),

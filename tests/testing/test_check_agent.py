@@ -93,6 +93,7 @@ async def test_the_scenario_agent_passes_every_check_on_the_command_line() -> No
     assert code == 0
     assert report["ok"] is True
     assert report["status"] == "conforms"
+    assert report["verdict"] == "CONFORMS"  # the headline
     assert report["promoted"] == ["cancellation", "recommended"]
     assert report["scenario"] is True
     assert report["agent_info"]["name"] == "acp_trio-scenario-agent"
@@ -447,6 +448,10 @@ async def test_incomplete_exit_status_and_allow_skips_on_the_command_line() -> N
     code, out, _ = await run_cli("check-agent", "--timeout", "3", *command)
     assert code == 3, out
     assert "INCOMPLETE: " in out
+    code, out, _ = await run_cli("check-agent", "--json", "--only", "prompt", *command)
+    assert code == 3, out
+    assert json.loads(out)["verdict"] == "INCOMPLETE"
+    assert json.loads(out)["exit_code"] == 3
     code, out, _ = await run_cli(
         "check-agent", "--allow-skips", "--json", "--only", "prompt", *command
     )
