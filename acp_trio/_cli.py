@@ -1,8 +1,9 @@
 """``python -m acp_trio``: the command line.
 
-- ``check-agent [--json] [--only NAMES] [--scenario] [--timeout S] [--schema PATH] -- CMD...``
-  runs the conformance checks against any stdio ACP agent; exit status 1
-  if a required check failed.
+- ``check-agent [--json] [--strict] [--require GROUPS] [--allow-skips] [--only NAMES]
+  [--scenario] [--timeout S] [--schema PATH] -- CMD...`` runs the conformance
+  checks against any stdio ACP agent; exit status 0 CONFORMS, 1 DOES NOT
+  CONFORM, 3 INCOMPLETE (a required check could not run), 2 usage error.
 - ``check-client [--json] [--timeout S] [--limit S] -- CLIENT_CMD...`` runs
   a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
   its command); ``check-client --agent-side --report FILE`` is that agent.
@@ -50,7 +51,26 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "check-agent",
         help="run the conformance checks against a stdio ACP agent",
         description="Spawn a stdio ACP agent (any SDK) and check its conformance. "
-        "Exit status 1 if a required check failed, 2 for usage errors.",
+        "Exit status: 0 CONFORMS (every required check ran and passed), 1 DOES NOT CONFORM "
+        "(a required check failed), 3 INCOMPLETE (a required check could not run; see "
+        "--allow-skips), 2 usage error.",
+    )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="count the recommended and cancellation checks as required",
+    )
+    check.add_argument(
+        "--require",
+        action="append",
+        metavar="GROUPS",
+        help="comma-separated check levels to count as required: recommended, cancellation "
+        "(repeatable)",
+    )
+    check.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help="a required check that could not run does not make the run INCOMPLETE",
     )
     check.add_argument("--json", action="store_true", help="print one JSON document")
     check.add_argument(
@@ -73,10 +93,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="seconds each wait of a check may take (default 5)",
     )
     check.add_argument(
+        "--init-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds an agent process may take to answer initialize (default: 3 x "
+        "--timeout, at least 15)",
+    )
+    check.add_argument(
         "--schema",
         metavar="PATH",
-        help="the ACP v1 schema.json (default: ../shared/acp-schema/v1/schema.json "
-        "relative to the current directory or to the repository)",
+        help="validate with jsonschema against this ACP v1 schema.json (default: "
+        "../shared/acp-schema/v1/schema.json relative to the current directory or to the "
+        "repository if found, else the generated types of acp_trio.schema)",
     )
     check.add_argument(
         "--cancel-prompt",
@@ -84,6 +113,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         metavar="TEXT",
         help="the prompt session-cancel sends and then cancels; it must keep the agent "
         "busy for a moment (default: wait_for_cancel)",
+    )
+    check.add_argument(
+        "--permissions",
+        choices=("allow", "reject", "cancel"),
+        default="allow",
+        help="how the checker answers the agent's permission requests: the first allow "
+        "option (default), the first reject option, or cancelled",
+    )
+    check.add_argument(
+        "--terminals",
+        action="store_true",
+        help="run the agent's terminal commands (in the temporary workspace); by default "
+        "they are refused",
     )
     check.add_argument("--list", action="store_true", help="list the checks and exit")
     check.add_argument("--verbose", "-v", action="store_true", help="show acp_trio's log")
@@ -203,13 +245,14 @@ def _list_checks() -> str:
 
     width = max(len(info.name) for info in CHECKS)
     return "\n".join(
-        f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}"
+        f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}"
         for info in CHECKS
     )
 
 
 def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from acp_trio.testing import CHECKS, check_agent
+    from acp_trio.testing._check import promoted_levels
 
     if args.list:
         print(_list_checks())
@@ -225,6 +268,20 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    if args.init_timeout is not None and args.init_timeout <= 0:
+        parser.error("--init-timeout must be positive")
+    if args.schema is not None:
+        from acp_trio.testing._schema_check import load_validator
+
+        try:
+            load_validator(args.schema)
+        except ValueError as exc:
+            parser.error(str(exc))
+    require = _names(args.require) or []
+    try:
+        promoted_levels(args.strict, require)
+    except ValueError as exc:
+        parser.error(str(exc))
     if not args.verbose:
         # Replies to the checker's malformed input are logged as warnings.
         logging.getLogger("acp_trio").addHandler(logging.NullHandler())
@@ -238,6 +295,12 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         timeout=args.timeout,
         schema=args.schema,
         cancel_prompt=args.cancel_prompt,
+        strict=args.strict,
+        require=require,
+        allow_skips=args.allow_skips,
+        permissions=args.permissions,
+        terminals=args.terminals,
+        init_timeout=args.init_timeout,
     )
     report = trio.run(run)
     if args.json:

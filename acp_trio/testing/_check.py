@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import tempfile
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -40,7 +41,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, Final
 
 import attrs
@@ -52,7 +53,9 @@ from acp_trio._jsonrpc import InvalidMessage, classify
 from acp_trio._requests import PendingRequest
 from acp_trio.testing._check_report import CheckReport, CheckResult, Level, Verdict
 from acp_trio.testing._check_wire import (
+    PERMISSION_POLICIES,
     AgentSession,
+    EditorPolicy,
     IncomingRequest,
     Transcript,
     WireEntry,
@@ -61,9 +64,9 @@ from acp_trio.testing._check_wire import (
 )
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._scenario import HOLD_PATH
-from acp_trio.testing._schema_check import MessageValidator
+from acp_trio.testing._schema_check import MessageValidator, TypedValidator, load_validator
 
-__all__ = ["CHECKS", "CheckInfo", "check_agent"]
+__all__ = ["CHECKS", "GROUPS", "CheckInfo", "check_agent", "promoted_levels"]
 
 STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
@@ -74,12 +77,25 @@ NESTED: Final = ("fs/read_text_file", "terminal/create", "session/request_permis
 # and for unwanted replies to notifications.
 GRACE: Final = 1.0
 QUIET: Final = 0.3
+# The wire lines (and stderr lines) a failure shows, and their width.
+EVIDENCE_LINES: Final = 12
+EVIDENCE_WIDTH: Final = 300
+
+
+def _wire_line(entry: WireEntry) -> str:
+    arrow = ">" if entry.direction == "sent" else "<"
+    text = entry.data.decode("utf-8", "replace")
+    if len(text) > EVIDENCE_WIDTH:
+        text = text[: EVIDENCE_WIDTH - 3] + "..."
+    return f"{arrow} [{entry.session}] {text}"
 
 
 class _Fail(Exception):
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, evidence: Sequence[WireEntry] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
+        #: The lines that prove it (default: the check's last lines).
+        self.evidence = tuple(evidence)
 
 
 class _Skip(Exception):
@@ -122,6 +138,8 @@ def _brief(value: Any, limit: int = 160) -> str:
         text = bytes(value).decode("utf-8", "replace")
     elif isinstance(value, RequestError):
         text = f"error {value.code} ({value.message})"
+        if value.data is not None:
+            text += f" data {value.data!r}"
     else:
         text = repr(value)
     text = " ".join(text.split())
@@ -184,6 +202,10 @@ class _Runner:
         cwd: str | os.PathLike[str] | None,
         env: Mapping[str, str] | None,
         cancel_prompt: str = "wait_for_cancel",
+        promoted: frozenset[Level] = frozenset(),
+        policy: EditorPolicy | None = None,
+        validator: MessageValidator | TypedValidator | None = None,
+        init_timeout: float | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
@@ -192,7 +214,14 @@ class _Runner:
         self.force_scenario = scenario
         self.schema = schema
         self.cwd = cwd
-        self.session_cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+        self.policy = policy if policy is not None else EditorPolicy()
+        self.session_cwd = os.path.abspath(
+            self.policy.workspace
+            if self.policy.workspace is not None
+            else cwd
+            if cwd is not None
+            else os.getcwd()
+        )
         self.env = env
         self.transcript = Transcript()
         self.sessions: list[AgentSession] = []
@@ -207,6 +236,14 @@ class _Runner:
             False: "turned off",
         }[scenario]
         self.token = "acp-check-" + secrets.token_hex(4)
+        self.promoted = promoted
+        self.init_timeout = max(3 * timeout, 15.0) if init_timeout is None else init_timeout
+        self.validator: MessageValidator | TypedValidator = (
+            validator if validator is not None else load_validator(schema)
+        )
+        self.auth_required: str | None = None
+        # (session, id) of our requests the agent died before answering.
+        self.abandoned: set[tuple[int, Any]] = set()
 
     # -- processes and sessions
 
@@ -219,6 +256,7 @@ class _Runner:
                 self.command,
                 cwd=self.cwd,
                 env=self.env,
+                policy=self.policy,
             )
         except OSError as exc:
             raise _Fail(f"cannot start the agent ({shlex.join(self.command)}): {exc}") from None
@@ -250,15 +288,22 @@ class _Runner:
 
     @contextmanager
     def waiting(
-        self, what: str, session: AgentSession | None, timeout: float | None = None
+        self,
+        what: str,
+        session: AgentSession | None,
+        timeout: float | None = None,
+        name: str | None = None,
     ) -> Iterator[None]:
-        """Bound a wait; turn a timeout or a closed connection into a failure."""
+        """Bound a wait; turn a timeout or a closed connection into a failure.
+        ``name``: the option that set ``timeout``, for the message."""
         limit = self.timeout if timeout is None else timeout
+        if name is None:
+            name = "--timeout" if limit == self.timeout else "derived from --timeout"
         try:
             with trio.fail_after(limit):
                 yield
         except trio.TooSlowError:
-            raise _Fail(f"no {what} within {limit:g} s{self.diagnose(session)}") from None
+            raise _Fail(f"no {what} within {limit:g} s ({name}){self.diagnose(session)}") from None
         except ConnectionClosed as exc:
             raise _Fail(
                 f"the connection closed while waiting for {what}: {exc.reason}"
@@ -273,20 +318,36 @@ class _Runner:
         method: str,
         params: Any,
         what: str | None = None,
+        limit: float | None = None,
     ) -> _Reply:
         start = trio.current_time()
-        with self.waiting(what or f"answer to {method}", session):
-            try:
-                result = await session.connection.call(method, params)
-            except RequestError as exc:
-                return _Reply(error=exc, latency=trio.current_time() - start)
+        request_id: Any = None
+        try:
+            name = "--init-timeout" if method == "initialize" else None
+            with self.waiting(what or f"answer to {method}", session, limit, name):
+                async with session.connection.open_request(method, params) as pending:
+                    request_id = pending.id
+                    try:
+                        result = await pending.result()
+                    except RequestError as exc:
+                        return _Reply(error=exc, latency=trio.current_time() - start)
+        except _Fail:
+            if request_id is not None and not session.alive:
+                # Lost with the agent: the check that waited says so.
+                self.abandoned.add((session.index, request_id))
+            raise
         return _Reply(result=result, latency=trio.current_time() - start)
 
     async def call(
-        self, session: AgentSession, method: str, params: Any, what: str | None = None
+        self,
+        session: AgentSession,
+        method: str,
+        params: Any,
+        what: str | None = None,
+        limit: float | None = None,
     ) -> _Reply:
         """A request that must succeed with an object result."""
-        reply = await self.request(session, method, params, what)
+        reply = await self.request(session, method, params, what, limit)
         if reply.error is not None:
             raise _Fail(f"{method} was answered with {_brief(reply.error)}{self.diagnose(session)}")
         if not isinstance(reply.result, dict):
@@ -294,17 +355,22 @@ class _Runner:
         return reply
 
     async def initialize(self, session: AgentSession, version: int) -> _Reply:
-        reply = await self.call(session, "initialize", _init_params(version))
+        # A process's first answer: real agents take seconds to start.
+        reply = await self.call(
+            session, "initialize", _init_params(version), limit=self.init_timeout
+        )
         session.initialize_result = reply.result
         return reply
 
     async def new_session(self, session: AgentSession) -> tuple[str, float]:
         params = {"cwd": self.session_cwd, "mcpServers": []}
         reply = await self.request(session, "session/new", params)
-        if reply.error is not None and reply.error.code == -32000:
+        methods = self.auth_methods()
+        if reply.error is not None and (reply.error.code == -32000 or methods):
+            self.auth_required = methods or "(no authMethods listed)"
             raise _Skip(
-                "the agent requires authentication (-32000 on session/new); "
-                "this checker does not authenticate"
+                f"authentication required: {self.auth_required} (session/new was answered "
+                f"with {_brief(reply.error)}; this checker does not authenticate)"
             )
         if reply.error is not None:
             raise _Fail(f"session/new was answered with {_brief(reply.error)}")
@@ -314,11 +380,25 @@ class _Runner:
             raise _Fail(f"session/new answered {_brief(result)}: no string sessionId")
         return session_id, reply.latency
 
+    def auth_methods(self) -> str:
+        """The ``authMethods`` of the initialize result, named, or ``""``."""
+        init = self.init_result if isinstance(self.init_result, dict) else {}
+        methods = init.get("authMethods")
+        if not isinstance(methods, list) or not methods:
+            return ""
+        names = [
+            str(m.get("id") or m.get("name") or "?") if isinstance(m, dict) else _brief(m, 40)
+            for m in methods
+        ]
+        return ", ".join(names)
+
     async def ensure_main(self, *, need_session: bool = True) -> AgentSession:
         """The main agent, restarted if it died. Skips the check when setup
         failed (the setup check says why)."""
         if self.setup_error is not None:
             raise _Skip(f"needs a working initialize ({self.setup_error})")
+        if need_session and self.auth_required is not None:
+            raise _Skip(f"authentication required: {self.auth_required}")
         if need_session and self.session_error is not None:
             raise _Skip(f"needs a session ({self.session_error})")
         if self.main is not None and self.main.alive:
@@ -326,21 +406,26 @@ class _Runner:
         try:
             session = await self.spawn()
             await self.initialize(session, 1)
-            if self.session_error is None:
+            if self.session_error is None and self.auth_required is None:
                 session.session_id, _ = await self.new_session(session)
         except (_Fail, _Skip) as exc:
             raise _Fail(f"the agent could not be restarted: {exc.reason}") from None
         self.main = session
         return session
 
-    async def fresh_session(self) -> tuple[AgentSession, str]:
+    async def fresh_session(self, *, hold: bool = False) -> tuple[AgentSession, str]:
+        """A new session on the main agent; ``hold``: the checker plays the
+        scenario's test client in it (nested requests wait to be cancelled)."""
         agent = await self.ensure_main()
         session_id, _ = await self.new_session(agent)
+        if hold:
+            agent.client.hold.add(session_id)
         return agent, session_id
 
     async def probe(self, session: AgentSession, after: str) -> None:
-        """The agent must still answer (``echo`` when it speaks the
-        scenario vocabulary, else ``session/new``)."""
+        """The agent must still answer: ``echo`` when it speaks the scenario
+        vocabulary and has a session, else a ``session/new`` answered with
+        anything (an error too: an agent that needs authentication answers)."""
         try:
             if self.scenario and session.session_id is not None:
                 token = self.token + "-probe"
@@ -350,7 +435,8 @@ class _Runner:
                 if reply.stop_reason != "end_turn":
                     raise _Fail(f"echo was answered with {reply.describe()}")
             else:
-                await self.new_session(session)
+                params = {"cwd": self.session_cwd, "mcpServers": []}
+                await self.request(session, "session/new", params)
         except _Fail as exc:
             raise _Fail(f"the agent stopped answering after {after}: {exc.reason}") from None
 
@@ -552,37 +638,71 @@ class _Runner:
 
     # -- running
 
+    def stderr_tail(self) -> str:
+        """The last lines of the stderr of the agent processes of the check."""
+        session = self.main if self.main is not None else None
+        if session is None and self.sessions:
+            session = self.sessions[-1]
+        if session is None:
+            return ""
+        tail = (session.process.stderr_tail() or b"").decode("utf-8", "replace")
+        lines = [line.rstrip() for line in tail.strip().splitlines()][-EVIDENCE_LINES:]
+        return "\n".join(line[:EVIDENCE_WIDTH] for line in lines)
+
+    def failure(self, info: CheckInfo, reason: str, evidence: Sequence[WireEntry]) -> CheckResult:
+        return CheckResult(
+            info.name,
+            info.level,
+            Verdict.FAIL,
+            reason,
+            None,
+            info.description,
+            evidence=tuple(_wire_line(e) for e in evidence[-EVIDENCE_LINES:]),
+            stderr=self.stderr_tail(),
+        )
+
     async def run(self, info: CheckInfo, func: CheckFunc) -> CheckResult:
-        limit = 3 * self.timeout + 5
+        limit = 3 * self.timeout + 5 + self.init_timeout
+        mark = self.transcript.mark()
         try:
             with trio.fail_after(limit):
                 outcome = await func(self)
         except _Fail as exc:
-            return CheckResult(
-                info.name, info.level, Verdict.FAIL, exc.reason, None, info.description
-            )
+            evidence = exc.evidence or self.transcript.since(mark)
+            return self.failure(info, exc.reason, evidence)
         except _Skip as exc:
             return CheckResult(
                 info.name, info.level, Verdict.SKIP, exc.reason, None, info.description
             )
         except trio.TooSlowError:
-            reason = f"the check did not finish within {limit:g} s{self.diagnose(self.main)}"
-            return CheckResult(info.name, info.level, Verdict.FAIL, reason, None, info.description)
+            reason = (
+                f"the check did not finish within {limit:g} s (3 x --timeout + 5 + "
+                "--init-timeout)"
+                f"{self.diagnose(self.main)}"
+            )
+            return self.failure(info, reason, self.transcript.since(mark))
         except (ConnectionClosed, ProtocolError, RequestError) as exc:
             reason = f"{type(exc).__name__}: {exc}{self.diagnose(self.main)}"
-            return CheckResult(info.name, info.level, Verdict.FAIL, reason, None, info.description)
+            return self.failure(info, reason, self.transcript.since(mark))
         except Exception as exc:  # a bug of the checker: one verdict, not a crash
             reason = f"internal error of the checker: {exc!r}"
-            return CheckResult(info.name, info.level, Verdict.FAIL, reason, None, info.description)
+            return self.failure(info, reason, self.transcript.since(mark))
+        lines = self.transcript.since(mark)[-EVIDENCE_LINES:]
         return CheckResult(
-            info.name, info.level, Verdict.PASS, outcome.reason, outcome.latency, info.description
+            info.name,
+            info.level,
+            Verdict.PASS,
+            outcome.reason,
+            outcome.latency,
+            info.description,
+            evidence=tuple(_wire_line(e) for e in lines),
         )
 
 
 # ---------------------------------------------------------------------------
 # The checks, in the order they run.
 
-REQUIRED, RECOMMENDED, SCENARIO = Level.REQUIRED, Level.RECOMMENDED, Level.SCENARIO
+REQUIRED, RECOMMENDED, CANCELLATION = Level.REQUIRED, Level.RECOMMENDED, Level.CANCELLATION
 
 
 @_check("initialize", REQUIRED, "initialize asking protocol version 1 is answered with 1")
@@ -706,7 +826,7 @@ async def _session_cancel(r: _Runner) -> _Pass:
         session.client.cancel_permissions(session_id)
         reply = await r.outcome(session, pending.result, "answer after session/cancel")
         if reply is None:
-            raise _Fail(f"no answer within {r.timeout:g} s after session/cancel")
+            raise _Fail(f"no answer within {r.timeout:g} s (--timeout) after session/cancel")
     if reply.error is not None:
         raise _Fail(
             f"the cancelled turn was answered with {_brief(reply.error)}: ACP requires the "
@@ -760,6 +880,11 @@ async def _invalid_params(r: _Runner) -> _Pass:
             f'session/new with cwd 42 and mcpServers "none" was answered with '
             f"{_brief(reply.result)}: expected -32602"
         )
+    if reply.error.code == -32000 and r.auth_required is not None:
+        raise _Skip(
+            f"authentication required: {r.auth_required} (session/new is refused before its "
+            "params are looked at)"
+        )
     if reply.error.code != -32602:
         raise _Fail(f"session/new with ill-typed params got {_brief(reply.error)}: expected -32602")
     return _Pass("-32602", reply.latency)
@@ -782,7 +907,8 @@ async def _unknown_notification(r: _Runner) -> _Pass:
     stray = r.stray_replies(session, mark)
     if stray:
         raise _Fail(
-            f"answered a notification (notifications never get a reply): {_brief(stray[0].data)}"
+            f"answered a notification (notifications never get a reply): {_brief(stray[0].data)}",
+            stray[:3],
         )
     if probe is not None:
         raise probe
@@ -795,12 +921,13 @@ async def _unknown_notification(r: _Runner) -> _Pass:
     "$/cancel_request for a finished, unknown, repeated or malformed id: no reply, no effect",
 )
 async def _stray_cancels(r: _Runner) -> _Pass:
-    session = await r.ensure_main()
+    session = await r.ensure_main(need_session=False)
     conn = session.connection
     params = {"cwd": r.session_cwd, "mcpServers": []}
     with r.waiting("answer to session/new", session):
         async with conn.open_request("session/new", params) as done:
-            await done.result()
+            with suppress(RequestError):  # refused (authentication, say): finished too
+                await done.result()
     mark = r.transcript.mark()
     for cancel in (
         {"requestId": done.id},  # finished
@@ -815,14 +942,17 @@ async def _stray_cancels(r: _Runner) -> _Pass:
     probe = await r.try_probe(session, "stray $/cancel_request")
     stray = r.stray_replies(session, mark)
     if stray:
-        raise _Fail(f"a $/cancel_request was answered: {_brief(stray[0].data)}")
+        raise _Fail(f"a $/cancel_request was answered: {_brief(stray[0].data)}", stray[:3])
     again = [
         e
         for e in r.transcript.received(session.index, mark)
         if e.is_response and same_id(e.message.get("id"), done.id)
     ]
     if again:
-        raise _Fail(f"a late $/cancel_request made the agent answer again: {_brief(again[0].data)}")
+        raise _Fail(
+            f"a late $/cancel_request made the agent answer again: {_brief(again[0].data)}",
+            again[:3],
+        )
     if probe is not None:
         raise probe
     return _Pass("6 stray $/cancel_request ignored; the agent still answers")
@@ -830,7 +960,7 @@ async def _stray_cancels(r: _Runner) -> _Pass:
 
 @_check(
     "cancel-request-prompt",
-    SCENARIO,
+    CANCELLATION,
     "$/cancel_request of a running `wait_for_cancel` prompt: -32800 or stopReason cancelled",
 )
 async def _cancel_request_prompt(r: _Runner) -> _Pass:
@@ -847,8 +977,8 @@ async def _cancel_request_prompt(r: _Runner) -> _Pass:
         if reply is None:
             after = await r.end_turn_anyway(session, session_id, pending)
             raise _Fail(
-                f"no answer within {r.timeout:g} s after $/cancel_request of the prompt "
-                f"(the agent ignores $/cancel_request?); {after}"
+                f"no answer within {r.timeout:g} s (--timeout) after $/cancel_request of the "
+                f"prompt (the agent ignores $/cancel_request?); {after}"
             )
     if not reply.cancelled:
         raise _Fail(
@@ -866,12 +996,12 @@ def _cancel_report(requests: Iterable[IncomingRequest]) -> str:
 
 @_check(
     "nested-session-cancel",
-    SCENARIO,
+    CANCELLATION,
     "`nested` then session/cancel: every nested request cancelled on the wire, turn cancelled",
 )
 async def _nested_session_cancel(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
     async with r.open_prompt(session, session_id, "nested") as pending:
         nested = await r.nested_requests(session, session_id, pending)
@@ -879,7 +1009,7 @@ async def _nested_session_cancel(r: _Runner) -> _Pass:
         session.client.cancel_permissions(session_id)
         reply = await r.outcome(session, pending.result, "answer after session/cancel")
         if reply is None:
-            raise _Fail(f"no answer within {r.timeout:g} s after session/cancel")
+            raise _Fail(f"no answer within {r.timeout:g} s (--timeout) after session/cancel")
     if reply.error is not None or reply.stop_reason != "cancelled":
         raise _Fail(
             f'answered {reply.describe()} after session/cancel: expected stopReason "cancelled"'
@@ -903,12 +1033,12 @@ async def _nested_session_cancel(r: _Runner) -> _Pass:
 
 @_check(
     "nested-cancel-request",
-    SCENARIO,
+    CANCELLATION,
     "`nested` then $/cancel_request of the prompt: nested requests cancelled on the wire",
 )
 async def _nested_cancel_request(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
     async with r.open_prompt(session, session_id, "nested") as pending:
         nested = await r.nested_requests(session, session_id, pending)
@@ -916,7 +1046,8 @@ async def _nested_cancel_request(r: _Runner) -> _Pass:
         if reply is None:
             after = await r.end_turn_anyway(session, session_id, pending)
             raise _Fail(
-                f"no answer within {r.timeout:g} s after $/cancel_request of the prompt; {after}"
+                f"no answer within {r.timeout:g} s (--timeout) after $/cancel_request of the "
+                f"prompt; {after}"
             )
     if not reply.cancelled:
         raise _Fail(
@@ -933,19 +1064,39 @@ async def _nested_cancel_request(r: _Runner) -> _Pass:
 
 @_check(
     "deadline",
-    SCENARIO,
+    CANCELLATION,
     "`deadline 200`: the nested read is cancelled on the wire and the prompt answers -32800",
 )
 async def _deadline(r: _Runner) -> _Pass:
     await r.require_scenario()
-    session, session_id = await r.fresh_session()
+    session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
-    reply = await r.request(session, "session/prompt", _prompt(session_id, "deadline 200"))
-    reads = [
-        q
-        for q in session.client.requests_of(session_id, "fs/read_text_file")
-        if isinstance(q.params, dict) and q.params.get("path") == HOLD_PATH
-    ]
+
+    def held_reads() -> list[IncomingRequest]:
+        return [
+            q
+            for q in session.client.requests_of(session_id, "fs/read_text_file")
+            if isinstance(q.params, dict) and q.params.get("path") == HOLD_PATH
+        ]
+
+    async with r.open_prompt(session, session_id, "deadline 200") as pending:
+        reply = await r.outcome(session, pending.result, "answer to `deadline 200`")
+        if reply is None:
+            reads = held_reads()
+            seen = r.transcript.cancels_received(session.index, start)
+            kept = [q for q in reads if not any(same_id(q.id, c) for c in seen)]
+            what = (
+                f"the nested read was never cancelled on the wire: {_cancel_report(kept)}"
+                if kept
+                else "no nested read was sent"
+                if not reads
+                else "the read was cancelled, but the prompt was not answered"
+            )
+            raise _Fail(
+                f"the prompt's 200 ms deadline passed and no answer came within "
+                f"{r.timeout:g} s (--timeout); {what}"
+            )
+    reads = held_reads()
     if not reads:
         raise _Fail(
             f"no fs/read_text_file of {HOLD_PATH} was sent; the prompt got {reply.describe()}"
@@ -958,7 +1109,8 @@ async def _deadline(r: _Runner) -> _Pass:
     if missing:
         raise _Fail(
             "answered -32800, but the read was never cancelled on the wire: "
-            + _cancel_report(missing)
+            + _cancel_report(missing),
+            r.transcript.since(start, session.index),
         )
     if reply.latency < 0.18:
         raise _Fail(
@@ -986,39 +1138,69 @@ async def _bad_input(r: _Runner, data: bytes, code: int, what: str) -> _Pass:
     if isinstance(message, list):
         raise _Fail(
             f"answered {what} with a batch reply {_brief(entry.data)}: ACP v1 has no batches; "
-            f"expected one {code} error with id null"
+            f"expected one {code} error with id null",
+            [entry],
+        )
+    if "id" not in message:
+        raise _Fail(
+            f"answered {what} with a reply without an id {_brief(entry.data)}: a JSON-RPC "
+            f'response always carries "id" (null when the request\'s id could not be read); '
+            f"expected error {code} with id null",
+            [entry],
         )
     error = message.get("error")
     got = error.get("code") if isinstance(error, dict) else None
     if got != code:
         raise _Fail(
-            f"answered {what} with {_brief(entry.data)}: expected error {code} with id null"
+            f"answered {what} with {_brief(entry.data)}: expected error {code} with id null",
+            [entry],
         )
     await r.probe(session, what)
     return _Pass(f"{code} with id null; the agent still answers", latency)
+
+
+INVALID_JSON: Final = b'{"jsonrpc": "2.0", "id": "acp-check", "method": \n'
+BATCH: Final = (
+    b'[{"jsonrpc":"2.0","id":"acp-check-batch","method":"session/new",'
+    b'"params":{"cwd":"/","mcpServers":[]}}]\n'
+)
+MALFORMED: Final = (
+    (INVALID_JSON, "a line of invalid JSON"),
+    (BATCH, "a batch array"),
+    (b"42\n", "a JSON scalar"),
+)
 
 
 @_check(
     "parse-error", RECOMMENDED, "a line of invalid JSON gets -32700 with id null; the agent goes on"
 )
 async def _parse_error(r: _Runner) -> _Pass:
-    return await _bad_input(
-        r, b'{"jsonrpc": "2.0", "id": "acp-check", "method": \n', -32700, "invalid JSON"
-    )
+    return await _bad_input(r, INVALID_JSON, -32700, "invalid JSON")
 
 
 @_check("batch-array", RECOMMENDED, "a batch array gets -32600 with id null; the agent goes on")
 async def _batch_array(r: _Runner) -> _Pass:
-    request = (
-        b'[{"jsonrpc":"2.0","id":"acp-check-batch","method":"session/new",'
-        b'"params":{"cwd":"/","mcpServers":[]}}]\n'
-    )
-    return await _bad_input(r, request, -32600, "a batch array")
+    return await _bad_input(r, BATCH, -32600, "a batch array")
 
 
 @_check("scalar-message", RECOMMENDED, "a JSON scalar gets -32600 with id null; the agent goes on")
 async def _scalar_message(r: _Runner) -> _Pass:
     return await _bad_input(r, b"42\n", -32600, "a JSON scalar")
+
+
+@_check(
+    "malformed-input",
+    REQUIRED,
+    "after a line of invalid JSON, a batch array or a JSON scalar the agent still answers",
+)
+async def _malformed_input(r: _Runner) -> _Pass:
+    # Whatever the agent replies to it (the checks above judge that), one bad
+    # line must not end the connection: an editor's bug would kill the agent.
+    for data, what in MALFORMED:
+        session = await r.ensure_main(need_session=False)
+        await session.send_raw(data)
+        await r.probe(session, what)
+    return _Pass(f"still answers after each of {len(MALFORMED)} malformed lines")
 
 
 @_check("stdout-json-only", REQUIRED, "every line the agent writes to stdout is a JSON-RPC message")
@@ -1056,13 +1238,14 @@ def _sent_methods(r: _Runner, session: int) -> list[tuple[Any, str]]:
 
 
 @_check(
-    "schema", REQUIRED, "every message the agent sends validates against the ACP v1 JSON Schema"
+    "schema",
+    REQUIRED,
+    "every message the agent sends is valid ACP v1 (its JSON Schema, or the generated types)",
 )
 async def _schema(r: _Runner) -> _Pass:
-    validator = MessageValidator.load(r.schema)
-    if isinstance(validator, str):
-        raise _Skip(validator)
+    validator = r.validator
     problems: list[str] = []
+    evidence: list[WireEntry] = []
     count = 0
     batches = 0
     for session in r.sessions:
@@ -1081,16 +1264,18 @@ async def _schema(r: _Runner) -> _Pass:
             problem = validator.check(entry.message, answered)
             if problem is not None:
                 problems.append(problem)
+                evidence.append(entry)
             await trio.lowlevel.checkpoint()
     if not count:
         raise _Skip("no message was read from the agent")
     if problems:
         raise _Fail(
-            f"{len(problems)} of {count} messages do not validate against "
-            f"{validator.path.name}; first: {problems[0]}"
+            f"{len(problems)} of {count} messages are not valid ({validator.description}); "
+            f"first: {problems[0]}",
+            evidence[:3],
         )
     note = f" ({batches} batch replies not validated)" if batches else ""
-    return _Pass(f"{count} messages valid against {validator.path}{note}")
+    return _Pass(f"{count} messages valid ({validator.description}){note}")
 
 
 @_check("one-reply-per-request", REQUIRED, "every request of the checker was answered exactly once")
@@ -1107,28 +1292,37 @@ async def _one_reply(r: _Runner) -> _Pass:
         while any(s.alive for s, _, _ in unanswered()):
             await r.transcript.wait_for(lambda e: True, r.transcript.mark())
     problems: list[str] = []
-    total = 0
+    evidence: list[WireEntry] = []
+    total = lost = 0
     for session in r.sessions:
         sent = _sent_methods(r, session.index)
         total += len(sent)
         replies = [e for e in r.transcript.received(session.index) if e.is_response]
         for request_id, method in sent:
-            n = sum(same_id(e.message.get("id"), request_id) for e in replies)
+            matching = [e for e in replies if same_id(e.message.get("id"), request_id)]
+            n = len(matching)
+            if not n and any(i == session.index and same_id(request_id, a) for i, a in r.abandoned):
+                lost += 1  # the agent died first: the check that waited failed
+                continue
             if n != 1:
                 answers = "no answer" if not n else f"{n} answers"
                 problems.append(f"{method} (id {request_id!r}) got {answers}")
+                evidence.extend(matching[:3])
         for entry in replies:
             reply_id = entry.message.get("id")
             if reply_id is not None and not any(same_id(reply_id, i) for i, _ in sent):
                 problems.append(f"a reply to id {reply_id!r}, which was never sent")
+                evidence.append(entry)
     if not total:
         raise _Skip("no request was sent")
     if problems:
         raise _Fail(
             f"{len(problems)} problem(s); first: {problems[0]}"
-            + (f"; then: {problems[1]}" if len(problems) > 1 else "")
+            + (f"; then: {problems[1]}" if len(problems) > 1 else ""),
+            evidence,
         )
-    return _Pass(f"{total} requests, each answered exactly once")
+    note = f" ({lost} lost with an agent that died, judged by their checks)" if lost else ""
+    return _Pass(f"{total - lost} requests, each answered exactly once{note}")
 
 
 #: Every check, in the order they run.
@@ -1149,6 +1343,36 @@ def _selected(only: Iterable[str] | None) -> list[tuple[CheckInfo, CheckFunc]]:
     return [(info, func) for info, func in _REGISTRY if info.name in wanted]
 
 
+@contextmanager
+def _workspace() -> Iterator[str]:
+    """A temporary directory the agent's sessions work in."""
+    with tempfile.TemporaryDirectory(prefix="acp-check-") as path:
+        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as file:
+            file.write("A temporary workspace of acp_trio check-agent.\n")
+        yield os.path.realpath(path)
+
+
+#: The levels ``require`` may name.
+GROUPS: Final = tuple(level.value for level in Level if level is not Level.REQUIRED)
+
+
+def promoted_levels(strict: bool, require: Iterable[str] = ()) -> frozenset[Level]:
+    """The levels counted as required besides :attr:`Level.REQUIRED`."""
+    if strict:
+        return frozenset(level for level in Level if level is not Level.REQUIRED)
+    out: set[Level] = set()
+    for name in require:
+        try:
+            level = Level(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown check group {name!r} (groups: {', '.join(GROUPS)})"
+            ) from None
+        if level is not Level.REQUIRED:
+            out.add(level)
+    return frozenset(out)
+
+
 async def check_agent(
     command: Sequence[str],
     *,
@@ -1159,29 +1383,63 @@ async def check_agent(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     cancel_prompt: str = "wait_for_cancel",
+    strict: bool = False,
+    require: Iterable[str] = (),
+    allow_skips: bool = False,
+    permissions: str = "allow",
+    terminals: bool = False,
+    init_timeout: float | None = None,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
     ``only`` names the checks to run (``initialize`` and ``session-new``
     always run: the others need them). ``scenario``: ``None`` runs the
     scenario checks if the agent answers ``echo <token>``, ``True`` forces
-    them, ``False`` skips them. ``timeout`` bounds every wait, in seconds.
-    ``schema`` is the ACP v1 ``schema.json`` (default: see
-    :func:`find_schema`). ``cwd`` and ``env`` are the agent's.
+    them, ``False`` skips them. ``timeout`` bounds every wait, in seconds,
+    but the answer to ``initialize`` (a process's first answer: real agents
+    take seconds to start), which ``init_timeout`` bounds (default: 3 x
+    ``timeout``, at least 15).
+    ``schema`` is the ACP v1 ``schema.json`` to validate every message with
+    ``jsonschema`` (``ValueError`` if it does not exist); by default the one
+    :func:`find_schema` finds, else the generated types of
+    :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
+    ``cwd`` and ``env`` are the agent's.
     ``cancel_prompt`` is the prompt ``session-cancel`` sends, then cancels:
     it must keep the agent busy for a moment.
 
+    The verdict (:attr:`CheckReport.status`): required checks decide it;
+    ``strict`` counts the recommended and cancellation checks as required
+    too, ``require`` names the levels to count (``"recommended"``,
+    ``"cancellation"``). A required check that could not run makes the run
+    INCOMPLETE, unless ``allow_skips``.
+
+    The checker answers the agent's requests as an editor would:
+    ``permissions`` is ``"allow"`` (the first allow option), ``"reject"``
+    (the first reject option) or ``"cancel"``; files are read and written in
+    a temporary workspace, which is also the sessions' ``cwd``; terminal
+    commands run there only with ``terminals``, else they are refused. (In
+    the cancellation checks it plays the scenario's test client instead.)
+
     Never raises for a misbehaving agent: every problem is a verdict in the
-    report. Raises ``ValueError`` for an empty command or an unknown check;
+    report. Raises ``ValueError`` for an empty command, an unknown check or group;
     other errors (of the checker's environment, such as a working directory
     that is gone) come out as one plain exception.
     """
     if not command:
         raise ValueError("command must not be empty")
     selected = _selected(only)
+    promoted = promoted_levels(strict, require)
+    if permissions not in PERMISSION_POLICIES:
+        raise ValueError(
+            f"permissions must be one of {', '.join(PERMISSION_POLICIES)}, not {permissions!r}"
+        )
+    validator = load_validator(schema)
     start = trio.current_time()
     results: list[CheckResult] = []
-    with plain_exceptions():
+    with plain_exceptions(), _workspace() as workspace:
+        # The agent's working directory (ours by default) must exist.
+        os.stat(cwd if cwd is not None else os.getcwd())
+        policy = EditorPolicy(permissions, os.fspath(workspace), terminals)
         async with trio.open_nursery() as nursery:
             runner = _Runner(
                 nursery,
@@ -1192,6 +1450,10 @@ async def check_agent(
                 cwd=cwd,
                 env=env,
                 cancel_prompt=cancel_prompt,
+                promoted=promoted,
+                policy=policy,
+                validator=validator,
+                init_timeout=init_timeout,
             )
             try:
                 for info, func in selected:
@@ -1207,4 +1469,8 @@ async def check_agent(
         agent_info=init.get("agentInfo"),
         protocol_version=init.get("protocolVersion"),
         duration=trio.current_time() - start,
+        promoted=promoted,
+        allow_skips=allow_skips,
+        auth_required=runner.auth_required,
+        validator=validator.description,
     )

@@ -5,23 +5,40 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-__all__ = ["CheckReport", "CheckResult", "Level", "Verdict"]
+__all__ = ["EXIT_STATUS", "CheckReport", "CheckResult", "Level", "Status", "Verdict"]
 
 
 class Level(enum.Enum):
-    """How much a check matters."""
+    """How much a check matters. Only required checks decide conformance,
+    unless a run promotes the other levels (``strict``, ``require``)."""
 
-    #: A rule of ACP or JSON-RPC 2.0: a failure makes the agent non-conforming.
+    #: A MUST of ACP or JSON-RPC 2.0: a failure makes the agent non-conforming.
     REQUIRED = "required"
-    #: What the protocol recommends, or robustness every client relies on.
+    #: A SHOULD of the protocol.
     RECOMMENDED = "recommended"
-    #: Behaviour of the scenario vocabulary (cancellation in depth); runs only
-    #: against agents that speak it.
-    SCENARIO = "scenario"
+    #: The optional ``$/cancel_request`` support and its cascade to nested
+    #: requests (recommended by the cancellation RFD); checked with the
+    #: scenario vocabulary.
+    CANCELLATION = "cancellation"
+
+
+class Status(enum.Enum):
+    """The outcome of a whole run."""
+
+    #: Every check counted as required ran and passed.
+    CONFORMS = "CONFORMS"
+    #: A check counted as required failed.
+    FAILS = "DOES NOT CONFORM"
+    #: None failed, but a check counted as required could not run.
+    INCOMPLETE = "INCOMPLETE"
+
+
+#: The exit status of ``check-agent`` for each :class:`Status` (2 is a usage error).
+EXIT_STATUS: Final = {Status.CONFORMS: 0, Status.FAILS: 1, Status.INCOMPLETE: 3}
 
 
 class Verdict(enum.Enum):
@@ -40,6 +57,10 @@ class CheckResult:
     #: Seconds of the interesting wait (a reply, a cancellation), if any.
     latency: float | None = None
     description: str = ""
+    #: The wire lines that prove the verdict ("> " sent, "< " received).
+    evidence: tuple[str, ...] = ()
+    #: The tail of the agent's stderr, kept for a failure.
+    stderr: str = ""
 
     @property
     def passed(self) -> bool:
@@ -61,6 +82,8 @@ class CheckResult:
             "reason": self.reason,
             "latency_ms": None if self.latency is None else round(self.latency * 1000, 3),
             "description": self.description,
+            "evidence": list(self.evidence),
+            "stderr": self.stderr,
         }
 
 
@@ -70,8 +93,14 @@ def _latency(seconds: float | None) -> str:
 
 @attrs.frozen
 class CheckReport:
-    """All verdicts of one run. :attr:`ok` (and :attr:`exit_code`) depend on
-    the required checks only."""
+    """All verdicts of one run, and the :attr:`status` they add up to.
+
+    A check counts as required when its level is :attr:`Level.REQUIRED` or
+    one of :attr:`promoted` (``strict`` promotes every level). The run
+    CONFORMS when every check counted as required ran and passed; it FAILS
+    when one of them failed; it is INCOMPLETE when none failed but one was
+    skipped, unless :attr:`allow_skips`.
+    """
 
     command: tuple[str, ...]
     results: tuple[CheckResult, ...]
@@ -81,6 +110,14 @@ class CheckReport:
     agent_info: Any = None
     protocol_version: Any = None
     duration: float = 0.0
+    #: Levels counted as required besides :attr:`Level.REQUIRED`.
+    promoted: frozenset[Level] = frozenset()
+    allow_skips: bool = False
+    #: The agent's ``authMethods`` when it refused ``session/new`` for want
+    #: of authentication (the checks needing a session were skipped).
+    auth_required: str | None = None
+    #: Which validator the schema check used.
+    validator: str = ""
 
     def __iter__(self) -> Iterator[CheckResult]:
         return iter(self.results)
@@ -94,39 +131,73 @@ class CheckReport:
     def __contains__(self, name: object) -> bool:
         return any(result.name == name for result in self.results)
 
+    def counts(self, result: CheckResult) -> bool:
+        """Whether ``result`` is counted as required in this run."""
+        return result.level is Level.REQUIRED or result.level in self.promoted
+
+    def required_failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.failed and self.counts(r)]
+
+    def required_skips(self) -> list[CheckResult]:
+        return [r for r in self.results if r.skipped and self.counts(r)]
+
+    @property
+    def status(self) -> Status:
+        if self.required_failures():
+            return Status.FAILS
+        if self.required_skips() and not self.allow_skips:
+            return Status.INCOMPLETE
+        return Status.CONFORMS
+
     @property
     def ok(self) -> bool:
-        """No required check failed."""
-        return not any(r.failed and r.level is Level.REQUIRED for r in self.results)
+        """The run CONFORMS."""
+        return self.status is Status.CONFORMS
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        """0 CONFORMS, 1 DOES NOT CONFORM, 3 INCOMPLETE."""
+        return EXIT_STATUS[self.status]
 
     def failures(self, level: Level | None = None) -> list[CheckResult]:
         return [r for r in self.results if r.failed and level in (None, r.level)]
 
     def summary(self) -> str:
         counts = {v: sum(r.verdict is v for r in self.results) for v in Verdict}
-        required = len(self.failures(Level.REQUIRED))
+        required = len(self.required_failures())
+        skips = len(self.required_skips())
         agent = "unknown agent"
         if isinstance(self.agent_info, dict):
             agent = f"{self.agent_info.get('name', '?')} {self.agent_info.get('version', '?')}"
-        verdict = "CONFORMS" if self.ok else "DOES NOT CONFORM"
+        status = self.status
+        head = status.value
+        if status is Status.INCOMPLETE:
+            head += f": {skips} required check(s) could not run"
+            if self.auth_required is not None:
+                head += f" (authentication required: {self.auth_required})"
+            head += "; --allow-skips accepts that"
+        elif status is Status.CONFORMS and skips:
+            head += f" ({skips} required check(s) skipped, allowed by --allow-skips)"
+        elif status is Status.FAILS and self.auth_required is not None:
+            head += f" (and authentication required: {self.auth_required})"
+        counted = ", ".join(sorted(level.value for level in self.promoted))
         return (
-            f"{verdict}: {counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed "
-            f"({required} required), {counts[Verdict.SKIP]} skipped in {self.duration:.1f} s; "
-            f"agent: {agent}, protocol version {self.protocol_version}; "
+            f"{head}\n{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed "
+            f"({required} counted as required), {counts[Verdict.SKIP]} skipped in "
+            f"{self.duration:.1f} s; agent: {agent}, protocol version {self.protocol_version}; "
             f"scenario checks: {self.scenario_reason}"
+            + (f"; also counted as required: {counted}" if counted else "")
+            + (f"; schema: {self.validator}" if self.validator else "")
         )
 
     def format_table(self) -> str:
-        """A plain-text table, one row per check, then a summary line."""
+        """A plain-text table, one row per check, then the failures' evidence
+        and a summary."""
         header = ("check", "level", "verdict", "latency", "reason")
         rows = [
             (
                 r.name,
-                r.level.value,
+                r.level.value + ("*" if self.counts(r) and r.level is not Level.REQUIRED else ""),
                 r.verdict.value.upper(),
                 _latency(r.latency),
                 " ".join(r.reason.split()),
@@ -139,6 +210,15 @@ class CheckReport:
             cells = [row[i].ljust(widths[i]) for i in range(4)]
             lines.append("  ".join([*cells, row[4]]).rstrip())
         lines.insert(1, "  ".join("-" * w for w in [*widths, 6]))
+        for r in self.results:
+            if not r.failed or not (r.evidence or r.stderr):
+                continue
+            lines.append("")
+            lines.append(f"{r.name}:")
+            lines.extend(f"  {line}" for line in r.evidence)
+            if r.stderr:
+                lines.append("  agent stderr (tail):")
+                lines.extend(f"    {line}" for line in r.stderr.splitlines())
         lines.append("")
         lines.append(self.summary())
         return "\n".join(lines)
@@ -147,10 +227,17 @@ class CheckReport:
         return {
             "command": list(self.command),
             "ok": self.ok,
+            "verdict": self.status.value,
+            "status": self.status.name.lower(),
+            "exit_code": self.exit_code,
+            "promoted": sorted(level.value for level in self.promoted),
+            "allow_skips": self.allow_skips,
+            "auth_required": self.auth_required,
+            "validator": self.validator,
             "agent_info": self.agent_info,
             "protocol_version": self.protocol_version,
             "scenario": self.scenario,
             "scenario_reason": self.scenario_reason,
             "duration_s": round(self.duration, 3),
-            "checks": [r.to_json() for r in self.results],
+            "checks": [dict(r.to_json(), required=self.counts(r)) for r in self.results],
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from typing import Any, Final, Literal
 
 import attrs
@@ -26,11 +27,62 @@ from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._scenario import HOLD_PATH
 
-__all__ = ["AgentSession", "Transcript", "WireEntry", "start_session"]
+__all__ = [
+    "PERMISSION_POLICIES",
+    "AgentSession",
+    "EditorPolicy",
+    "Transcript",
+    "WireEntry",
+    "start_session",
+]
 
 Direction = Literal["sent", "received"]
 
 _CANCELLED_OUTCOME: Final = {"outcome": {"outcome": "cancelled"}}
+
+#: How the checker answers ``session/request_permission`` outside the
+#: cancellation scenarios: the first ``allow_*`` option, the first
+#: ``reject_*`` option, or the outcome ``cancelled``.
+PERMISSION_POLICIES: Final = ("allow", "reject", "cancel")
+
+# The client methods served from the temporary workspace and the terminal
+# manager, and the method of the SDK helper serving each.
+_FILE_METHODS: Final = {
+    "fs/read_text_file": "read_text_file",
+    "fs/write_text_file": "write_text_file",
+}
+_TERMINAL_METHODS: Final = {
+    "terminal/create": "create_terminal",
+    "terminal/output": "terminal_output",
+    "terminal/wait_for_exit": "wait_for_terminal_exit",
+    "terminal/kill": "kill_terminal",
+    "terminal/release": "release_terminal",
+}
+
+
+@attrs.frozen
+class EditorPolicy:
+    """How the checker answers an agent's requests, as an editor would."""
+
+    #: One of :data:`PERMISSION_POLICIES`.
+    permissions: str = "allow"
+    #: Files are read and written there (absolute paths inside it only).
+    workspace: str | None = None
+    #: Run the agent's terminal commands (in the workspace); else refuse them.
+    terminals: bool = False
+
+
+def choose_permission(policy: str, params: Any) -> dict[str, Any]:
+    """The answer to a ``session/request_permission`` under ``policy``."""
+    options = params.get("options") if isinstance(params, dict) else None
+    options = [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    if policy != "cancel":
+        prefix = "allow" if policy == "allow" else "reject"
+        for option in options:
+            kind = option.get("kind")
+            if isinstance(kind, str) and kind.startswith(prefix) and "optionId" in option:
+                return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+    return _CANCELLED_OUTCOME
 
 
 @attrs.frozen
@@ -135,19 +187,35 @@ class IncomingRequest:
 
 
 class CheckerClient(Handler):
-    """The matching test client of the scenario vocabulary, at the JSON level.
+    """An editor, at the JSON level, answering by an :class:`EditorPolicy`;
+    in the sessions of the cancellation scenarios (:attr:`hold`), the
+    matching test client of the scenario vocabulary.
 
-    Reads of any path but ``/hold`` get 64 ``x``; writes get ``{}``; reads
-    of ``/hold``, ``terminal/create`` and ``session/request_permission`` are
-    held until the agent cancels them (the connection answers ``-32800``)
-    or, for a permission request, until the checker cancels the session
-    (answered ``cancelled``, as ACP requires of a client).
+    By policy: permission requests are answered at once (see
+    :data:`PERMISSION_POLICIES`); files are read and written in the
+    temporary workspace (:class:`acp_trio.WorkspaceFiles`: other paths are
+    refused); terminals are refused unless the policy allows them (then run
+    by :class:`acp_trio.TerminalManager` in the workspace).
+
+    In a held session, reads of ``/hold``, ``terminal/create`` and
+    ``session/request_permission`` wait until the agent cancels them (the
+    connection answers ``-32800``) or, for a permission request, until the
+    checker cancels the session (answered ``cancelled``, as ACP requires).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, policy: EditorPolicy | None = None, terminals: Any = None) -> None:
+        self.policy = policy if policy is not None else EditorPolicy()
         self.incoming: list[IncomingRequest] = []
+        #: Sessions whose nested requests are held (the scenario's test client).
+        self.hold: set[str] = set()
         self._permissions: dict[str, list[trio.Event]] = {}
         self._changed = trio.Event()
+        self._files: Any = None
+        if self.policy.workspace is not None:
+            from acp_trio._workspace import WorkspaceFiles
+
+            self._files = WorkspaceFiles([self.policy.workspace])
+        self._terminals = terminals
 
     def _record(self, request: IncomingRequest) -> None:
         self.incoming.append(request)
@@ -191,6 +259,44 @@ class CheckerClient(Handler):
         request = IncomingRequest(ctx.id, method, params, trio.current_time())
         self._record(request)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if session_id in self.hold or self.policy.workspace is None:
+            return await self._scenario(request, method, params, session_id)
+        try:
+            result = await self._editor(request, method, params)
+        except RequestError as exc:
+            request.answered = str(exc.code)
+            raise
+        return result
+
+    async def _editor(self, request: IncomingRequest, method: str, params: Any) -> Any:
+        if method == "session/request_permission":
+            answer = choose_permission(self.policy.permissions, params)
+            outcome = answer["outcome"]
+            request.answered = outcome.get("optionId", outcome["outcome"])
+            return answer
+        if method in _FILE_METHODS:
+            helper = getattr(self._files, _FILE_METHODS[method])
+        elif method in _TERMINAL_METHODS:
+            if self._terminals is None:
+                raise RequestError(
+                    -32603, "this checker refuses terminals (check-agent --terminals runs them)"
+                )
+            helper = getattr(self._terminals, _TERMINAL_METHODS[method])
+        else:
+            raise RequestError.method_not_found(method)
+        from acp_trio.schema import METHODS, SchemaValidationError, converter
+
+        try:
+            typed = converter.structure(params, METHODS[method].params)
+        except (SchemaValidationError, ValueError, TypeError) as exc:
+            raise RequestError.invalid_params({"reason": str(exc)}) from None
+        result = converter.unstructure(await helper(typed))
+        request.answered = "result"
+        return result
+
+    async def _scenario(
+        self, request: IncomingRequest, method: str, params: Any, session_id: Any
+    ) -> Any:
         if method == "fs/read_text_file":
             if isinstance(params, dict) and params.get("path") == HOLD_PATH:
                 await self._hold(request)
@@ -241,11 +347,17 @@ class AgentSession:
     process and connection outlive the cancel scopes of the checks using it.
     """
 
-    def __init__(self, index: int, transcript: Transcript, process: AgentProcess) -> None:
+    def __init__(
+        self,
+        index: int,
+        transcript: Transcript,
+        process: AgentProcess,
+        client: CheckerClient | None = None,
+    ) -> None:
         self.index = index
         self.transcript = transcript
         self.process = process
-        self.client = CheckerClient()
+        self.client = client if client is not None else CheckerClient()
         self._send = _LockedSend(process.stream.send_stream)
         self.framed = FramedStream(self._send, process.stream.receive_stream)
         self.conn: Connection | None = None
@@ -305,27 +417,44 @@ async def _host(
     command: Sequence[str],
     cwd: str | os.PathLike[str] | None,
     env: Mapping[str, str] | None,
+    policy: EditorPolicy,
     *,
     task_status: trio.TaskStatus[AgentSession],
 ) -> None:
     session: AgentSession | None = None
     try:
-        async with open_agent_process(
-            command,
-            cwd=cwd,
-            env=env,
-            stderr="capture",
-            shutdown_grace=1.0,
-            terminate_grace=1.0,
-        ) as process:
-            session = AgentSession(index, transcript, process)
+        async with AsyncExitStack() as stack:
+            terminals = None
+            if policy.terminals:
+                from acp_trio._terminals import open_terminal_manager
+
+                async def approve(params: Any) -> bool:
+                    return True  # the user asked for --terminals
+
+                terminals = await stack.enter_async_context(
+                    open_terminal_manager(approve, cwd=policy.workspace, terminate_grace=1.0)
+                )
+            process = await stack.enter_async_context(
+                open_agent_process(
+                    command,
+                    cwd=cwd,
+                    env=env,
+                    stderr="capture",
+                    shutdown_grace=1.0,
+                    terminate_grace=1.0,
+                )
+            )
+            client = CheckerClient(policy, terminals)
+            session = AgentSession(index, transcript, process, client)
             config = ConnectionConfig(
                 trace=session.trace, exit_details=process.exit_details, close_timeout=1.0
             )
-            async with open_connection(session.framed, session.client, config=config) as conn:
-                session.conn = conn
-                task_status.started(session)
-                await session._close.wait()
+            conn = await stack.enter_async_context(
+                open_connection(session.framed, session.client, config=config)
+            )
+            session.conn = conn
+            task_status.started(session)
+            await session._close.wait()
     finally:
         if session is not None:
             session._closed.set()
@@ -339,9 +468,12 @@ async def start_session(
     *,
     cwd: str | os.PathLike[str] | None,
     env: Mapping[str, str] | None,
+    policy: EditorPolicy | None = None,
 ) -> AgentSession:
     """Spawn the agent and connect to it, in a task of ``nursery``. Raises
     ``OSError`` if it cannot be started. Close it with
     :meth:`AgentSession.aclose`."""
-    session: AgentSession = await nursery.start(_host, index, transcript, command, cwd, env)
+    session: AgentSession = await nursery.start(
+        _host, index, transcript, command, cwd, env, policy or EditorPolicy()
+    )
     return session

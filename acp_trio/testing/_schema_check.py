@@ -1,11 +1,21 @@
-"""Validating what an agent sends against the ACP v1 JSON Schema.
+"""Validating what an agent sends against the ACP v1 schema.
 
-``jsonschema`` is a test dependency, not a runtime one: it is imported only
-here, only when a validation is asked for. The schema's root is loose (its
-extension branches accept any object), so each message is also checked
-against the definition of its own method: the params of a request or
-notification, the result of a response (found from the request it
-answers), the error object of an error.
+Two validators, with one interface (``check(message, answered_method)``):
+
+- :class:`MessageValidator`: ``jsonschema`` on the schema's JSON files.
+  ``jsonschema`` is a test dependency, not a runtime one: it is imported
+  only here, only when a validation is asked for. The schema's root is
+  loose (its extension branches accept any object), so each message is
+  also checked against the definition of its own method: the params of a
+  request or notification, the result of a response (found from the
+  request it answers), the error object of an error.
+- :class:`TypedValidator`: the generated strict types of
+  :mod:`acp_trio.schema` (generated from that schema), structuring each
+  message by the method table. It needs no file and no ``jsonschema``, so
+  the schema check always runs: the package does not ship the schema's
+  files (they are read from where the schema lives).
+
+:func:`load_validator` picks one.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from typing import Any, Final
 from acp_trio._jsonrpc import ErrorResponse, Notification, Request, Response, classify
 from acp_trio.schema import METHODS
 
-__all__ = ["DEFAULT_SCHEMA", "MessageValidator", "find_schema"]
+__all__ = ["DEFAULT_SCHEMA", "MessageValidator", "TypedValidator", "find_schema", "load_validator"]
 
 #: Where the schema is looked for, relative to the cwd and to the repository.
 DEFAULT_SCHEMA: Final = os.path.join("..", "shared", "acp-schema", "v1", "schema.json")
@@ -81,6 +91,7 @@ class MessageValidator:
 
     def __init__(self, root: dict[str, Any], validator_class: Any, path: Path) -> None:
         self.path = path
+        self.description = f"jsonschema on {path}"
         self._root = root
         self._class = validator_class
         self._defs: dict[str, Any] = root.get("$defs", {})
@@ -159,3 +170,79 @@ class MessageValidator:
             where = f"result of {answered_method}"
             return self.check_definition(info.result_name, parsed.result, where)
         return f"not a JSON-RPC message: {parsed.error.data}"
+
+
+def _agent_method_problem(method: str, kind: str) -> str | None:
+    info = METHODS.get(method)
+    if info is None or method not in _AGENT_SENDS or info.kind != kind:
+        return f"{method}: not a {kind} an agent sends in ACP v1"
+    return None
+
+
+class TypedValidator:
+    """Checks agent→client messages with the generated strict types of
+    :mod:`acp_trio.schema` (``converter.structure`` by the method table)."""
+
+    def __init__(self, note: str = "") -> None:
+        from acp_trio.schema import SCHEMA_VERSION
+
+        self.path = None
+        self.description = f"acp_trio.schema types (generated from {SCHEMA_VERSION})" + (
+            f"; {note}" if note else ""
+        )
+
+    def _structure(self, value: Any, kind: Any, where: str) -> str | None:
+        from acp_trio.schema import SchemaValidationError, converter
+
+        try:
+            converter.structure(value, kind)
+        except (SchemaValidationError, ValueError, TypeError) as exc:
+            return f"{where}: {_short(str(exc))}"
+        return None
+
+    def check(self, message: Any, answered_method: str | None = None) -> str | None:
+        """The first problem of one message from the agent, or ``None``."""
+        parsed = classify(message)
+        if isinstance(parsed, Request | Notification):
+            method = parsed.method
+            if method.startswith("_"):
+                return None  # extension: any JSON
+            kind = "request" if isinstance(parsed, Request) else "notification"
+            problem = _agent_method_problem(method, kind)
+            if problem is not None:
+                return problem
+            params = {} if parsed.params is None else parsed.params
+            return self._structure(params, METHODS[method].params, f"{method} params")
+        if isinstance(parsed, ErrorResponse):
+            return None  # classify checked the code and the message
+        if isinstance(parsed, Response):
+            if answered_method is None or answered_method.startswith("_"):
+                return None
+            info = METHODS.get(answered_method)
+            if info is None or info.result is None:
+                return None
+            return self._structure(parsed.result, info.result, f"result of {answered_method}")
+        return f"not a JSON-RPC message: {parsed.error.data}"
+
+
+def load_validator(
+    path: str | os.PathLike[str] | None = None,
+) -> MessageValidator | TypedValidator:
+    """The validator of the schema check.
+
+    An explicit ``path``: ``jsonschema`` on that file; raises ``ValueError``
+    when it cannot be used (missing, unreadable, no ``jsonschema``). Without
+    one: ``jsonschema`` on the schema found by :func:`find_schema`, else
+    (none found, or no ``jsonschema``) :class:`TypedValidator`, saying why.
+    """
+    if path is not None:
+        if not Path(path).is_file():
+            raise ValueError(f"the schema {os.fspath(path)} does not exist (--schema PATH)")
+        loaded = MessageValidator.load(path)
+        if isinstance(loaded, str):
+            raise ValueError(loaded)
+        return loaded
+    found = MessageValidator.load()
+    if isinstance(found, MessageValidator):
+        return found
+    return TypedValidator(found)

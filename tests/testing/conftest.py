@@ -48,8 +48,19 @@ FAULTS: dict[str, set[str]] = {
     "end_turn_after_cancel": {"session-cancel", "nested-session-cancel"},
     "answer_notifications": {"unknown-notification"},
     "no_nested_cancel": {"nested-session-cancel", "nested-cancel-request", "deadline"},
-    "die_on_batch": {"batch-array"},
+    "die_on_batch": {"batch-array", "malformed-input"},
     "print_stdout": {"stdout-json-only"},
+    "answer_twice": {"one-reply-per-request"},
+    "silent_on_parse_error": {"parse-error"},
+    "deadline_no_cancel": {"deadline"},
+    "die_on_late_cancel": {"stray-cancels"},
+    "idless_replies": {
+        "parse-error",
+        "batch-array",
+        "scalar-message",
+        "stdout-json-only",
+        "schema",
+    },
 }
 
 

@@ -5,13 +5,17 @@ within seconds."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
+from acp_trio import RequestError
+from acp_trio._terminals import open_terminal_manager
 from acp_trio.testing import (
     CHECKS,
     SCENARIO_AGENT_COMMAND,
@@ -20,9 +24,18 @@ from acp_trio.testing import (
     Verdict,
     check_agent,
 )
-from acp_trio.testing._schema_check import MessageValidator
+from acp_trio.testing import _schema_check as schema_check
+from acp_trio.testing._check import _brief, promoted_levels
+from acp_trio.testing._check_report import Status
+from acp_trio.testing._check_wire import (
+    CheckerClient,
+    EditorPolicy,
+    IncomingRequest,
+    choose_permission,
+)
+from acp_trio.testing._schema_check import MessageValidator, TypedValidator
 
-from .conftest import FAULTS, REAL_LIMIT, REPO, agent_command
+from .conftest import CHECK_TIMEOUT, FAULTS, REAL_LIMIT, REPO, agent_command
 
 ALL_CHECKS = [info.name for info in CHECKS]
 
@@ -52,13 +65,14 @@ def test_the_check_list_has_the_promised_checks_and_levels() -> None:
         "invalid-params": Level.RECOMMENDED,
         "unknown-notification": Level.REQUIRED,
         "stray-cancels": Level.REQUIRED,
-        "cancel-request-prompt": Level.SCENARIO,
-        "nested-session-cancel": Level.SCENARIO,
-        "nested-cancel-request": Level.SCENARIO,
-        "deadline": Level.SCENARIO,
+        "cancel-request-prompt": Level.CANCELLATION,
+        "nested-session-cancel": Level.CANCELLATION,
+        "nested-cancel-request": Level.CANCELLATION,
+        "deadline": Level.CANCELLATION,
         "parse-error": Level.RECOMMENDED,
         "batch-array": Level.RECOMMENDED,
         "scalar-message": Level.RECOMMENDED,
+        "malformed-input": Level.REQUIRED,
         "stdout-json-only": Level.REQUIRED,
         "schema": Level.REQUIRED,
         "one-reply-per-request": Level.REQUIRED,
@@ -66,7 +80,9 @@ def test_the_check_list_has_the_promised_checks_and_levels() -> None:
 
 
 async def test_the_scenario_agent_passes_every_check_on_the_command_line() -> None:
-    code, out, err = await run_cli("check-agent", "--json", "--", *SCENARIO_AGENT_COMMAND, cwd=REPO)
+    code, out, err = await run_cli(
+        "check-agent", "--strict", "--json", "--", *SCENARIO_AGENT_COMMAND, cwd=REPO
+    )
     report = json.loads(out)
     verdicts = {c["name"]: (c["verdict"], c["reason"]) for c in report["checks"]}
     assert list(verdicts) == ALL_CHECKS
@@ -76,6 +92,9 @@ async def test_the_scenario_agent_passes_every_check_on_the_command_line() -> No
     )
     assert code == 0
     assert report["ok"] is True
+    assert report["status"] == "conforms"
+    assert report["verdict"] == "CONFORMS"  # the headline
+    assert report["promoted"] == ["cancellation", "recommended"]
     assert report["scenario"] is True
     assert report["agent_info"]["name"] == "acp_trio-scenario-agent"
     assert "schema.json" in verdicts["schema"][1]
@@ -94,7 +113,108 @@ def test_each_planted_fault_fails_exactly_its_checks(
     assert not any(r.skipped for r in report), details
     required = any(report[n].level is Level.REQUIRED for n in FAULTS[name])
     assert report.ok is not required
+    assert report.status is (Status.FAILS if required else Status.CONFORMS)
     assert report.exit_code == (1 if required else 0)
+    # --strict counts every failure.
+    strict = attrs.evolve(report, promoted=promoted_levels(True))
+    assert strict.exit_code == (1 if FAULTS[name] else 0)
+
+
+#: The bug classes --strict must catch, each for its own reason:
+#: (planted agent, the check that fails, words of its reason).
+STRICT_CLASSES = {
+    "no nested cancel on the wire": (
+        "no_nested_cancel",
+        "nested-cancel-request",
+        "never cancelled on the wire",
+    ),
+    "ignores $/cancel_request": (
+        "ignore_cancel_request",
+        "cancel-request-prompt",
+        "after $/cancel_request of the prompt (the agent ignores $/cancel_request?)",
+    ),
+    "end_turn after session/cancel": (
+        "end_turn_after_cancel",
+        "session-cancel",
+        "stopReason 'end_turn' after session/cancel",
+    ),
+    "replies to notifications": (
+        "answer_notifications",
+        "unknown-notification",
+        "answered a notification",
+    ),
+    "answers a request twice": ("answer_twice", "one-reply-per-request", "got 2 answers"),
+    "silent on invalid JSON": (
+        "silent_on_parse_error",
+        "parse-error",
+        "no error reply to invalid JSON within 3 s (--timeout)",
+    ),
+    "deadline passes without cancelling": (
+        "deadline_no_cancel",
+        "deadline",
+        "200 ms deadline passed and no answer came within 3 s (--timeout); the nested read "
+        "was never cancelled on the wire: fs/read_text_file",
+    ),
+    "dies on a late cancel": (
+        "die_on_late_cancel",
+        "stray-cancels",
+        "the agent stopped answering after stray $/cancel_request",
+    ),
+    "dies on a JSON array": (
+        "die_on_batch",
+        "malformed-input",
+        "the agent stopped answering after a batch array",
+    ),
+}
+
+
+@pytest.mark.parametrize("bug", list(STRICT_CLASSES))
+def test_strict_fails_each_planted_bug_class_for_its_own_reason(
+    bug: str, fault_reports: dict[str, CheckReport]
+) -> None:
+    agent, check, words = STRICT_CLASSES[bug]
+    report = attrs.evolve(fault_reports[agent], promoted=promoted_levels(True))
+    assert report.status is Status.FAILS
+    assert report.exit_code == 1
+    assert check in {r.name for r in report.required_failures()}
+    assert words in report[check].reason
+    # The verdict does not depend on which levels count.
+    assert report[check].failed
+    assert fault_reports["clean"].ok
+    assert attrs.evolve(fault_reports["clean"], promoted=promoted_levels(True)).ok
+
+
+def test_require_promotes_one_group(fault_reports: dict[str, CheckReport]) -> None:
+    report = fault_reports["deadline_no_cancel"]
+    assert report.ok
+    assert not attrs.evolve(report, promoted=promoted_levels(False, ["cancellation"])).ok
+    assert attrs.evolve(report, promoted=promoted_levels(False, ["recommended"])).ok
+    assert promoted_levels(False, ["required"]) == frozenset()
+    with pytest.raises(ValueError, match="unknown check group 'bogus'"):
+        promoted_levels(False, ["bogus"])
+
+
+def test_a_reply_without_an_id_is_not_a_reply_with_id_null(
+    fault_reports: dict[str, CheckReport],
+) -> None:
+    report = fault_reports["idless_replies"]
+    for check in ("parse-error", "batch-array", "scalar-message"):
+        assert "a reply without an id" in report[check].reason
+        assert report[check].evidence  # the line that proves it
+        assert '"error"' in report[check].evidence[-1]
+    assert report.status is Status.FAILS  # and stdout-json-only (required) says why
+
+
+def test_an_agent_that_dies_on_a_json_array_does_not_conform(
+    fault_reports: dict[str, CheckReport],
+) -> None:
+    report = fault_reports["die_on_batch"]
+    assert report["malformed-input"].level is Level.REQUIRED
+    assert report.status is Status.FAILS
+    assert "cannot handle a list" in report["malformed-input"].reason
+    assert "cannot handle a list" in report["malformed-input"].stderr
+    # The probe lost with the dead agent is not blamed twice.
+    assert report["one-reply-per-request"].passed
 
 
 def reason(reports: dict[str, CheckReport], agent: str, check: str) -> str:
@@ -105,7 +225,7 @@ def reason(reports: dict[str, CheckReport], agent: str, check: str) -> str:
 
 def test_the_reasons_say_what_went_wrong(fault_reports: dict[str, CheckReport]) -> None:
     text = reason(fault_reports, "ignore_cancel_request", "cancel-request-prompt")
-    assert "no answer within 3 s after $/cancel_request" in text
+    assert "no answer within 3 s (--timeout) after $/cancel_request" in text
     assert "session/cancel then ended it with stopReason 'cancelled'" in text
 
     text = reason(fault_reports, "end_turn_after_cancel", "session-cancel")
@@ -145,7 +265,7 @@ def test_the_agent_is_restarted_after_it_died(fault_reports: dict[str, CheckRepo
 @pytest.mark.parametrize(
     ("name", "words"),
     [
-        ("hang", ["no answer to initialize within 1 s"]),
+        ("hang", ["no answer to initialize within 1 s (--init-timeout)"]),
         ("exit_at_once", ["exited with code 3", "no API key configured"]),
         ("echo_input", ["echoes what it reads"]),
         # Deeper than json.loads can go: a verdict, not a RecursionError.
@@ -155,7 +275,9 @@ def test_the_agent_is_restarted_after_it_died(fault_reports: dict[str, CheckRepo
 async def test_a_broken_agent_fails_within_seconds(name: str, words: list[str]) -> None:
     # Each wait is bounded by --timeout: the run ends (under run_cli's
     # watchdog) with the verdict of the wait that ran out.
-    code, out, _ = await run_cli("check-agent", "--timeout", "1", "--", *agent_command(name))
+    code, out, _ = await run_cli(
+        "check-agent", "--timeout", "1", "--init-timeout", "1", "--", *agent_command(name)
+    )
     assert code == 1, out
     lines = [line for line in out.splitlines() if line.startswith("initialize ")]
     assert "FAIL" in lines[0]
@@ -206,7 +328,8 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     assert set(rule) == {"-", " "}
     assert rows[2].split()[:3] == ["batch-array", "recommended", "PASS"]
     assert "-32600 with id null" in rows[2]
-    assert out.rstrip().splitlines()[-1].startswith("CONFORMS: 3 passed")
+    assert out.rstrip().splitlines()[-2] == "CONFORMS"
+    assert out.rstrip().splitlines()[-1].startswith("3 passed, 0 failed")
 
     code, _, err = await run_cli("check-agent", "--only", "nope", "--", "true")
     assert code == 2
@@ -219,14 +342,47 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     assert [line.split()[0] for line in out.splitlines()] == ALL_CHECKS
 
 
-async def test_the_schema_check_is_skipped_with_a_reason_without_a_schema(tmp_path: Any) -> None:
+async def test_a_missing_schema_path_is_a_usage_error(tmp_path: Any) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(ValueError, match=r"missing\.json does not exist"):
+        await check_agent(SCENARIO_AGENT_COMMAND, only=["schema"], schema=missing)
+    code, out, err = await run_cli(
+        "check-agent", "--schema", str(missing), "--", *SCENARIO_AGENT_COMMAND
+    )
+    assert code == 2, out
+    assert "missing.json does not exist (--schema PATH)" in err
+
+
+async def test_without_a_schema_directory_the_generated_types_validate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(schema_check, "DEFAULT_SCHEMA", "no/such/schema.json")
     with trio.fail_after(REAL_LIMIT):
-        report = await check_agent(
-            SCENARIO_AGENT_COMMAND, only=["schema"], schema=tmp_path / "missing.json", timeout=3
-        )
-    assert report["schema"].skipped
-    assert "schema not found" in report["schema"].reason
-    assert "missing.json" in report["schema"].reason
+        report = await check_agent(SCENARIO_AGENT_COMMAND, only=["schema"], timeout=3)
+    assert report["schema"].passed, report.format_table()
+    assert "acp_trio.schema types" in report["schema"].reason
+    assert report.validator.startswith("acp_trio.schema types")
+    assert "schema not found" in report.validator
+    assert "schema: acp_trio.schema types" in report.summary()
+
+
+def test_the_typed_validator_reads_the_messages_of_their_method() -> None:
+    validator = TypedValidator()
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text"}}
+    update = {"sessionId": "s", "update": chunk}
+    problem = validator.check({"jsonrpc": "2.0", "method": "session/update", "params": update})
+    assert problem is not None
+    assert "session/update params" in problem
+    assert "text" in problem
+    good = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}}
+    assert validator.check(good, "session/prompt") is None
+    bad = {"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "bored"}}
+    assert "result of session/prompt" in (validator.check(bad, "session/prompt") or "")
+    echoed = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    assert "not a request an agent sends" in (validator.check(echoed) or "")
+    assert validator.check({"jsonrpc": "2.0", "id": None, "error": {"code": 1}}) is not None
+    assert validator.check({"jsonrpc": "2.0", "error": {"code": 1, "message": "x"}}) is not None
+    assert validator.check({"jsonrpc": "2.0", "method": "_x/y", "params": [1]}) is None
 
 
 def test_the_schema_check_is_skipped_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,3 +406,211 @@ def test_the_schema_check_reads_the_messages_of_their_method() -> None:
     echoed = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
     assert "not a request an agent sends" in (validator.check(echoed) or "")
     assert validator.check({"jsonrpc": "2.0", "id": None, "error": {"code": 1}}) is not None
+
+
+SESSION_FREE = {
+    "initialize",
+    "version-negotiation",
+    "agent-info",
+    "unknown-method",
+    "unknown-notification",
+    "stray-cancels",
+    "parse-error",
+    "batch-array",
+    "scalar-message",
+    "malformed-input",
+    "stdout-json-only",
+    "schema",
+    "one-reply-per-request",
+}
+
+
+async def test_an_agent_that_needs_authentication_is_incomplete_not_conforming() -> None:
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(agent_command("needs_auth"), timeout=CHECK_TIMEOUT)
+    table = report.format_table()
+    assert report.status is Status.INCOMPLETE, table
+    assert report.exit_code == 3
+    assert report.auth_required == "mini-login"
+    # Every check that needs no session ran and passed (no false alarm of
+    # unknown-notification: the agent does answer, it refuses sessions).
+    assert {r.name for r in report if r.passed} == SESSION_FREE, table
+    for result in report:
+        if result.skipped:
+            assert result.reason.startswith("authentication required: mini-login"), table
+    assert "INCOMPLETE" in report.summary()
+    assert "authentication required: mini-login" in report.summary().splitlines()[0]
+    assert attrs.evolve(report, allow_skips=True).status is Status.CONFORMS
+
+
+async def test_incomplete_exit_status_and_allow_skips_on_the_command_line() -> None:
+    command = ["--", *agent_command("needs_auth")]
+    code, out, _ = await run_cli("check-agent", "--timeout", "3", *command)
+    assert code == 3, out
+    assert "INCOMPLETE: " in out
+    code, out, _ = await run_cli("check-agent", "--json", "--only", "prompt", *command)
+    assert code == 3, out
+    assert json.loads(out)["verdict"] == "INCOMPLETE"
+    assert json.loads(out)["exit_code"] == 3
+    code, out, _ = await run_cli(
+        "check-agent", "--allow-skips", "--json", "--only", "prompt", *command
+    )
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["status"] == "conforms"
+    assert report["auth_required"] == "mini-login"
+    assert [c["verdict"] for c in report["checks"]] == ["pass", "skip", "skip"]
+
+
+async def test_strict_and_require_on_the_command_line() -> None:
+    command = ["--", *agent_command("silent_on_parse_error")]
+    code, out, _ = await run_cli("check-agent", "--only", "parse-error", *command)
+    assert code == 0, out
+    code, out, _ = await run_cli("check-agent", "--strict", "--only", "parse-error", *command)
+    assert code == 1, out
+    assert "recommended*" in out  # counted as required
+    assert "DOES NOT CONFORM" in out
+    code, out, _ = await run_cli(
+        "check-agent", "--require", "recommended", "--json", "--only", "parse-error", *command
+    )
+    assert code == 1, out
+    check = json.loads(out)["checks"][-1]
+    assert check["name"] == "parse-error"
+    assert check["required"] is True
+    assert "no error reply to invalid JSON" in check["reason"]
+    code, _, err = await run_cli("check-agent", "--require", "bogus", *command)
+    assert code == 2
+    assert "unknown check group 'bogus'" in err
+
+
+OFFICIAL_AGENT = REPO / "benchmarks" / "peers" / "official_agent.py"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("acp") is None, reason="needs agent-client-protocol (the test extra)"
+)
+async def test_the_official_python_sdk_agent_does_not_conform() -> None:
+    # It dies on a JSON array (and on a JSON scalar): a required failure.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(
+            [sys.executable, str(OFFICIAL_AGENT)],
+            only=["batch-array", "malformed-input"],
+            timeout=CHECK_TIMEOUT,
+        )
+    assert report.status is Status.FAILS, report.format_table()
+    assert report["malformed-input"].failed
+    assert "stopped answering after a batch array" in report["malformed-input"].reason
+
+
+async def test_an_agent_that_asks_permission_on_every_prompt_passes_the_default_run() -> None:
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(agent_command("ask_permission"), timeout=CHECK_TIMEOUT)
+    assert report.status is Status.CONFORMS, report.format_table()
+    assert report["prompt"].passed
+    assert report["session-cancel"].passed
+    assert not report.required_skips()
+    # It does not speak the scenario vocabulary: the cancellation checks
+    # could not run, which --strict counts.
+    assert attrs.evolve(report, promoted=promoted_levels(True)).status is Status.INCOMPLETE
+
+
+PERMISSION = {
+    "sessionId": "s",
+    "toolCall": {"toolCallId": "t"},
+    "options": [
+        {"optionId": "no", "name": "No", "kind": "reject_once"},
+        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+        {"optionId": "always", "name": "Always", "kind": "allow_always"},
+    ],
+}
+
+
+def test_permission_requests_are_answered_by_policy() -> None:
+    def chosen(policy: str, params: Any = PERMISSION) -> Any:
+        return choose_permission(policy, params)["outcome"]
+
+    assert chosen("allow") == {"outcome": "selected", "optionId": "yes"}
+    assert chosen("reject") == {"outcome": "selected", "optionId": "no"}
+    assert chosen("cancel") == {"outcome": "cancelled"}
+    only_reject = dict(PERMISSION, options=PERMISSION["options"][:1])
+    assert chosen("allow", only_reject) == {"outcome": "cancelled"}
+    assert chosen("allow", {"options": "junk"}) == {"outcome": "cancelled"}
+
+
+async def editor_call(client: CheckerClient, method: str, params: Any) -> Any:
+    request = IncomingRequest(1, method, params, 0.0)
+    return await client._editor(request, method, params)
+
+
+async def test_files_come_from_the_workspace_and_terminals_are_refused(tmp_path: Any) -> None:
+    workspace = str(tmp_path)
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    client = CheckerClient(EditorPolicy(workspace=workspace))
+    with trio.fail_after(REAL_LIMIT):
+        read = {"sessionId": "s", "path": f"{workspace}/a.txt"}
+        assert await editor_call(client, "fs/read_text_file", read) == {"content": "one\ntwo\n"}
+        write = {"sessionId": "s", "path": f"{workspace}/b.txt", "content": "hi"}
+        assert await editor_call(client, "fs/write_text_file", write) in ({}, None)
+        assert (tmp_path / "b.txt").read_text() == "hi"
+        with pytest.raises(RequestError) as outside:
+            await editor_call(client, "fs/read_text_file", {"sessionId": "s", "path": "/etc/hosts"})
+        assert outside.value.code == -32602
+        with pytest.raises(RequestError, match="refuses terminals"):
+            await editor_call(client, "terminal/create", {"sessionId": "s", "command": "true"})
+        with pytest.raises(RequestError) as bad:
+            await editor_call(client, "fs/read_text_file", {"sessionId": "s"})
+        assert bad.value.code == -32602
+
+
+async def test_terminals_run_in_the_workspace_with_terminals(tmp_path: Any) -> None:
+    with trio.fail_after(REAL_LIMIT):
+        async with open_terminal_manager(lambda _: _true(), cwd=str(tmp_path)) as terminals:
+            client = CheckerClient(EditorPolicy(workspace=str(tmp_path), terminals=True), terminals)
+            created = await editor_call(
+                client, "terminal/create", {"sessionId": "s", "command": "pwd", "args": []}
+            )
+            ids = {"sessionId": "s", "terminalId": created["terminalId"]}
+            exited = await editor_call(client, "terminal/wait_for_exit", ids)
+            assert exited["exitCode"] == 0
+            output = await editor_call(client, "terminal/output", ids)
+            assert output["output"].strip() == str(tmp_path)
+            await editor_call(client, "terminal/release", ids)
+
+
+async def _true() -> bool:
+    return True
+
+
+async def test_the_permission_policy_on_the_command_line() -> None:
+    command = ["--", *agent_command("ask_permission")]
+    for policy in ("reject", "cancel"):
+        code, out, _ = await run_cli(
+            "check-agent", "--permissions", policy, "--only", "prompt", *command
+        )
+        assert code == 0, out
+    code, _, err = await run_cli("check-agent", "--permissions", "maybe", *command)
+    assert code == 2
+    assert "--permissions" in err
+
+
+def test_failures_show_their_evidence(fault_reports: dict[str, CheckReport]) -> None:
+    report = fault_reports["answer_notifications"]
+    result = report["unknown-notification"]
+    # The reply to a notification is the proof, as it came over the wire.
+    assert any(line.startswith("< ") and '"id": null' in line for line in result.evidence)
+    table = report.format_table()
+    assert "unknown-notification:\n  < [" in table
+    died = fault_reports["die_on_batch"].format_table()
+    assert "agent stderr (tail):" in died
+    assert "cannot handle a list" in died
+    # --json: every check carries its wire lines, passes too.
+    checks = {c["name"]: c for c in fault_reports["clean"].to_json()["checks"]}
+    assert any('"method":"session/prompt"' in line for line in checks["prompt"]["evidence"])
+    assert checks["prompt"]["required"] is True
+    assert all(isinstance(c["evidence"], list) for c in checks.values())
+
+
+def test_error_data_is_shown() -> None:
+    error = RequestError(-32602, "Invalid params", {"cwd": "must be a string"})
+    assert _brief(error) == "error -32602 (Invalid params) data {'cwd': 'must be a string'}"
+    assert _brief(RequestError(-32601, "Method not found")) == "error -32601 (Method not found)"

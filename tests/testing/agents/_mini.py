@@ -13,6 +13,19 @@ it passes every check. The faults:
 - ``no-nested-cancel``: nested requests are never cancelled on the wire.
 - ``die-on-batch``: a batch array kills the process.
 - ``print-stdout``: a line of text goes to stdout, inside the protocol.
+- ``answer-twice``: unknown methods get two error replies.
+- ``silent-on-parse-error``: a line of invalid JSON gets no reply.
+- ``deadline-no-cancel``: ``deadline`` waits for its read past the deadline,
+  never cancelling it.
+- ``die-on-late-cancel``: a ``$/cancel_request`` of a finished request kills
+  the process.
+- ``idless-replies``: malformed input is answered with an error without
+  ``id``.
+- ``needs-auth``: advertises an auth method and refuses ``session/new``
+  with ``-32000`` (it never authenticates).
+- ``ask-permission``: every prompt asks permission
+  (``session/request_permission``) and says which option was selected; of
+  the vocabulary only ``wait_for_cancel`` (after asking).
 """
 
 from __future__ import annotations
@@ -36,6 +49,13 @@ FAULTS = {
     "no-nested-cancel",
     "die-on-batch",
     "print-stdout",
+    "answer-twice",
+    "silent-on-parse-error",
+    "deadline-no-cancel",
+    "die-on-late-cancel",
+    "idless-replies",
+    "needs-auth",
+    "ask-permission",
 }
 KNOWN_NOTIFICATIONS = {"session/cancel", "$/cancel_request"}
 
@@ -47,15 +67,48 @@ class FaultyStream(FramedStream):
         super().__init__(stream, stream)
         self.fault = fault
         self.lock = trio.StrictFIFOLock()
+        self.answered: list[Any] = []  # ids of the requests answered
 
     async def receive_frame(self) -> Any:
-        frame = await super().receive_frame()
-        if self.fault == "die-on-batch" and isinstance(frame, bytes) and frame.startswith(b"["):
-            os.write(2, b"mini agent: cannot handle a list, giving up\n")
-            os._exit(1)
-        return frame
+        while True:
+            frame = await super().receive_frame()
+            if not isinstance(frame, bytes):
+                return frame
+            if self.fault == "die-on-batch" and frame.startswith(b"["):
+                os.write(2, b"mini agent: cannot handle a list, giving up\n")
+                os._exit(1)
+            try:
+                message = json.loads(frame)
+            except ValueError:
+                message = None
+                if self.fault == "silent-on-parse-error":
+                    continue
+            if self.fault == "idless-replies" and not isinstance(message, dict):
+                code = -32700 if message is None else -32600
+                reply = {"jsonrpc": "2.0", "error": {"code": code, "message": "bad input"}}
+                await self.send_frames(json.dumps(reply).encode() + b"\n")
+                continue
+            if (
+                self.fault == "die-on-late-cancel"
+                and isinstance(message, dict)
+                and message.get("method") == "$/cancel_request"
+                and (message.get("params") or {}).get("requestId") in self.answered
+            ):
+                os.write(2, b"mini agent: cancel of a finished request, giving up\n")
+                os._exit(1)
+            return frame
+
+    def direct_writer(self) -> None:
+        return None  # every write goes through send_frames (the lock, the ids)
 
     async def send_frames(self, data: bytes) -> None:
+        for line in data.splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # print-stdout's text
+            if isinstance(message, dict) and "method" not in message:
+                self.answered.append(message.get("id"))
         async with self.lock:
             await super().send_frames(data)
 
@@ -74,11 +127,16 @@ class MiniAgent(Handler):
             self.capabilities = params.get("clientCapabilities") or {}
             if self.fault == "print-stdout":
                 await self.stream.send_frames(b"mini agent: initialized\n")
-            return {
+            result: dict[str, Any] = {
                 "protocolVersion": 1,
                 "agentCapabilities": {},
                 "agentInfo": {"name": "mini-agent", "version": self.fault or "clean"},
             }
+            if self.fault == "needs-auth":
+                result["authMethods"] = [{"id": "mini-login", "name": "Log in to mini"}]
+            return result
+        if method == "session/new" and self.fault == "needs-auth":
+            raise RequestError(-32000, "Authentication required")
         if method == "session/new":
             if not isinstance(params, dict) or not isinstance(params.get("cwd"), str):
                 raise RequestError.invalid_params({"cwd": "must be a string"})
@@ -87,6 +145,9 @@ class MiniAgent(Handler):
             return {"sessionId": f"mini-{next(self.ids)}"}
         if method == "session/prompt":
             return await self.prompt(ctx, params)
+        if self.fault == "answer-twice":
+            reply = {"jsonrpc": "2.0", "id": ctx.id, "error": {"code": -32601, "message": method}}
+            await self.stream.send_frames(json.dumps(reply).encode() + b"\n")
         raise RequestError.method_not_found(method)
 
     def intercept_notification(self, method: str, params: Any) -> bool:
@@ -110,7 +171,10 @@ class MiniAgent(Handler):
         with trio.CancelScope() as turn:
             self.turns[session_id] = turn
             try:
-                await self.command(session_id, text, words)
+                if self.fault == "ask-permission":
+                    await self.ask_permission(session_id, words)
+                else:
+                    await self.command(session_id, text, words)
             finally:
                 del self.turns[session_id]
         if turn.cancelled_caught:
@@ -128,6 +192,24 @@ class MiniAgent(Handler):
         async with self.conn.open_request(method, params) as pending:
             pending.detach()  # never cancelled on the wire
             return await pending.result()
+
+    async def ask_permission(self, session_id: str, words: list[str]) -> None:
+        """Ask, say what was chosen; ``wait_for_cancel`` then waits (no other
+        command of the vocabulary: the cancellation checks do not apply)."""
+        params = {
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": "mini-ask"},
+            "options": [
+                {"optionId": "no", "name": "Reject", "kind": "reject_once"},
+                {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+            ],
+        }
+        answer = await self.conn.call("session/request_permission", params)
+        outcome = answer["outcome"]
+        chosen = outcome.get("optionId", outcome["outcome"])
+        await self.say(session_id, f"permission: {chosen}")
+        if words[:1] == ["wait_for_cancel"]:
+            await trio.sleep_forever()
 
     async def command(self, session_id: str, text: str, words: list[str]) -> None:
         command, args = (words[0], words[1:]) if words else ("", [])
@@ -152,6 +234,8 @@ class MiniAgent(Handler):
                 nursery.start_soon(self.call, "fs/read_text_file", hold)
                 nursery.start_soon(self.call, "session/request_permission", permission)
                 nursery.start_soon(self.call, "terminal/create", terminal)
+        elif command == "deadline" and self.fault == "deadline-no-cancel":
+            await self.call("fs/read_text_file", {"sessionId": session_id, "path": "/hold"})
         elif command == "deadline":
             with trio.move_on_after(int(args[0]) / 1000):
                 await self.call("fs/read_text_file", {"sessionId": session_id, "path": "/hold"})
