@@ -80,6 +80,7 @@ from acp_trio.schema import (
     DeleteSessionRequest,
     DeleteSessionResponse,
     ElicitationUrlMode,
+    Implementation,
     InitializeRequest,
     InitializeResponse,
     KillTerminalRequest,
@@ -379,8 +380,11 @@ class Agent(Extensible):
 
     client: ClientProxy
 
+    #: Sent as ``agentInfo`` (name, version) by the default :meth:`initialize`.
+    info: Implementation | None = None
+
     async def initialize(self, params: InitializeRequest) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_info=self.info)
 
     async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse | None:
         raise _not_found("authenticate")

@@ -31,6 +31,8 @@ def fake_model(source: str) -> tuple[list[str], str]:
 
 
 class CodingAgent(acp_trio.Agent):
+    info = schema.Implementation(name="acp_trio-coding-agent", version="1.0")
+
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         return schema.NewSessionResponse(session_id=f"session-{os.urandom(4).hex()}")
 
@@ -38,6 +40,9 @@ class CodingAgent(acp_trio.Agent):
         sid, client = params.session_id, self.client
         text = " ".join(b.text for b in params.prompt if isinstance(b, schema.TextContent))
         path = text.removeprefix("fix ").strip()
+        if not text.startswith("fix /"):
+            await client.session_update(sid, build.agent_message("Say: fix /path/to/file.py"))
+            return schema.PromptResponse(stop_reason="end_turn")
         await client.session_update(sid, build.plan(["read the file", "fix it", "check it"]))
         await client.session_update(sid, build.agent_thought(f"Reading {path}"))
 
