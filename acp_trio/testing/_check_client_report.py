@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from acp_trio.testing._check_report import CheckResult, Level, Verdict
+from acp_trio.testing._check_report import CheckResult, Level, Verdict, table_lines
 
 __all__ = ["CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport"]
 
@@ -102,10 +102,6 @@ def result(name: str, verdict: Verdict, reason: str, latency: float | None = Non
     return CheckResult(name, info.level, verdict, reason, latency, info.description)
 
 
-def _latency(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
-
-
 @attrs.frozen
 class ClientCheckReport:
     """All verdicts of one run against a client. :attr:`ok` (and
@@ -162,23 +158,7 @@ class ClientCheckReport:
 
     def format_table(self) -> str:
         """A plain-text table, one row per check, then a summary line."""
-        header = ("check", "level", "verdict", "latency", "reason")
-        rows = [
-            (
-                r.name,
-                r.level.value,
-                r.verdict.value.upper(),
-                _latency(r.latency),
-                " ".join(r.reason.split()),
-            )
-            for r in self.results
-        ]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-        lines = []
-        for row in [header, *rows]:
-            cells = [row[i].ljust(widths[i]) for i in range(4)]
-            lines.append("  ".join([*cells, row[4]]).rstrip())
-        lines.insert(1, "  ".join("-" * w for w in [*widths, 6]))
+        lines = table_lines(self.results, lambda r: r.level.value)
         lines.append("")
         lines.append(self.summary())
         return "\n".join(lines)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
 import attrs
@@ -89,6 +89,30 @@ class CheckResult:
 
 def _latency(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def table_lines(results: Iterable[CheckResult], level: Callable[[CheckResult], str]) -> list[str]:
+    """The table of ``results``: a header, a rule, one row per check (name,
+    ``level(result)``, verdict, latency, reason); shared by the agent and
+    the client checkers."""
+    header = ("check", "level", "verdict", "latency", "reason")
+    rows = [
+        (
+            r.name,
+            level(r),
+            r.verdict.value.upper(),
+            _latency(r.latency),
+            " ".join(r.reason.split()),
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+    lines = []
+    for row in [header, *rows]:
+        cells = [row[i].ljust(widths[i]) for i in range(4)]
+        lines.append("  ".join([*cells, row[4]]).rstrip())
+    lines.insert(1, "  ".join("-" * w for w in [*widths, 6]))
+    return lines
 
 
 @attrs.frozen
@@ -193,23 +217,12 @@ class CheckReport:
     def format_table(self) -> str:
         """A plain-text table, one row per check, then the failures' evidence
         and a summary."""
-        header = ("check", "level", "verdict", "latency", "reason")
-        rows = [
-            (
-                r.name,
-                r.level.value + ("*" if self.counts(r) and r.level is not Level.REQUIRED else ""),
-                r.verdict.value.upper(),
-                _latency(r.latency),
-                " ".join(r.reason.split()),
-            )
-            for r in self.results
-        ]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-        lines = []
-        for row in [header, *rows]:
-            cells = [row[i].ljust(widths[i]) for i in range(4)]
-            lines.append("  ".join([*cells, row[4]]).rstrip())
-        lines.insert(1, "  ".join("-" * w for w in [*widths, 6]))
+        lines = table_lines(
+            self.results,
+            lambda r: (
+                r.level.value + ("*" if self.counts(r) and r.level is not Level.REQUIRED else "")
+            ),
+        )
         for r in self.results:
             if not r.failed or not (r.evidence or r.stderr):
                 continue
