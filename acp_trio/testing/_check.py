@@ -937,7 +937,15 @@ async def _stray_cancels(r: _Runner) -> _Pass:
         {"requestId": {"not": "an id"}},  # malformed
         {},  # malformed
     ):
-        await conn.notify("$/cancel_request", cancel)
+        try:
+            await conn.notify("$/cancel_request", cancel)
+        except ConnectionClosed as exc:
+            # The agent died on an earlier one: the write met the closed pipe
+            # before the probe could (the scheduler decides which comes first).
+            raise _Fail(
+                f"the agent stopped answering after stray $/cancel_request: {exc.reason}"
+                f"{r.diagnose(session)}"
+            ) from None
     await trio.sleep(QUIET)
     probe = await r.try_probe(session, "stray $/cancel_request")
     stray = r.stray_replies(session, mark)
