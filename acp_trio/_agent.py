@@ -37,7 +37,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import attrs
 import trio
@@ -77,6 +77,9 @@ from acp_trio.schema import (
     CreateElicitationResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
+    ElicitationFormMode,
+    ElicitationSchema,
+    ElicitationScope,
     ElicitationUrlMode,
     Implementation,
     InitializeRequest,
@@ -249,6 +252,72 @@ class ClientProxy(ClientProxyMethods, Peer):
             advertised, what = needs
             self._require(advertised(self._caps()), what, method)
         return await super()._request(method, params, result_type)
+
+    @overload
+    async def create_elicitation(
+        self, params: CreateElicitationRequest, /
+    ) -> CreateElicitationResponse: ...
+    @overload
+    async def create_elicitation(
+        self,
+        message: str,
+        scope: ElicitationScope,
+        *,
+        requested_schema: ElicitationSchema,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse: ...
+    @overload
+    async def create_elicitation(
+        self,
+        message: str,
+        scope: ElicitationScope,
+        *,
+        url: str,
+        elicitation_id: str,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse: ...
+    async def create_elicitation(
+        self,
+        message: CreateElicitationRequest | str,
+        scope: ElicitationScope | None = None,
+        *,
+        requested_schema: ElicitationSchema | None = None,
+        url: str | None = None,
+        elicitation_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse:
+        """Send ``elicitation/create``: pass a :class:`CreateElicitationRequest`
+        variant, or ``message, scope`` with ``requested_schema=`` (a form) or
+        ``url=`` and ``elicitation_id=`` (a URL to open). Raises
+        :class:`CapabilityError` (nothing sent) unless the client advertised
+        that mode, ``TypeError`` for arguments that do not fit,
+        :class:`RequestError` if the client answers an error; cancelling the
+        caller sends ``$/cancel_request`` for it."""
+        fields = (scope, requested_schema, url, elicitation_id, meta)
+        if not isinstance(message, str):
+            if any(field is not None for field in fields):
+                raise TypeError("create_elicitation() takes a request or its fields, not both")
+            return await self._send_create_elicitation(message)
+        if scope is None:
+            raise TypeError("create_elicitation() missing 'scope'")
+        params: CreateElicitationRequest
+        if url is not None or elicitation_id is not None:
+            if url is None or elicitation_id is None or requested_schema is not None:
+                raise TypeError(
+                    "create_elicitation(): a URL elicitation takes url and elicitation_id"
+                )
+            params = ElicitationUrlMode(
+                message=message, scope=scope, url=url, elicitation_id=elicitation_id, meta=meta
+            )
+        elif requested_schema is not None:
+            params = ElicitationFormMode(
+                message=message, scope=scope, requested_schema=requested_schema, meta=meta
+            )
+        else:
+            raise TypeError(
+                "create_elicitation() needs requested_schema= or url= and elicitation_id="
+            )
+        return await self._send_create_elicitation(params)
 
     async def _send_create_elicitation(
         self, params: CreateElicitationRequest

@@ -35,7 +35,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import attrs
 import trio
@@ -105,6 +105,10 @@ from acp_trio.schema import (
     ResumeSessionResponse,
     SchemaConverter,
     SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestValueId,
+    SetSessionConfigOptionResponse,
     TerminalOutputRequest,
     TerminalOutputResponse,
     TextContent,
@@ -487,6 +491,58 @@ class AgentProxy(AgentProxyMethods, Peer):
         )
         self._early.forget(params.session_id)
         return result
+
+    @overload
+    async def set_session_config_option(
+        self, params: SetSessionConfigOptionRequest, /
+    ) -> SetSessionConfigOptionResponse: ...
+    @overload
+    async def set_session_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: bool | str,
+        *,
+        meta: dict[str, Any] | None = None,
+    ) -> SetSessionConfigOptionResponse: ...
+    async def set_session_config_option(
+        self,
+        session_id: SetSessionConfigOptionRequest | str,
+        config_id: str | None = None,
+        value: bool | str | None = None,
+        *,
+        meta: dict[str, Any] | None = None,
+    ) -> SetSessionConfigOptionResponse:
+        """Send ``session/set_config_option``: pass a
+        :class:`SetSessionConfigOptionRequest` variant, or ``session_id,
+        config_id, value``: a ``bool`` value sets a boolean option, a ``str``
+        picks a value id. Raises ``TypeError`` for arguments that do not fit
+        (nothing is sent), :class:`RequestError` if the agent answers an
+        error; cancelling the caller sends ``$/cancel_request`` for it."""
+        params = session_id
+        if not isinstance(params, str):
+            if config_id is not None or value is not None or meta is not None:
+                raise TypeError(
+                    "set_session_config_option() takes a request or its fields, not both"
+                )
+            return await self._send_set_session_config_option(params)
+        if config_id is None or value is None:
+            raise TypeError("set_session_config_option() missing 'config_id' or 'value'")
+        request: SetSessionConfigOptionRequest
+        if isinstance(value, bool):
+            request = SetSessionConfigOptionRequestBoolean(
+                session_id=params, config_id=config_id, value=value, meta=meta
+            )
+        elif isinstance(value, str):
+            request = SetSessionConfigOptionRequestValueId(
+                session_id=params, config_id=config_id, value=value, meta=meta
+            )
+        else:
+            raise TypeError(
+                f"set_session_config_option(): value takes a bool or a str,"
+                f" not {type(value).__name__}"
+            )
+        return await self._send_set_session_config_option(request)
 
     async def _send_prompt(self, params: PromptRequest) -> PromptResponse:
         """Run one prompt turn; returns when the agent answers it.

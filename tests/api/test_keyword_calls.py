@@ -25,6 +25,13 @@ from acp_trio.schema import (
     AgentMessageChunk,
     CancelNotification,
     ClientCapabilities,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateElicitationResponseDecline,
+    ElicitationFormMode,
+    ElicitationSchema,
+    ElicitationSessionScope,
+    ElicitationUrlMode,
     FileSystemCapabilities,
     Implementation,
     InitializeRequest,
@@ -36,6 +43,10 @@ from acp_trio.schema import (
     ReadTextFileRequest,
     ReadTextFileResponse,
     SessionNotification,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestValueId,
+    SetSessionConfigOptionResponse,
     TextContent,
     WriteTextFileRequest,
     WriteTextFileResponse,
@@ -244,3 +255,68 @@ def test_build_params_returns_the_object_itself() -> None:
         {"mcp_servers": []},
     )
     assert made == NewSessionRequest(cwd="/", mcp_servers=[])
+
+
+class OptionsAgent(RecordingAgent):
+    async def set_session_config_option(
+        self, params: SetSessionConfigOptionRequest
+    ) -> SetSessionConfigOptionResponse:
+        self.seen.append(params)
+        return SetSessionConfigOptionResponse(config_options=[])
+
+    async def prompt(self, params: PromptRequest) -> PromptResponse:
+        scope = ElicitationSessionScope(session_id=params.session_id)
+        form = await self.client.create_elicitation(
+            "name?", scope, requested_schema=ElicitationSchema()
+        )
+        url = await self.client.create_elicitation(
+            "sign in", scope, url="https://example.com", elicitation_id="e1"
+        )
+        self.seen += [form, url]
+        for bad in (
+            lambda: self.client.create_elicitation("x", scope),
+            lambda: self.client.create_elicitation("x", scope, url="https://example.com"),
+            lambda: self.client.create_elicitation(form_of(scope), scope),
+        ):
+            with pytest.raises(TypeError):
+                await bad()
+        return PromptResponse(stop_reason="end_turn")
+
+
+def form_of(scope: Any) -> ElicitationFormMode:
+    return ElicitationFormMode(message="m", requested_schema=ElicitationSchema(), scope=scope)
+
+
+class ElicitingClient(RecordingClient):
+    async def create_elicitation(
+        self, params: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        self.seen.append(params)
+        return CreateElicitationResponseDecline()
+
+
+async def test_union_params_take_their_fields_too() -> None:
+    agent, client = OptionsAgent(), ElicitingClient()
+    async with open_memory_pair(agent, client) as pair:
+        await pair.to_agent.set_session_config_option("s", "auto", True)
+        await pair.to_agent.set_session_config_option("s", "model", "fast", meta={"k": 1})
+        assert agent.seen[-2:] == [
+            SetSessionConfigOptionRequestBoolean(session_id="s", config_id="auto", value=True),
+            SetSessionConfigOptionRequestValueId(
+                session_id="s", config_id="model", value="fast", meta={"k": 1}
+            ),
+        ]
+        for bad in (
+            lambda: pair.to_agent.set_session_config_option("s", "auto"),
+            lambda: pair.to_agent.set_session_config_option("s", "auto", 3),
+            lambda: pair.to_agent.set_session_config_option(agent.seen[-1], "auto", True),
+        ):
+            with pytest.raises(TypeError):
+                await bad()
+        session = await pair.new_session()
+        await pair.to_agent.prompt_text(session, "ask")
+        form, url = client.seen
+        assert isinstance(form, ElicitationFormMode)
+        assert isinstance(url, ElicitationUrlMode)
+        assert url.url == "https://example.com"
+        assert url.elicitation_id == "e1"
