@@ -115,6 +115,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "busy for a moment (default: wait_for_cancel)",
     )
     check.add_argument(
+        "--hold-prompt",
+        metavar="TEXT",
+        help="for agents without the scenario vocabulary: a prompt on which the agent sends "
+        "the client a request (permission, file, terminal); the checker holds it unanswered "
+        "and runs session-cancel and the cancellation checks (but deadline) on that turn",
+    )
+    check.add_argument(
         "--permissions",
         choices=("allow", "reject", "cancel"),
         default="allow",
@@ -295,6 +302,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         timeout=args.timeout,
         schema=args.schema,
         cancel_prompt=args.cancel_prompt,
+        hold_prompt=args.hold_prompt,
         strict=args.strict,
         require=require,
         allow_skips=args.allow_skips,
