@@ -14,7 +14,7 @@ import contextvars
 import functools
 import itertools
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any, ClassVar, Final, NoReturn
 
@@ -301,8 +301,10 @@ _RECORDED: Final = {
 }
 
 
-def _recorded(name: str, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    method = _RECORDED[name]
+def _recorded(
+    name: str, func: Callable[..., Awaitable[Any]], table: Mapping[str, str | None] = _RECORDED
+) -> Callable[..., Awaitable[Any]]:
+    method = table[name]
 
     @functools.wraps(func)
     async def record_then_run(self: ScenarioClient, params: Any) -> Any:
