@@ -140,7 +140,8 @@ class FakeEditor(ScenarioClient):
     - ``permission``: the :data:`PermissionPolicy` of the
       :attr:`permissions` broker (default ``"allow"``).
     - ``read``, ``write``, ``terminal``: the capabilities advertised by
-      :meth:`initialize_request` (used by ``open_memory_pair``); a method
+      :meth:`initialize_request` (``open_memory_pair`` sends it; with
+      ``connect_to_agent``, pass it to ``agent.initialize()``); a method
       not advertised answers ``-32601``.
     - ``commands``: what each terminal's command does (a
       :class:`FakeCommand` per ``terminal/create``; default: exits 0 at

@@ -324,7 +324,9 @@ def _recorded(
 
 
 class ScenarioClient(Client):
-    """The matching test client of the scenario vocabulary.
+    """The matching test client of the scenario vocabulary. (To test your
+    own agent, :class:`~acp_trio.testing.FakeEditor`, a subclass with a
+    workspace, a permission policy and terminals, is the one to reach for.)
 
     It advertises :data:`SCENARIO_CLIENT_CAPABILITIES` (see
     :meth:`initialize_request`), answers reads of any path but
