@@ -5,6 +5,9 @@ autojump clock."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
@@ -39,6 +42,10 @@ from acp_trio.testing import (
 )
 
 from .conftest import LIMIT
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "typed_usage"))
+
+import kit_usage
 
 
 class App(PermissionBrokerMixin, acp_trio.Client):
@@ -224,3 +231,34 @@ async def test_a_script_per_prompt(autojump_clock: trio.testing.MockClock) -> No
     assert state.messages[-1].text == "slept"
     assert state.plan is not None
     assert [e.content for e in state.plan] == ["one"]
+
+
+async def test_the_typed_usage_kit_runs(autojump_clock: trio.testing.MockClock) -> None:
+    """``tests/typed_usage/kit_usage.py`` (checked by ``mypy --strict``)
+    works as written: its fake agent against its fake editor, and its
+    broker clients."""
+    editor, agent = kit_usage.fakes()
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(agent, editor) as pair:
+            sid = await pair.new_session(editor.cwd)
+            done = await pair.to_agent.prompt_text(sid, "go")
+        assert done.stop_reason == "end_turn"
+        assert agent.turns[0].results == [None, build.ALLOW_ONCE, 1, None, "end_turn"]
+        assert editor.states[sid].messages[-1].text == "done"
+        for client, answer in (
+            (kit_usage.Editor(yes=True), "allow"),
+            (kit_usage.Delegating(), "allow"),
+        ):
+            async with open_memory_pair(FakeAgent([AskPermission("c")]), client) as pair:
+                sid = await pair.new_session("/w")
+                await pair.to_agent.prompt_text(sid, "go")
+                option = pair.agent.turns[0].results[0]
+                assert option is not None
+                assert option.option_id == answer
+        # The policy asks the user about an edit: ask_the_user says no.
+        client = kit_usage.Editor(yes=False)
+        script = [StartToolCall("c", "Edit", kind="edit"), AskPermission("c")]
+        async with open_memory_pair(FakeAgent(script), client) as pair:
+            sid = await pair.new_session("/w")
+            await pair.to_agent.prompt_text(sid, "go")
+            assert pair.agent.turns[0].results[1] == build.REJECT_ONCE
