@@ -33,7 +33,7 @@ what went wrong (and the error logged): the connection goes on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Container, Iterator
+from collections.abc import Awaitable, Callable, Container
 from typing import Final
 
 import attrs
@@ -84,10 +84,12 @@ class PendingPermission:
 
     @property
     def session_id(self) -> str:
+        """The session the request belongs to."""
         return self.params.session_id
 
     @property
     def tool_call_id(self) -> str:
+        """The id of the tool call the agent wants to run."""
         return self.params.tool_call.tool_call_id
 
     @property
@@ -202,9 +204,6 @@ class PermissionBroker:
     def pending_for(self, session_id: str) -> list[PendingPermission]:
         """The pending requests of one session."""
         return [p for p in self._pending.values() if p.session_id == session_id]
-
-    def __iter__(self) -> Iterator[PendingPermission]:
-        return iter(self.pending)
 
     def describe(self, params: RequestPermissionRequest) -> PendingPermission:
         """The :class:`PendingPermission` the approver gets for ``params``."""
