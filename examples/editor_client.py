@@ -108,8 +108,7 @@ async def main(root: Path, prompts: list[str], command: list[str], yes: bool) ->
         editor = Editor(root, terminals, yes)
         async with acp_trio.connect_to_agent(editor, command) as agent:
             await agent.initialize()
-            new = schema.NewSessionRequest(cwd=str(root), mcp_servers=[])
-            sid = (await agent.new_session(new)).session_id
+            sid = (await agent.new_session(str(root))).session_id
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:
                 for text in prompts:
                     answer = await run_turn(agent, sid, text, interrupts)
