@@ -72,6 +72,8 @@ class _Chain:
         conn = self.hop(index)
         try:
             return await conn.call(method, params)
+        except RequestError as exc:
+            raise exc.passed_on() from None  # the successor's own error, unchanged
         except ConnectionClosed as exc:
             what = "the client" if index == 0 else f"chain component {index}"
             status = "" if exc.exit_code is None else f" (exit code {exc.exit_code})"

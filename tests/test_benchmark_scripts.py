@@ -85,3 +85,11 @@ async def test_the_prompt_deadline_benchmark_measures_each_cancel() -> None:
         latencies = await prompt_deadline.measure(list(SCENARIO_AGENT_COMMAND), 3)
     assert len(latencies) == 3
     assert all(latency >= 0 for latency in latencies)
+
+
+async def test_the_chain_benchmark_runs_every_chain() -> None:
+    import bench_chain
+
+    with trio.fail_after(LIMIT * 2):
+        lines = await bench_chain.main(20, 1)
+    assert [line.split()[0] for line in lines[2:]] == ["agent", "conductor", "1", "2"]

@@ -20,8 +20,12 @@ import acp_trio
 SUCCESSOR = "proxy/successor"
 
 
+QUIET = "--quiet" in sys.argv[1:]  # pass messages on without logging (benchmarks)
+
+
 def log(line: str) -> None:
-    print(f"logging-proxy: {line}", file=sys.stderr, flush=True)
+    if not QUIET:
+        print(f"logging-proxy: {line}", file=sys.stderr, flush=True)
 
 
 def route(method: str, params: Any) -> tuple[str, Any]:
@@ -43,6 +47,8 @@ class LoggingProxy(acp_trio.Handler):
         log(f"request {ctx.id!r} {method} -> {out}")
         try:
             return await ctx.connection.call(out, out_params)
+        except acp_trio.RequestError as exc:
+            raise exc.passed_on() from None  # the error comes back unchanged
         finally:
             log(f"request {ctx.id!r} done")
 

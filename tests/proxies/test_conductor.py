@@ -172,3 +172,31 @@ async def test_the_command_line_refuses_a_chain_without_commands() -> None:
     )
     assert result.returncode == 2
     assert b"give each component's command" in result.stderr
+
+
+async def test_two_proxies_and_the_scenario_agent_conform_as_one_agent() -> None:
+    # Every check of check-agent --strict through the chain: the scenario
+    # vocabulary, errors passed back unchanged (-32601, -32602, -32800 of a
+    # deadline), session/cancel and $/cancel_request cancelled hop by hop.
+    from acp_trio.testing import Verdict, check_agent
+    from acp_trio.testing._check_report import Status
+
+    quiet = [*PROXY, "--quiet"]
+    command = [sys.executable, "-m", "acp_trio", "conduct", "--", *quiet, "--", *quiet, "--"]
+    command += list(SCENARIO_AGENT_COMMAND)
+    with trio.fail_after(LIMIT * 2):
+        report = await check_agent(command, strict=True, timeout=5.0)
+    failed = {r.name: r.reason for r in report.results if r.verdict is not Verdict.PASS}
+    assert report.status is Status.CONFORMS, failed
+
+
+async def test_an_error_of_the_successor_comes_back_unchanged() -> None:
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with chain_of([PROXY, list(SCENARIO_AGENT_COMMAND)], client) as agent:
+            await agent.initialize(client.initialize_request())
+            session = (await agent.new_session("/")).session_id
+            with pytest.raises(acp_trio.RequestError) as caught:
+                await agent.prompt_text(session, "fail -32042 made up")
+    assert caught.value.code == -32042
+    assert caught.value.message == "made up"

@@ -1,0 +1,87 @@
+"""The latency a proxy hop adds: ``read`` round trips through 0, 1 and 2 proxies.
+
+acp_trio's client (in this process) spawns the scenario agent directly, then
+through ``python -m acp_trio conduct`` with 0, 1 and 2 pass-through proxies
+(``examples/proxies/logging_proxy.py --quiet``) in front of it, and runs the
+scenario prompt ``read N /x``: N sequential ``fs/read_text_file`` round trips
+agent → client, each crossing every hop twice. Runs are interleaved (each
+repeat runs every chain once, fresh processes each time); the table shows
+the median round trips per second with min-max, and the microseconds each
+round trip costs over the direct agent.
+
+Run: ``.venv/bin/python benchmarks/bench_chain.py`` (``--reads N``,
+``--repeats R``, ``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import trio
+
+import acp_trio
+from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
+
+ROOT = Path(__file__).resolve().parents[1]
+PROXY = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py"), "--quiet"]
+AGENT = list(SCENARIO_AGENT_COMMAND)
+
+
+def chain_command(proxies: int | None) -> list[str]:
+    """``None``: the agent itself; else the conductor with that many proxies."""
+    if proxies is None:
+        return AGENT
+    command = [sys.executable, "-m", "acp_trio", "conduct"]
+    for _ in range(proxies):
+        command += ["--", *PROXY]
+    return [*command, "--", *AGENT]
+
+
+async def reads_per_second(proxies: int | None, reads: int) -> float:
+    client = ScenarioClient()
+    async with acp_trio.connect_to_agent(client, chain_command(proxies)) as agent:
+        await agent.initialize(client.initialize_request())
+        session = (await agent.new_session("/")).session_id
+        await agent.prompt_text(session, "read 10 /x")  # warm up every hop
+        start = trio.current_time()
+        reply = await agent.prompt_text(session, f"read {reads} /x")
+        elapsed = trio.current_time() - start
+    assert reply.stop_reason == "end_turn"
+    return reads / elapsed
+
+
+LABELS: dict[int | None, str] = {None: "agent", 0: "conductor", 1: "1 proxy", 2: "2 proxies"}
+
+
+async def main(reads: int, repeats: int) -> list[str]:
+    results: dict[int | None, list[float]] = {key: [] for key in LABELS}
+    for _ in range(repeats):
+        for key in LABELS:
+            with trio.fail_after(120):
+                results[key].append(await reads_per_second(key, reads))
+    base = statistics.median(results[None])
+    lines = [
+        f"read {reads} /x, {repeats} interleaved runs; medians (min-max)",
+        f"{'chain':<11} {'round trips/s':>14} {'range':>17} {'µs/round trip over agent':>26}",
+    ]
+    for key, label in LABELS.items():
+        values = results[key]
+        median = statistics.median(values)
+        extra = (1 / median - 1 / base) * 1e6
+        lines.append(
+            f"{label:<11} {median:>14,.0f} {min(values):>8,.0f}-{max(values):<8,.0f} {extra:>26.0f}"
+        )
+    return lines
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reads", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args()
+    reads, repeats = (50, 1) if args.quick else (args.reads, args.repeats)
+    print("\n".join(trio.run(main, reads, repeats)))
