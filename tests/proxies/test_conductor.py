@@ -200,3 +200,48 @@ async def test_an_error_of_the_successor_comes_back_unchanged() -> None:
                 await agent.prompt_text(session, "fail -32042 made up")
     assert caught.value.code == -32042
     assert caught.value.message == "made up"
+
+
+EXAMPLES = ROOT / "examples" / "proxies"
+CONTEXT = [sys.executable, str(EXAMPLES / "context_proxy.py"), "--context", "CTX"]
+POLICY = [sys.executable, str(EXAMPLES / "policy_proxy.py"), "--reject", "edit"]
+ECHO_ALL = [sys.executable, str(Path(__file__).with_name("echo_all_agent.py"))]
+
+
+async def test_a_typed_proxy_changes_the_prompt_and_passes_the_rest() -> None:
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with chain_of([CONTEXT, PROXY, ECHO_ALL], client) as agent:
+            await agent.initialize(client.initialize_request())
+            session = (await agent.new_session("/")).session_id
+            reply = await agent.prompt_text(session, "hello")
+    assert reply.stop_reason == "end_turn"
+    assert client.texts(session) == ["hello | CTX"]
+
+
+@pytest.mark.parametrize("refused", [True, False])
+async def test_a_typed_proxy_answers_by_policy_or_asks_the_client(refused: bool) -> None:
+    # The scenario's `permission` names no tool kind ("other").
+    policy = [*POLICY[:-1], "other" if refused else "delete"]
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with chain_of([policy, list(SCENARIO_AGENT_COMMAND)], client) as agent:
+            await agent.initialize(client.initialize_request())
+            session = (await agent.new_session("/")).session_id
+            if refused:
+                reply = await agent.prompt_text(session, "permission")
+                assert reply.stop_reason == "end_turn"
+                assert client.texts(session) == ["permission: selected reject"]
+                assert client.received("session/request_permission") == []
+                return
+            replies: list[Any] = []
+
+            async def ask() -> None:
+                replies.append(await agent.prompt_text(session, "permission"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask)
+                # Passed on: the client is asked (and holds it until the cancel).
+                await client.wait_for_requests("session/request_permission")
+                await agent.cancel(session)
+    assert replies[0].stop_reason == "cancelled"

@@ -1,0 +1,242 @@
+"""Proxy chains (proxy-chains RFD, Draft): :class:`Proxy`, :func:`run_proxy`,
+:func:`serve_proxy`, and the conductor, :func:`serve_conductor`
+(``python -m acp_trio conduct``).
+
+A proxy sits between a client and its successor (the next proxy, or the
+agent), talking only to the conductor on its stdio. Messages from the client
+side arrive as they are; messages for the successor go out wrapped in
+``proxy/successor``, and the successor's messages come back wrapped the same
+way. :class:`Proxy` hides the envelope: override the typed method you want to
+change, with the same name as on :class:`~acp_trio.Agent` (what the client
+asks) or :class:`~acp_trio.Client` (what the agent asks); everything else is
+passed on unchanged, typed or not.
+
+``self.successor`` calls the successor with the agent proxy's methods (both
+call forms), ``self.client`` calls the client side with the client proxy's.
+Each is a nested call in the handler's scope: cancelling the incoming request
+cancels it, on its own hop, with its own ``$/cancel_request``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from acp_trio._conductor import serve_conductor
+from acp_trio._connection import Connection, ConnectionConfig, Handler, serve_connection
+from acp_trio._exceptions import RequestError
+from acp_trio._framed import FramedStream
+from acp_trio._requests import RequestContext
+from acp_trio._transports import open_stdio_stream
+from acp_trio.schema import METHODS, SchemaConverter, SchemaValidationError, converter
+from acp_trio.schema._generated_proxies import (
+    AGENT_METHOD_NAMES,
+    CLIENT_METHOD_NAMES,
+    AgentProxyMethods,
+    ClientProxyMethods,
+)
+
+__all__ = [
+    "PredecessorProxy",
+    "Proxy",
+    "SuccessorProxy",
+    "run_proxy",
+    "serve_conductor",
+    "serve_proxy",
+]
+
+SUCCESSOR = "proxy/successor"
+PROXY_INITIALIZE = "proxy/initialize"
+
+
+class _Side:
+    """Typed calls to one side of the proxy, over the conductor."""
+
+    def __init__(self, proxy: Proxy, wrap: bool) -> None:
+        self._proxy = proxy
+        self._wrap = wrap
+
+    async def _request(self, method: str, params: Any, result_type: Any) -> Any:
+        raw = await self._proxy.forward_request(
+            method, self._proxy.converter.unstructure(params), to_successor=self._wrap
+        )
+        try:
+            return self._proxy.converter.structure({} if raw is None else raw, result_type)
+        except SchemaValidationError as exc:
+            raise RequestError(-32603, f"invalid result for {method}: {exc}") from None
+
+    async def _notify(self, method: str, params: Any) -> None:
+        await self._proxy.forward_notification(
+            method, self._proxy.converter.unstructure(params), to_successor=self._wrap
+        )
+
+
+class SuccessorProxy(AgentProxyMethods, _Side):
+    """What a proxy can ask of its successor: every agent method, in both
+    call forms, sent inside ``proxy/successor``. Made by the SDK."""
+
+
+class PredecessorProxy(ClientProxyMethods, _Side):
+    """What a proxy can ask of the client side: every client method, in
+    both call forms. Made by the SDK."""
+
+
+class Proxy:
+    """Base class of a chain proxy: override the typed methods you change.
+
+    The names are those of :class:`~acp_trio.Agent` for the client's
+    messages (``prompt``, ``new_session``, ``cancel``, ...) and of
+    :class:`~acp_trio.Client` for the agent's (``request_permission``,
+    ``session_update``, ``read_text_file``, ...); each takes the typed
+    params and returns the typed result. Not overridden, a message is
+    passed on unchanged (its JSON untouched). ``initialize`` arrives as
+    ``proxy/initialize`` and goes on as ``initialize``, as the RFD asks.
+    :meth:`client_message` and :meth:`successor_message` see every message
+    at the JSON level, before the typed methods.
+    """
+
+    converter: SchemaConverter = converter
+
+    def __init__(self) -> None:
+        self.connection: Connection | None = None
+        self._ready = trio.Event()
+        self.successor = SuccessorProxy(self, wrap=True)
+        self.client = PredecessorProxy(self, wrap=False)
+
+    # -- the JSON level
+
+    async def forward_request(self, method: str, params: Any, *, to_successor: bool) -> Any:
+        """Send a request on, as JSON, and return its result; the other
+        side's error comes back unchanged. Raises :class:`RequestError`, or
+        :class:`ConnectionClosed` if the conductor is gone; cancelling the
+        caller cancels the request on this hop (``$/cancel_request``)."""
+        conn = await self._connection()
+        if to_successor:
+            method, params = SUCCESSOR, _envelope(method, params)
+        try:
+            return await conn.call(method, params)
+        except RequestError as exc:
+            raise exc.passed_on() from None
+
+    async def forward_notification(self, method: str, params: Any, *, to_successor: bool) -> None:
+        """Send a notification on, as JSON. Raises :class:`ConnectionClosed`
+        if the conductor is gone; cancelling the caller only stops it waiting
+        for room in the output queue."""
+        conn = await self._connection()
+        if to_successor:
+            method, params = SUCCESSOR, _envelope(method, params)
+        await conn.notify(method, params)
+
+    async def client_message(self, method: str, params: Any, is_request: bool) -> Any:
+        """A message of the client side, bound for the successor. The default
+        calls the typed method if this class overrides it, else passes the
+        message on. Raises :class:`RequestError` to answer a request with
+        an error; cancellation as for :meth:`forward_request`."""
+        name = AGENT_METHOD_NAMES.get(method)
+        if name is not None and _overrides(self, name):
+            return await self._typed(name, method, params, is_request)
+        if is_request:
+            return await self.forward_request(method, params, to_successor=True)
+        await self.forward_notification(method, params, to_successor=True)
+        return None
+
+    async def successor_message(self, method: str, params: Any, is_request: bool) -> Any:
+        """A message of the successor, bound for the client side; as
+        :meth:`client_message`, with the :class:`~acp_trio.Client` names."""
+        name = CLIENT_METHOD_NAMES.get(method)
+        if name is not None and _overrides(self, name):
+            return await self._typed(name, method, params, is_request)
+        if is_request:
+            return await self.forward_request(method, params, to_successor=False)
+        await self.forward_notification(method, params, to_successor=False)
+        return None
+
+    async def _typed(self, name: str, method: str, params: Any, is_request: bool) -> Any:
+        info = METHODS[method]
+        try:
+            typed = self.converter.structure(params, info.params)
+        except SchemaValidationError as exc:
+            raise RequestError.invalid_params({"errors": exc.errors}) from None
+        result = await getattr(self, name)(typed)
+        return self.converter.unstructure(result) if is_request else None
+
+    async def _connection(self) -> Connection:
+        # Messages can be read before serve_proxy has recorded the connection.
+        await self._ready.wait()
+        assert self.connection is not None
+        return self.connection
+
+
+def _overrides(proxy: Proxy, name: str) -> bool:
+    method = getattr(type(proxy), name, None)
+    return method is not None and getattr(Proxy, name, None) is not method
+
+
+def _envelope(method: str, params: Any) -> dict[str, Any]:
+    envelope: dict[str, Any] = {"method": method}
+    if params is not None:
+        envelope["params"] = params
+    return envelope
+
+
+def _unwrap(params: Any) -> tuple[str, Any]:
+    if not isinstance(params, dict) or not isinstance(params.get("method"), str):
+        raise RequestError.invalid_params(
+            {"reason": "proxy/successor takes {method: string, params?, _meta?}"}
+        )
+    return params["method"], params.get("params")
+
+
+class _ProxyHandler(Handler):
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == SUCCESSOR:
+            inner, inner_params = _unwrap(params)
+            return await self.proxy.successor_message(inner, inner_params, True)
+        if method == PROXY_INITIALIZE:
+            method = "initialize"
+        return await self.proxy.client_message(method, params, True)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        if method == SUCCESSOR:
+            try:
+                inner, inner_params = _unwrap(params)
+            except RequestError:
+                return
+            await self.proxy.successor_message(inner, inner_params, False)
+            return
+        await self.proxy.client_message(method, params, False)
+
+
+async def serve_proxy(
+    proxy: Proxy,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``proxy`` on ``stream`` (its connection to the conductor) until
+    the connection closes; reports the connection through ``task_status``.
+    Raises ``RuntimeError`` if the proxy already serves a connection;
+    cancelling the caller closes the connection (running requests answered
+    ``-32800``)."""
+    if proxy.connection is not None:
+        raise RuntimeError("this proxy already serves a connection")
+
+    async def run(task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED) -> None:
+        await serve_connection(stream, _ProxyHandler(proxy), config=config, task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        proxy.connection = await nursery.start(run)
+        proxy._ready.set()
+        task_status.started(proxy.connection)
+
+
+async def run_proxy(proxy: Proxy, *, config: ConnectionConfig | None = None) -> None:
+    """Serve ``proxy`` on this process's stdin and stdout (as the conductor
+    spawns it) until they close. Cancelling the caller closes the connection."""
+    async with open_stdio_stream() as stream:
+        await serve_proxy(proxy, stream, config=config)

@@ -1,0 +1,97 @@
+"""``acp_trio.proxy.Proxy`` over memory streams, the test playing the
+conductor: the envelope both ways, typed overrides, bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import acp_trio
+from acp_trio import schema
+from acp_trio.proxy import Proxy, serve_proxy
+
+
+class Conductor(acp_trio.Handler):
+    """Answers what the proxy sends: records it, echoes the envelope back."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+        self.seen.append((method, params))
+        if method == "proxy/successor" and params["method"] == "initialize":
+            return {"protocolVersion": 1}
+        if method == "proxy/successor" and params["method"] == "session/prompt":
+            return {"stopReason": "end_turn"}
+        if method == "session/request_permission":
+            return {"outcome": {"outcome": "cancelled"}}
+        raise acp_trio.RequestError(-32042, "from the successor", {"x": 1})
+
+
+class Shouting(Proxy):
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        text = schema.TextContent(text="LOUD")
+        return await self.successor.prompt(params.session_id, [*params.prompt, text])
+
+
+async def run_with(proxy: Proxy, conductor: Conductor, body: Any) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_proxy, proxy, right)
+            async with acp_trio.open_connection(left, conductor) as conn:
+                await body(conn)
+            nursery.cancel_scope.cancel()
+
+
+async def test_messages_pass_through_the_envelope_both_ways() -> None:
+    conductor = Conductor()
+
+    async def body(conn: acp_trio.Connection) -> None:
+        assert await conn.call("proxy/initialize", {"protocolVersion": 1}) == {"protocolVersion": 1}
+        prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+        assert await conn.call("session/prompt", prompt) == {"stopReason": "end_turn"}
+        # The successor's request comes wrapped, goes to the client side plain.
+        asked = {"method": "session/request_permission", "params": {"sessionId": "s"}}
+        assert await conn.call("proxy/successor", asked) == {"outcome": {"outcome": "cancelled"}}
+        # An error comes back unchanged.
+        with pytest.raises(acp_trio.RequestError) as caught:
+            await conn.call("session/new", {"cwd": "/", "mcpServers": []})
+        assert (caught.value.code, caught.value.data) == (-32042, {"x": 1})
+        with pytest.raises(acp_trio.RequestError) as bad:
+            await conn.call("proxy/successor", {"params": {}})
+        assert bad.value.code == -32602
+
+    await run_with(Shouting(), conductor, body)
+    methods = [(m, p.get("method")) for m, p in conductor.seen]
+    assert methods == [
+        ("proxy/successor", "initialize"),
+        ("proxy/successor", "session/prompt"),
+        ("session/request_permission", None),
+        ("proxy/successor", "session/new"),
+    ]
+    sent_prompt = conductor.seen[1][1]["params"]["prompt"]
+    assert [b["text"] for b in sent_prompt] == ["hi", "LOUD"]
+
+
+async def test_ill_typed_params_of_an_overridden_method_get_invalid_params() -> None:
+    async def body(conn: acp_trio.Connection) -> None:
+        with pytest.raises(acp_trio.RequestError) as caught:
+            await conn.call("session/prompt", {"sessionId": 3})
+        assert caught.value.code == -32602
+
+    await run_with(Shouting(), Conductor(), body)
+
+
+async def test_a_proxy_serves_one_connection() -> None:
+    proxy = Proxy()
+    left, _right = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_proxy, proxy, left)
+            with pytest.raises(RuntimeError, match="already serves"):
+                await serve_proxy(proxy, left)
+            nursery.cancel_scope.cancel()
