@@ -1,6 +1,8 @@
 """``examples/editor_client.py`` driving ``examples/coding_agent.py``, both
 as processes: the answer typed on stdin decides, and Ctrl-C (SIGINT)
-during a turn cancels it."""
+during a turn cancels it. The same tests run the same client written with
+the official Python SDK (``benchmarks/peers/official_editor_client.py``)
+under ``.venv-bench``, skipped where that is not installed."""
 
 from __future__ import annotations
 
@@ -9,16 +11,49 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+CLIENTS = {
+    "acp_trio": [sys.executable, str(EXAMPLES / "editor_client.py")],
+    # The same client written with the official Python SDK, for comparison.
+    "official": [
+        str(BENCH_PYTHON),
+        str(ROOT / "benchmarks" / "peers" / "official_editor_client.py"),
+    ],
+}
+
+
+def have_official_sdk() -> bool:
+    if not BENCH_PYTHON.exists():
+        return False
+    probe = subprocess.run(
+        [str(BENCH_PYTHON), "-c", "import acp"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+WHICH = pytest.mark.parametrize(
+    "which",
+    [
+        "acp_trio",
+        pytest.param(
+            "official",
+            marks=pytest.mark.skipif(
+                not have_official_sdk(), reason=".venv-bench with agent-client-protocol missing"
+            ),
+        ),
+    ],
+)
 LIMIT = 60  # real seconds: three processes
 
 
-def command(root: Path, *extra: str) -> list[str]:
+def command(root: Path, *extra: str, which: str = "acp_trio") -> list[str]:
     return [
-        sys.executable,
-        str(EXAMPLES / "editor_client.py"),
+        *CLIENTS[which],
         "--root",
         str(root),
         "--prompt",
@@ -30,12 +65,16 @@ def command(root: Path, *extra: str) -> list[str]:
     ]
 
 
-async def test_the_answer_on_stdin_decides(tmp_path: Path) -> None:
+@WHICH
+async def test_the_answer_on_stdin_decides(tmp_path: Path, which: str) -> None:
     for answer, expected in (("y\n", "print('hi')\n"), ("n\n", "prnt('hi')\n")):
         (tmp_path / "main.py").write_text("prnt('hi')\n")
         with trio.fail_after(LIMIT):
             done = await trio.run_process(
-                command(tmp_path), stdin=answer.encode(), capture_stdout=True, capture_stderr=True
+                command(tmp_path, which=which),
+                stdin=answer.encode(),
+                capture_stdout=True,
+                capture_stderr=True,
             )
         out = done.stdout.decode()
         assert "allow 'Fix main.py'? [y/N]" in out
@@ -45,11 +84,12 @@ async def test_the_answer_on_stdin_decides(tmp_path: Path) -> None:
         assert f"tool call 'Fix main.py': {final}" in out
 
 
-async def test_ctrl_c_cancels_the_turn(tmp_path: Path) -> None:
+@WHICH
+async def test_ctrl_c_cancels_the_turn(tmp_path: Path, which: str) -> None:
     (tmp_path / "main.py").write_text("prnt('hi')\n")
     with trio.fail_after(LIMIT):
         process = await trio.lowlevel.open_process(
-            command(tmp_path),
+            command(tmp_path, which=which),
             stdin=subprocess.PIPE,  # never answered: the turn waits for the user
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
