@@ -109,3 +109,26 @@ async def test_ctrl_c_cancels_the_turn(tmp_path: Path, which: str) -> None:
     assert "stop reason: cancelled" in out
     assert "tool call 'Fix main.py': failed" in out
     assert (tmp_path / "main.py").read_text() == "prnt('hi')\n"
+
+
+@WHICH
+async def test_writes_outside_the_root_are_refused(tmp_path: Path, which: str) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)  # a way out through a symlink
+    prompts = [f"write 1 {root / 'inside.txt'} 8", f"write 1 {root / 'link' / 'x.txt'} 8"]
+    client = [*CLIENTS[which], "--root", str(root)]
+    for prompt in prompts:
+        client += ["--prompt", prompt]
+    agent = [sys.executable, "-m", "acp_trio", "scenario-agent"]
+    with trio.fail_after(LIMIT):
+        done = await trio.run_process(
+            [*client, "--", *agent], capture_stdout=True, capture_stderr=True, check=False
+        )
+    # The first prompt wrote inside the root; the second was refused, which
+    # fails its turn (neither example client handles a failed turn).
+    assert (root / "inside.txt").read_text() == "x" * 8
+    assert list(outside.iterdir()) == []
+    assert done.returncode != 0
+    assert b"fs/write_text_file failed" in done.stderr
