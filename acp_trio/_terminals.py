@@ -270,9 +270,10 @@ class TerminalManager:
 
         Raises :class:`~acp_trio.RequestError`: ``-32602`` when ``approve``
         did not return ``True``, for a missing program or working directory, or
-        past ``max_terminals``. Cancelled while ``approve`` runs, nothing is
-        started; the start itself is shielded, and a cancel that came meanwhile
-        kills the new process again before ``trio.Cancelled`` propagates.
+        past ``max_terminals``; ``-32603`` once the manager is closed.
+        Cancelled while ``approve`` runs, nothing is started; the start itself
+        is shielded, and a cancel that came meanwhile kills the new process
+        again before ``trio.Cancelled`` propagates.
         """
         argv, env, cwd, limit = self._prepare(params)
         allowed = await self._approve(params)
