@@ -2,10 +2,11 @@
 (``agent-client-protocol`` 0.12.1, module ``acp``, asyncio + pydantic) and
 its ``acp.contrib.SessionAccumulator``, doing the same for its user: for
 the line counts in the README (``tools/count_lines.py``) and to run the same
-tests against (``tests/examples/test_editor_client.py``). Run it with the
-``.venv-bench`` interpreter::
+tests against (``tests/examples/test_editor_client.py``). Run it where
+``agent-client-protocol`` is installed (``.venv``'s test extra or
+``.venv-bench``)::
 
-    .venv-bench/bin/python benchmarks/peers/official_editor_client.py \\
+    .venv/bin/python benchmarks/peers/official_editor_client.py \\
         --root DIR --prompt "fix DIR/main.py" -- AGENT_CMD...
 
 What the kit does for the acp_trio version is written out here: the

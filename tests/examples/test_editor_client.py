@@ -1,11 +1,12 @@
 """``examples/editor_client.py`` driving ``examples/coding_agent.py``, both
 as processes: the answer typed on stdin decides, and Ctrl-C (SIGINT)
 during a turn cancels it. The same tests run the same client written with
-the official Python SDK (``benchmarks/peers/official_editor_client.py``)
-under ``.venv-bench``, skipped where that is not installed."""
+the official Python SDK (``benchmarks/peers/official_editor_client.py``),
+skipped where ``agent-client-protocol`` is not installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import subprocess
 import sys
@@ -16,35 +17,20 @@ import trio
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 CLIENTS = {
     "acp_trio": [sys.executable, str(EXAMPLES / "editor_client.py")],
     # The same client written with the official Python SDK, for comparison.
-    "official": [
-        str(BENCH_PYTHON),
-        str(ROOT / "benchmarks" / "peers" / "official_editor_client.py"),
-    ],
+    "official": [sys.executable, str(ROOT / "benchmarks" / "peers" / "official_editor_client.py")],
 }
-
-
-def have_official_sdk() -> bool:
-    if not BENCH_PYTHON.exists():
-        return False
-    probe = subprocess.run(
-        [str(BENCH_PYTHON), "-c", "import acp"], capture_output=True, check=False
-    )
-    return probe.returncode == 0
-
-
+# The test extra installs it (so does .venv-bench); skipped where it is absent.
+HAVE_OFFICIAL_SDK = importlib.util.find_spec("acp") is not None
 WHICH = pytest.mark.parametrize(
     "which",
     [
         "acp_trio",
         pytest.param(
             "official",
-            marks=pytest.mark.skipif(
-                not have_official_sdk(), reason=".venv-bench with agent-client-protocol missing"
-            ),
+            marks=pytest.mark.skipif(not HAVE_OFFICIAL_SDK, reason="agent-client-protocol missing"),
         ),
     ],
 )
