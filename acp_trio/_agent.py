@@ -37,7 +37,7 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import attrs
 import trio
@@ -49,6 +49,7 @@ from acp_trio._dispatch import (
     Route,
     SessionScopes,
     TypedHandler,
+    adopt_hook_docs,
     implemented,
     one_connection,
 )
@@ -72,19 +73,17 @@ from acp_trio.schema import (
     ClientCapabilities,
     CloseSessionRequest,
     CloseSessionResponse,
-    CompleteElicitationNotification,
     CreateElicitationRequest,
     CreateElicitationResponse,
-    CreateTerminalRequest,
-    CreateTerminalResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
+    ElicitationFormMode,
+    ElicitationSchema,
+    ElicitationScope,
     ElicitationUrlMode,
     Implementation,
     InitializeRequest,
     InitializeResponse,
-    KillTerminalRequest,
-    KillTerminalResponse,
     ListSessionsRequest,
     ListSessionsResponse,
     LoadSessionRequest,
@@ -97,12 +96,6 @@ from acp_trio.schema import (
     PermissionOption,
     PromptRequest,
     PromptResponse,
-    ReadTextFileRequest,
-    ReadTextFileResponse,
-    ReleaseTerminalRequest,
-    ReleaseTerminalResponse,
-    RequestPermissionRequest,
-    RequestPermissionResponse,
     ResumeSessionRequest,
     ResumeSessionResponse,
     SchemaConverter,
@@ -111,49 +104,35 @@ from acp_trio.schema import (
     SessionListCapabilities,
     SessionNotification,
     SessionResumeCapabilities,
-    SessionUpdate,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
     SetSessionModeRequest,
     SetSessionModeResponse,
-    TerminalOutputRequest,
-    TerminalOutputResponse,
     TextContent,
     ToolCallContent,
     ToolCallLocation,
     ToolCallUpdate,
-    WaitForTerminalExitRequest,
-    WaitForTerminalExitResponse,
-    WriteTextFileRequest,
-    WriteTextFileResponse,
     converter,
 )
+from acp_trio.schema._generated_proxies import AGENT_METHOD_NAMES, ClientProxyMethods
 from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
 
 __all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
 
 #: Wire name -> :class:`Agent` method name, for every method an agent handles.
-AGENT_METHODS: Final[dict[str, str]] = {
-    "initialize": "initialize",
-    "authenticate": "authenticate",
-    "logout": "logout",
-    "session/new": "new_session",
-    "session/load": "load_session",
-    "session/list": "list_sessions",
-    "session/resume": "resume_session",
-    "session/close": "close_session",
-    "session/delete": "delete_session",
-    "session/set_mode": "set_session_mode",
-    "session/set_config_option": "set_session_config_option",
-    "session/prompt": "prompt",
-    "session/cancel": "cancel",
-}
+AGENT_METHODS: Final[dict[str, str]] = dict(AGENT_METHOD_NAMES)
 
 
-class ClientProxy(Peer):
+@adopt_hook_docs
+class ClientProxy(ClientProxyMethods, Peer):
     """What an agent can ask of its client. Made by the SDK.
 
-    :attr:`capabilities` are the client's, as sent in ``initialize``.
+    :attr:`capabilities` are the client's, as sent in ``initialize``. Every
+    client method takes its request object or its fields:
+    ``await client.read_text_file(session_id, path, line=10)`` is
+    ``await client.read_text_file(ReadTextFileRequest(...))``. A method the
+    client did not advertise the capability of raises
+    :class:`CapabilityError` and sends nothing.
     """
 
     def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
@@ -171,19 +150,6 @@ class ClientProxy(Peer):
 
     def _caps(self) -> ClientCapabilities:
         return self.capabilities or ClientCapabilities()
-
-    async def session_update(
-        self, session_id: str | SessionNotification, update: SessionUpdate | None = None
-    ) -> None:
-        """Send a ``session/update``: ``session_update(session_id, update)``
-        or ``session_update(SessionNotification(...))``."""
-        if isinstance(session_id, SessionNotification):
-            params = session_id
-        elif update is None:
-            raise TypeError("session_update(session_id, update) needs an update")
-        else:
-            params = SessionNotification(session_id=session_id, update=update)
-        await self.connection.notify("session/update", self.converter.unstructure(params))
 
     def tool_call(
         self,
@@ -278,66 +244,82 @@ class ClientProxy(Peer):
             "session/update", SessionNotification(session_id=session_id, update=chunk)
         )
 
-    async def request_permission(
-        self, params: RequestPermissionRequest
-    ) -> RequestPermissionResponse:
-        result: RequestPermissionResponse = await self._request(
-            "session/request_permission", params, RequestPermissionResponse
-        )
-        return result
+    async def _request(self, method: str, params: Any, result_type: Any) -> Any:
+        # Every typed request passes here: refuse, sending nothing, one the
+        # client did not advertise the capability of.
+        needs = _CLIENT_NEEDS.get(method)
+        if needs is not None:
+            advertised, what = needs
+            self._require(advertised(self._caps()), what, method)
+        return await super()._request(method, params, result_type)
 
-    async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
-        self._require(self._caps().fs.read_text_file, "fs.readTextFile", "fs/read_text_file")
-        result: ReadTextFileResponse = await self._request(
-            "fs/read_text_file", params, ReadTextFileResponse
-        )
-        return result
-
-    async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
-        self._require(self._caps().fs.write_text_file, "fs.writeTextFile", "fs/write_text_file")
-        result: WriteTextFileResponse = await self._request(
-            "fs/write_text_file", params, WriteTextFileResponse
-        )
-        return result
-
-    async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
-        self._require(self._caps().terminal, "terminal", "terminal/create")
-        result: CreateTerminalResponse = await self._request(
-            "terminal/create", params, CreateTerminalResponse
-        )
-        return result
-
-    async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
-        self._require(self._caps().terminal, "terminal", "terminal/output")
-        result: TerminalOutputResponse = await self._request(
-            "terminal/output", params, TerminalOutputResponse
-        )
-        return result
-
-    async def wait_for_terminal_exit(
-        self, params: WaitForTerminalExitRequest
-    ) -> WaitForTerminalExitResponse:
-        self._require(self._caps().terminal, "terminal", "terminal/wait_for_exit")
-        result: WaitForTerminalExitResponse = await self._request(
-            "terminal/wait_for_exit", params, WaitForTerminalExitResponse
-        )
-        return result
-
-    async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse:
-        self._require(self._caps().terminal, "terminal", "terminal/kill")
-        result: KillTerminalResponse = await self._request(
-            "terminal/kill", params, KillTerminalResponse
-        )
-        return result
-
-    async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
-        self._require(self._caps().terminal, "terminal", "terminal/release")
-        result: ReleaseTerminalResponse = await self._request(
-            "terminal/release", params, ReleaseTerminalResponse
-        )
-        return result
-
+    @overload
     async def create_elicitation(
+        self, params: CreateElicitationRequest, /
+    ) -> CreateElicitationResponse: ...
+    @overload
+    async def create_elicitation(
+        self,
+        message: str,
+        scope: ElicitationScope,
+        *,
+        requested_schema: ElicitationSchema,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse: ...
+    @overload
+    async def create_elicitation(
+        self,
+        message: str,
+        scope: ElicitationScope,
+        *,
+        url: str,
+        elicitation_id: str,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse: ...
+    async def create_elicitation(
+        self,
+        message: CreateElicitationRequest | str,
+        scope: ElicitationScope | None = None,
+        *,
+        requested_schema: ElicitationSchema | None = None,
+        url: str | None = None,
+        elicitation_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> CreateElicitationResponse:
+        """Send ``elicitation/create``: pass a :class:`CreateElicitationRequest`
+        variant, or ``message, scope`` with ``requested_schema=`` (a form) or
+        ``url=`` and ``elicitation_id=`` (a URL to open). Raises
+        :class:`CapabilityError` (nothing sent) unless the client advertised
+        that mode, ``TypeError`` for arguments that do not fit,
+        :class:`RequestError` if the client answers an error; cancelling the
+        caller sends ``$/cancel_request`` for it."""
+        fields = (scope, requested_schema, url, elicitation_id, meta)
+        if not isinstance(message, str):
+            if any(field is not None for field in fields):
+                raise TypeError("create_elicitation() takes a request or its fields, not both")
+            return await self._send_create_elicitation(message)
+        if scope is None:
+            raise TypeError("create_elicitation() missing 'scope'")
+        params: CreateElicitationRequest
+        if url is not None or elicitation_id is not None:
+            if url is None or elicitation_id is None or requested_schema is not None:
+                raise TypeError(
+                    "create_elicitation(): a URL elicitation takes url and elicitation_id"
+                )
+            params = ElicitationUrlMode(
+                message=message, scope=scope, url=url, elicitation_id=elicitation_id, meta=meta
+            )
+        elif requested_schema is not None:
+            params = ElicitationFormMode(
+                message=message, scope=scope, requested_schema=requested_schema, meta=meta
+            )
+        else:
+            raise TypeError(
+                "create_elicitation() needs requested_schema= or url= and elicitation_id="
+            )
+        return await self._send_create_elicitation(params)
+
+    async def _send_create_elicitation(
         self, params: CreateElicitationRequest
     ) -> CreateElicitationResponse:
         elicitation = self._caps().elicitation
@@ -359,8 +341,23 @@ class ClientProxy(Peer):
         )
         return result
 
-    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
-        await self._notify("elicitation/complete", params)
+
+#: Wire name -> (does the client advertise it, the capability's name), for
+#: the client methods that need a capability.
+_CLIENT_NEEDS: Final[Mapping[str, tuple[Callable[[ClientCapabilities], bool], str]]] = {
+    "fs/read_text_file": (lambda caps: caps.fs.read_text_file, "fs.readTextFile"),
+    "fs/write_text_file": (lambda caps: caps.fs.write_text_file, "fs.writeTextFile"),
+    **{
+        method: (lambda caps: caps.terminal, "terminal")
+        for method in (
+            "terminal/create",
+            "terminal/output",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release",
+        )
+    },
+}
 
 
 def _not_found(method: str) -> RequestError:

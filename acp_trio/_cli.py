@@ -9,6 +9,8 @@
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
 - ``scenario-agent``: serves the reference scenario agent on stdio.
+- ``conduct -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
+  proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 """
 
 from __future__ import annotations
@@ -115,6 +117,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "busy for a moment (default: wait_for_cancel)",
     )
     check.add_argument(
+        "--hold-prompt",
+        metavar="TEXT",
+        help="for agents without the scenario vocabulary: a prompt on which the agent sends "
+        "the client a request (permission, file, terminal); the checker holds it unanswered "
+        "and runs session-cancel and the cancellation checks (but deadline) on that turn",
+    )
+    check.add_argument(
         "--permissions",
         choices=("allow", "reject", "cancel"),
         default="allow",
@@ -151,7 +160,22 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     trace.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
+    conduct = sub.add_parser(
+        "conduct",
+        help="serve a chain of proxies and an agent as one agent on stdio",
+        description="Spawn each component (proxies first, the agent last; each command "
+        "after its own --) and serve the chain as one agent on stdio: proxy/initialize to "
+        "each component with a successor, proxy/successor routed hop by hop, each hop's "
+        "requests cancelled on its own connection. Ends when the client closes stdin or a "
+        "component exits; no process is left behind.",
+    )
+    conduct.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="-- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...",
+    )
     return parser, {
+        "conduct": conduct,
         "check-agent": check,
         "check-client": client,
         "trace": trace,
@@ -295,6 +319,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         timeout=args.timeout,
         schema=args.schema,
         cancel_prompt=args.cancel_prompt,
+        hold_prompt=args.hold_prompt,
         strict=args.strict,
         require=require,
         allow_skips=args.allow_skips,
@@ -308,6 +333,28 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     else:
         print(report.format_table())
     return report.exit_code
+
+
+def _conduct(parser: argparse.ArgumentParser, words: list[str]) -> int:
+    components: list[list[str]] = []
+    for word in words:
+        if word == "--":
+            components.append([])
+        elif not components:
+            parser.error("give each component's command after its own --")
+        else:
+            components[-1].append(word)
+    if not components or any(not command for command in components):
+        parser.error("give each component's command after its own -- (the agent last)")
+    from acp_trio._conductor import serve_conductor
+    from acp_trio._transports import open_stdio_stream
+
+    async def run() -> None:
+        async with open_stdio_stream() as stream:
+            await serve_conductor(stream, components)
+
+    trio.run(run)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -328,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             tools["trace"].error(f"cannot open the log {args.log}: {exc}")
         with log:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
+    if args.tool == "conduct":
+        return _conduct(tools["conduct"], args.command)
     from acp_trio.testing import run_scenario_agent
 
     trio.run(run_scenario_agent)

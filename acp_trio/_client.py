@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, overload
 
 import attrs
 import trio
@@ -47,6 +47,7 @@ from acp_trio._dispatch import (
     Route,
     SessionScopes,
     TypedHandler,
+    adopt_hook_docs,
     implemented,
     one_connection,
 )
@@ -66,8 +67,6 @@ from acp_trio.schema import (
     METHODS,
     PROTOCOL_VERSION,
     AgentCapabilities,
-    AuthenticateRequest,
-    AuthenticateResponse,
     AuthMethod,
     CancelNotification,
     ClientCapabilities,
@@ -89,12 +88,8 @@ from acp_trio.schema import (
     InitializeResponse,
     KillTerminalRequest,
     KillTerminalResponse,
-    ListSessionsRequest,
-    ListSessionsResponse,
     LoadSessionRequest,
     LoadSessionResponse,
-    LogoutRequest,
-    LogoutResponse,
     NewSessionRequest,
     NewSessionResponse,
     PromptRequest,
@@ -111,9 +106,9 @@ from acp_trio.schema import (
     SchemaConverter,
     SessionNotification,
     SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestValueId,
     SetSessionConfigOptionResponse,
-    SetSessionModeRequest,
-    SetSessionModeResponse,
     TerminalOutputRequest,
     TerminalOutputResponse,
     TextContent,
@@ -123,22 +118,31 @@ from acp_trio.schema import (
     WriteTextFileResponse,
     converter,
 )
+from acp_trio.schema._generated_proxies import CLIENT_METHOD_NAMES, AgentProxyMethods
 
 __all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "connect_to_agent", "open_client"]
 
 #: Wire name -> :class:`Client` method name, for every method a client handles.
-CLIENT_METHODS: Final[dict[str, str]] = {
-    "session/update": "session_update",
-    "session/request_permission": "request_permission",
-    "fs/read_text_file": "read_text_file",
-    "fs/write_text_file": "write_text_file",
-    "terminal/create": "create_terminal",
-    "terminal/output": "terminal_output",
-    "terminal/wait_for_exit": "wait_for_terminal_exit",
-    "terminal/kill": "kill_terminal",
-    "terminal/release": "release_terminal",
-    "elicitation/create": "create_elicitation",
-    "elicitation/complete": "complete_elicitation",
+CLIENT_METHODS: Final[dict[str, str]] = dict(CLIENT_METHOD_NAMES)
+
+#: Wire name -> (does the agent advertise it, the capability's name), for
+#: the agent methods that need a capability (``session/load`` and
+#: ``session/resume`` are checked by their hooks, before the session is
+#: recorded).
+_AGENT_NEEDS: Final[Mapping[str, tuple[Callable[[AgentCapabilities], bool], str]]] = {
+    "logout": (lambda caps: caps.auth.logout is not None, "auth.logout"),
+    "session/list": (
+        lambda caps: caps.session_capabilities.list is not None,
+        "sessionCapabilities.list",
+    ),
+    "session/close": (
+        lambda caps: caps.session_capabilities.close is not None,
+        "sessionCapabilities.close",
+    ),
+    "session/delete": (
+        lambda caps: caps.session_capabilities.delete is not None,
+        "sessionCapabilities.delete",
+    ),
 }
 
 _CANCELLED = RequestPermissionResponse(outcome=RequestPermissionOutcomeCancelled())
@@ -416,11 +420,18 @@ class _ClientHandler(TypedHandler):
             scope.cancel()
 
 
-class AgentProxy(Peer):
+@adopt_hook_docs
+class AgentProxy(AgentProxyMethods, Peer):
     """What a client can ask of its agent. Made by the SDK.
 
     After :meth:`initialize`: :attr:`protocol_version`, :attr:`capabilities`,
-    :attr:`agent_info` and :attr:`auth_methods` describe the agent.
+    :attr:`agent_info` and :attr:`auth_methods` describe the agent. Every
+    agent method takes its request object or its fields:
+    ``await agent.new_session(cwd)`` is
+    ``await agent.new_session(NewSessionRequest(cwd=cwd, mcp_servers=[]))``.
+    Before :meth:`initialize`, any other method raises
+    :class:`LocalProtocolError`; one the agent did not advertise the
+    capability of raises :class:`CapabilityError`; neither sends anything.
     """
 
     def __init__(
@@ -446,7 +457,7 @@ class AgentProxy(Peer):
         #: The client capabilities sent in ``initialize``.
         self.client_capabilities: ClientCapabilities | None = None
 
-    async def initialize(self, params: InitializeRequest | None = None) -> InitializeResponse:
+    async def _send_initialize(self, params: InitializeRequest) -> InitializeResponse:
         """Negotiate: send our protocol version and capabilities; check the
         agent's answer. Raises :class:`UnsupportedProtocolVersion`.
 
@@ -461,8 +472,6 @@ class AgentProxy(Peer):
         (to advertise less, or only one elicitation mode). The capabilities
         sent are at :attr:`client_capabilities`.
         """
-        if params is None:
-            params = InitializeRequest(protocol_version=PROTOCOL_VERSION)
         if params.client_capabilities is _UNSET_CAPABILITIES:
             params = attrs.evolve(
                 params, client_capabilities=_implemented_capabilities(self._handler.client)
@@ -493,20 +502,16 @@ class AgentProxy(Peer):
                 peer="agent",
             )
 
-    async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse:
-        self._caps("authenticate")
-        result: AuthenticateResponse = await self._request(
-            "authenticate", params, AuthenticateResponse
-        )
-        return result
-
-    async def logout(self, params: LogoutRequest | None = None) -> LogoutResponse:
-        caps = self._caps("logout")
-        self._require(caps.auth.logout is not None, "auth.logout", "logout")
-        result: LogoutResponse = await self._request(
-            "logout", params or LogoutRequest(), LogoutResponse
-        )
-        return result
+    async def _request(self, method: str, params: Any, result_type: Any) -> Any:
+        # Every typed request but initialize passes here: refuse, sending
+        # nothing, before initialize, or one the agent did not advertise.
+        if method != "initialize":
+            caps = self._caps(method)
+            needs = _AGENT_NEEDS.get(method)
+            if needs is not None:
+                advertised, what = needs
+                self._require(advertised(caps), what, method)
+        return await super()._request(method, params, result_type)
 
     @property
     def known_sessions(self) -> frozenset[str]:
@@ -527,13 +532,13 @@ class AgentProxy(Peer):
             raise ValueError("early_update_limit must not be negative")
         self._early.limit = limit
 
-    async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
+    async def _send_new_session(self, params: NewSessionRequest) -> NewSessionResponse:
         """Create a session. ``session/update`` notifications the agent sends
         for it before its answer are not lost: they are delivered, in order,
         once this call has returned, as soon as the caller lets other tasks
         run (and before the result of any later call), so the application
         has recorded the session when they arrive."""
-        self._caps("session/new")
+        self._caps("session/new")  # before anything is recorded
         self._early.creating()
         try:
             result: NewSessionResponse = await self._request(
@@ -545,7 +550,7 @@ class AgentProxy(Peer):
         self._early.created(result.session_id)
         return result
 
-    async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
+    async def _send_load_session(self, params: LoadSessionRequest) -> LoadSessionResponse:
         self._require(self._caps("session/load").load_session, "loadSession", "session/load")
         named = self._early.naming(params.session_id)
         try:
@@ -558,17 +563,7 @@ class AgentProxy(Peer):
             raise
         return result
 
-    async def list_sessions(
-        self, params: ListSessionsRequest | None = None
-    ) -> ListSessionsResponse:
-        caps = self._caps("session/list").session_capabilities
-        self._require(caps.list is not None, "sessionCapabilities.list", "session/list")
-        result: ListSessionsResponse = await self._request(
-            "session/list", params or ListSessionsRequest(), ListSessionsResponse
-        )
-        return result
-
-    async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
+    async def _send_resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
         caps = self._caps("session/resume").session_capabilities
         self._require(caps.resume is not None, "sessionCapabilities.resume", "session/resume")
         named = self._early.naming(params.session_id)
@@ -582,41 +577,73 @@ class AgentProxy(Peer):
             raise
         return result
 
-    async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse:
-        caps = self._caps("session/close").session_capabilities
-        self._require(caps.close is not None, "sessionCapabilities.close", "session/close")
+    async def _send_close_session(self, params: CloseSessionRequest) -> CloseSessionResponse:
         result: CloseSessionResponse = await self._request(
             "session/close", params, CloseSessionResponse
         )
         self._early.forget(params.session_id)
         return result
 
-    async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse:
-        caps = self._caps("session/delete").session_capabilities
-        self._require(caps.delete is not None, "sessionCapabilities.delete", "session/delete")
+    async def _send_delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse:
         result: DeleteSessionResponse = await self._request(
             "session/delete", params, DeleteSessionResponse
         )
         self._early.forget(params.session_id)
         return result
 
-    async def set_session_mode(self, params: SetSessionModeRequest) -> SetSessionModeResponse:
-        self._caps("session/set_mode")
-        result: SetSessionModeResponse = await self._request(
-            "session/set_mode", params, SetSessionModeResponse
-        )
-        return result
-
+    @overload
     async def set_session_config_option(
-        self, params: SetSessionConfigOptionRequest
+        self, params: SetSessionConfigOptionRequest, /
+    ) -> SetSessionConfigOptionResponse: ...
+    @overload
+    async def set_session_config_option(
+        self,
+        session_id: str,
+        config_id: str,
+        value: bool | str,
+        *,
+        meta: dict[str, Any] | None = None,
+    ) -> SetSessionConfigOptionResponse: ...
+    async def set_session_config_option(
+        self,
+        session_id: SetSessionConfigOptionRequest | str,
+        config_id: str | None = None,
+        value: bool | str | None = None,
+        *,
+        meta: dict[str, Any] | None = None,
     ) -> SetSessionConfigOptionResponse:
-        self._caps("session/set_config_option")
-        result: SetSessionConfigOptionResponse = await self._request(
-            "session/set_config_option", params, SetSessionConfigOptionResponse
-        )
-        return result
+        """Send ``session/set_config_option``: pass a
+        :class:`SetSessionConfigOptionRequest` variant, or ``session_id,
+        config_id, value``: a ``bool`` value sets a boolean option, a ``str``
+        picks a value id. Raises ``TypeError`` for arguments that do not fit
+        (nothing is sent), :class:`RequestError` if the agent answers an
+        error; cancelling the caller sends ``$/cancel_request`` for it."""
+        params = session_id
+        if not isinstance(params, str):
+            if config_id is not None or value is not None or meta is not None:
+                raise TypeError(
+                    "set_session_config_option() takes a request or its fields, not both"
+                )
+            return await self._send_set_session_config_option(params)
+        if config_id is None or value is None:
+            raise TypeError("set_session_config_option() missing 'config_id' or 'value'")
+        request: SetSessionConfigOptionRequest
+        if isinstance(value, bool):
+            request = SetSessionConfigOptionRequestBoolean(
+                session_id=params, config_id=config_id, value=value, meta=meta
+            )
+        elif isinstance(value, str):
+            request = SetSessionConfigOptionRequestValueId(
+                session_id=params, config_id=config_id, value=value, meta=meta
+            )
+        else:
+            raise TypeError(
+                f"set_session_config_option(): value takes a bool or a str,"
+                f" not {type(value).__name__}"
+            )
+        return await self._send_set_session_config_option(request)
 
-    async def prompt(self, params: PromptRequest) -> PromptResponse:
+    async def _send_prompt(self, params: PromptRequest) -> PromptResponse:
         """Run one prompt turn; returns when the agent answers it.
 
         If the calling task is cancelled (a deadline, a cancelled scope, an
@@ -666,16 +693,11 @@ class AgentProxy(Peer):
             PromptRequest(session_id=session_id, prompt=[TextContent(text=text)])
         )
 
-    async def cancel(self, session_id: str | CancelNotification) -> None:
+    async def _send_cancel(self, params: CancelNotification) -> None:
         """Cancel the session's running turn (``session/cancel``), and answer
         its pending permission requests ``cancelled``. Does not wait for the
         turn to end (see :meth:`cancel_turn`). The notification is queued at
         once, never waiting for room in the output queue."""
-        params = (
-            session_id
-            if isinstance(session_id, CancelNotification)
-            else CancelNotification(session_id=session_id)
-        )
         await trio.lowlevel.checkpoint_if_cancelled()
         self.connection._check_open()
         self._cancel_now(params.session_id, params)

@@ -23,7 +23,9 @@ notifications over a connection.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -254,6 +256,34 @@ class TypedHandler(Handler):
         if intercept is not None and isinstance(params, dict):
             intercept(params)
         return False
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def adopt_hook_docs(cls: _C) -> _C:
+    """Class decorator for a proxy over a generated ``*ProxyMethods`` mixin:
+    where the class overrides a method's ``_send_<name>`` hook with a
+    docstring, the public method (the mixin's, unchanged) is copied onto
+    the class with that docstring in front of the generated one, so
+    ``help()`` and the docs show what the hook adds."""
+    for name, hook in list(vars(cls).items()):
+        if not name.startswith("_send_") or not getattr(hook, "__doc__", None):
+            continue
+        public = name[len("_send_") :]
+        method = getattr(cls, public, None)
+        if not isinstance(method, types.FunctionType) or public in vars(cls):
+            continue
+        copy = types.FunctionType(
+            method.__code__, method.__globals__, public, method.__defaults__, method.__closure__
+        )
+        copy.__kwdefaults__ = method.__kwdefaults__
+        copy.__qualname__ = f"{cls.__qualname__}.{public}"
+        copy.__doc__ = (
+            inspect.cleandoc(hook.__doc__) + "\n\n" + inspect.cleandoc(method.__doc__ or "")
+        )
+        setattr(cls, public, copy)
+    return cls
 
 
 class Peer:

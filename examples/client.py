@@ -28,7 +28,7 @@ class PrintingClient(acp_trio.Client):
 async def main(prompt: str, command: list[str]) -> None:
     async with acp_trio.connect_to_agent(PrintingClient(), command) as agent:
         await agent.initialize()
-        session = await agent.new_session(schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[]))
+        session = await agent.new_session(os.getcwd())
         result = await agent.prompt_text(session.session_id, prompt)
         print(f"\n[stopReason: {result.stop_reason}]")
 

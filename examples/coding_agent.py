@@ -47,8 +47,7 @@ class CodingAgent(acp_trio.Agent):
         await client.session_update(sid, build.agent_thought(f"Reading {path}"))
 
         async with client.tool_call(sid, f"Fix {os.path.basename(path)}", kind="edit") as call:
-            read = schema.ReadTextFileRequest(session_id=sid, path=path)
-            source = (await client.read_text_file(read)).content
+            source = (await client.read_text_file(sid, path)).content
             words, fixed = fake_model(source)
             for word in words:
                 await client.session_update(sid, build.agent_message(word))
@@ -58,8 +57,7 @@ class CodingAgent(acp_trio.Agent):
             if choice is None or not choice.kind.startswith("allow"):
                 await call.fail(raw_output={"reason": "not allowed"})
                 return schema.PromptResponse(stop_reason="end_turn")
-            write = schema.WriteTextFileRequest(session_id=sid, path=path, content=fixed)
-            await client.write_text_file(write)
+            await client.write_text_file(sid, path, fixed)
 
             async with client.terminal(sid, "python", ["-m", "py_compile", path]) as term:
                 await call.add_content(build.terminal(term.id))

@@ -19,9 +19,8 @@ class DeadlineAgent(acp_trio.Agent):
         return schema.NewSessionResponse(session_id="deadline")
 
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
-        request = schema.ReadTextFileRequest(session_id=params.session_id, path="/hold")
         with trio.move_on_after(2.0):
-            answer = await self.client.read_text_file(request)
+            answer = await self.client.read_text_file(params.session_id, "/hold")
             await self.client.send_text(params.session_id, f"read {len(answer.content)} chars")
             return schema.PromptResponse(stop_reason="end_turn")
         await self.client.send_text(params.session_id, "the client took too long")

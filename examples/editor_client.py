@@ -24,23 +24,28 @@ from pathlib import Path
 import trio
 
 import acp_trio
-from acp_trio import schema
-from acp_trio.contrib import SessionAccumulator, SessionStates
+from acp_trio import contrib, schema
 
 
 def say(text: str) -> None:
     print(text, flush=True)
 
 
-class Editor(acp_trio.WorkspaceFilesMixin, acp_trio.TerminalsMixin, acp_trio.Client):
+class Editor(
+    contrib.PermissionBrokerMixin,
+    acp_trio.WorkspaceFilesMixin,
+    acp_trio.TerminalsMixin,
+    acp_trio.Client,
+):
     def __init__(self, root: Path, terminals: acp_trio.TerminalManager, yes: bool) -> None:
         self.files = acp_trio.WorkspaceFiles([root])
         self.terminals = terminals
-        self.yes = yes
-        self.states = SessionStates()
+        self.states = contrib.SessionStates()
         self.states.on_change(self.render)
+        approver = contrib.auto_allow if yes else contrib.yes_no(self.ask)
+        self.permissions = contrib.PermissionBroker(approver, states=self.states)
 
-    def render(self, state: SessionAccumulator, update: schema.SessionUpdate) -> None:
+    def render(self, state: contrib.SessionAccumulator, update: schema.SessionUpdate) -> None:
         if isinstance(update, schema.AgentMessageChunk) and isinstance(
             update.content, schema.TextContent
         ):
@@ -54,24 +59,12 @@ class Editor(acp_trio.WorkspaceFilesMixin, acp_trio.TerminalsMixin, acp_trio.Cli
     async def session_update(self, params: schema.SessionNotification) -> None:
         self.states.apply(params)
 
-    async def request_permission(
-        self, params: schema.RequestPermissionRequest
-    ) -> schema.RequestPermissionResponse:
-        call = self.states[params.session_id].tool_calls.get(params.tool_call.tool_call_id)
-        title = call.title if call is not None else params.tool_call.title
-        allow = next((o for o in params.options if o.kind.startswith("allow")), None)
-        reject = next((o for o in params.options if o.kind.startswith("reject")), None)
-        if self.yes and allow is not None:
-            choice = allow
-        else:
-            say(f"\nallow {title!r}? [y/N] ")
-            # In a thread the turn's cancel may abandon: a cancelled turn's
-            # question is answered "cancelled" by the SDK at once.
-            line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            answer = line.strip().lower()
-            choice = allow if answer == "y" and allow is not None else reject or params.options[0]
-        outcome = schema.SelectedPermissionOutcome(option_id=choice.option_id)
-        return schema.RequestPermissionResponse(outcome=outcome)
+    async def ask(self, request: contrib.PendingPermission) -> bool:
+        say(f"\nallow {request.title!r}? [y/N] ")
+        # In a thread the turn's cancel may abandon: a cancelled turn's
+        # question is answered "cancelled" by the SDK at once.
+        line: str = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        return line.strip().lower() == "y"
 
 
 async def run_turn(
@@ -115,8 +108,7 @@ async def main(root: Path, prompts: list[str], command: list[str], yes: bool) ->
         editor = Editor(root, terminals, yes)
         async with acp_trio.connect_to_agent(editor, command) as agent:
             await agent.initialize()
-            new = schema.NewSessionRequest(cwd=str(root), mcp_servers=[])
-            sid = (await agent.new_session(new)).session_id
+            sid = (await agent.new_session(str(root))).session_id
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:
                 for text in prompts:
                     answer = await run_turn(agent, sid, text, interrupts)

@@ -42,6 +42,10 @@ TESTING = {
     "open_scripted_process", "run_scenario_agent",
     # check-client
     "CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport", "check_client",
+    # the fake editor and the fake agent (with its script steps)
+    "FakeCommand", "FakeEditor", "FakeTerminal", "PermissionPolicy", "FakeAgent", "FakeTurn",
+    "Step", "AskPermission", "Call", "EndTurn", "Fail", "ReadFile", "SendText", "SendThought",
+    "SendUpdate", "Sleep", "StartToolCall", "UpdateToolCall", "WaitForCancel", "WriteFile",
 }  # fmt: skip
 
 

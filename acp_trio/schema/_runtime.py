@@ -30,6 +30,7 @@ __all__ = [
     "MethodInfo",
     "UnionSpec",
     "UnsetType",
+    "build_params",
     "lenient",
     "logger",
     "merge_extra",
@@ -224,3 +225,54 @@ class MethodInfo:
     result: Any
     params_name: str
     result_name: str | None
+
+
+def build_params(
+    cls: type[Any],
+    method: str,
+    positional: tuple[str, ...],
+    lists: tuple[str, ...],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    defaults: dict[str, Any] | None,
+) -> Any:
+    """The params of a proxy call made in either form (the generated proxies'
+    one runtime helper): ``args[0]`` itself if it is a ``cls`` (and nothing
+    else was passed), else ``cls`` built from the fields given, positional
+    ones named by ``positional``, with ``defaults`` for those left out and
+    any sequence passed for a field in ``lists`` made a list. Raises
+    ``TypeError`` naming ``method`` for arguments that do not fit."""
+    if args and isinstance(args[0], cls):
+        if len(args) > 1 or kwargs:
+            raise TypeError(f"{method}() takes a {cls.__name__} or its fields, not both")
+        return args[0]
+    if not positional and len(args) == 1 and args[0] is None and not kwargs:
+        args = ()  # the old optional-params form: method(None)
+    if len(args) > len(positional):
+        takes = ", ".join(positional) or "no fields"
+        raise TypeError(
+            f"{method}() takes a {cls.__name__} or its fields ({takes} positionally),"
+            f" got {len(args)} positional arguments"
+        )
+    fields = dict(zip(positional, args, strict=False))
+    for name, value in kwargs.items():
+        if name in fields:
+            raise TypeError(f"{method}() got multiple values for {name!r}")
+        fields[name] = value
+    missing = [name for name in positional if name not in fields]
+    if missing:
+        raise TypeError(f"{method}() missing {', '.join(repr(n) for n in missing)}")
+    if defaults:
+        for name, value in defaults.items():
+            fields.setdefault(name, value)
+    for name in lists:
+        value = fields.get(name)
+        if value is None or type(value) is list:
+            continue
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{method}(): {name} takes a sequence, not {type(value).__name__}")
+        fields[name] = list(value)
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise TypeError(f"{method}(): {exc}") from None

@@ -2,6 +2,11 @@
 
 - :func:`open_memory_pair`: an agent and a client connected in memory (the
   scenario agent and test client by default), initialized.
+- :class:`FakeEditor`: the client to reach for in agent tests (an in-memory
+  workspace, a permission policy, fake terminals, every update and request
+  recorded, a typed view of each session); :class:`FakeAgent`: the agent to
+  reach for in client tests (a script of steps per prompt: text, tool
+  calls, permission, file reads and writes, waiting for the cancel).
 - :class:`ScenarioAgent` / :class:`ScenarioClient`: the reference agent of
   the shared scenario vocabulary, and its matching test client (subclass
   either). ``python -m acp_trio scenario-agent`` serves the agent on stdio.
@@ -29,6 +34,26 @@ from acp_trio.testing._check_report import CheckReport as CheckReport
 from acp_trio.testing._check_report import CheckResult as CheckResult
 from acp_trio.testing._check_report import Level as Level
 from acp_trio.testing._check_report import Verdict as Verdict
+from acp_trio.testing._fake_agent import AskPermission as AskPermission
+from acp_trio.testing._fake_agent import Call as Call
+from acp_trio.testing._fake_agent import EndTurn as EndTurn
+from acp_trio.testing._fake_agent import Fail as Fail
+from acp_trio.testing._fake_agent import FakeAgent as FakeAgent
+from acp_trio.testing._fake_agent import FakeTurn as FakeTurn
+from acp_trio.testing._fake_agent import ReadFile as ReadFile
+from acp_trio.testing._fake_agent import SendText as SendText
+from acp_trio.testing._fake_agent import SendThought as SendThought
+from acp_trio.testing._fake_agent import SendUpdate as SendUpdate
+from acp_trio.testing._fake_agent import Sleep as Sleep
+from acp_trio.testing._fake_agent import StartToolCall as StartToolCall
+from acp_trio.testing._fake_agent import Step as Step
+from acp_trio.testing._fake_agent import UpdateToolCall as UpdateToolCall
+from acp_trio.testing._fake_agent import WaitForCancel as WaitForCancel
+from acp_trio.testing._fake_agent import WriteFile as WriteFile
+from acp_trio.testing._fake_editor import FakeCommand as FakeCommand
+from acp_trio.testing._fake_editor import FakeEditor as FakeEditor
+from acp_trio.testing._fake_editor import FakeTerminal as FakeTerminal
+from acp_trio.testing._fake_editor import PermissionPolicy as PermissionPolicy
 from acp_trio.testing._memory import AgentClientPair as AgentClientPair
 from acp_trio.testing._memory import open_memory_pair as open_memory_pair
 from acp_trio.testing._peer import NOT_JSON as NOT_JSON

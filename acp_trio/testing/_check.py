@@ -206,9 +206,11 @@ class _Runner:
         policy: EditorPolicy | None = None,
         validator: MessageValidator | TypedValidator | None = None,
         init_timeout: float | None = None,
+        hold_prompt: str | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
+        self.hold_prompt = hold_prompt
         self.command = tuple(command)
         self.timeout = timeout
         self.force_scenario = scenario
@@ -413,14 +415,50 @@ class _Runner:
         self.main = session
         return session
 
-    async def fresh_session(self, *, hold: bool = False) -> tuple[AgentSession, str]:
+    async def fresh_session(
+        self, *, hold: bool = False, hold_all: bool = False
+    ) -> tuple[AgentSession, str]:
         """A new session on the main agent; ``hold``: the checker plays the
-        scenario's test client in it (nested requests wait to be cancelled)."""
+        scenario's test client in it (nested requests wait to be cancelled);
+        ``hold_all``: every request of the agent in it waits to be cancelled."""
         agent = await self.ensure_main()
         session_id, _ = await self.new_session(agent)
         if hold:
             agent.client.hold.add(session_id)
+        if hold_all:
+            agent.client.hold_all.add(session_id)
         return agent, session_id
+
+    def held_mode(self) -> bool:
+        """Whether the cancellation checks run on :attr:`hold_prompt` (every
+        request of the agent held) rather than the scenario vocabulary."""
+        return self.hold_prompt is not None and self.force_scenario is not True
+
+    async def held_requests(
+        self, session: AgentSession, session_id: str, pending: PendingRequest
+    ) -> list[IncomingRequest]:
+        """The requests the agent sends the client on :attr:`hold_prompt`
+        (held): waits for the first, then a moment for any sent with it.
+        Skips if the prompt ends, or sends nothing, first."""
+        client = session.client
+        with trio.move_on_after(self.timeout), self.waiting("a request", session):
+            while not client.requests_of(session_id) and not pending.done:
+                with trio.move_on_after(0.05):  # or the prompt's answer
+                    await client.changed()
+        held = client.requests_of(session_id)
+        if not held:
+            if not session.alive:
+                raise _Fail("the agent exited during the hold prompt" + self.diagnose(session))
+            ended = ""
+            if pending.done:
+                reply = await self.outcome(session, pending.result, "answer", 0.1)
+                ended = f" (it answered {reply.describe() if reply else '?'})"
+            raise _Skip(
+                f"the hold prompt {self.hold_prompt!r} did not make the agent send the client "
+                f"a request within {self.timeout:g} s{ended}; choose another with --hold-prompt"
+            )
+        await trio.sleep(0.2)
+        return client.requests_of(session_id)
 
     async def probe(self, session: AgentSession, after: str) -> None:
         """The agent must still answer: ``echo`` when it speaks the scenario
@@ -810,10 +848,15 @@ async def _prompt_check(r: _Runner) -> _Pass:
 
 @_check("session-cancel", REQUIRED, "session/cancel of a running turn answers stopReason cancelled")
 async def _session_cancel(r: _Runner) -> _Pass:
-    session, session_id = await r.fresh_session()
+    held = r.held_mode()
+    session, session_id = await r.fresh_session(hold_all=held)
     conn = session.connection
-    async with r.open_prompt(session, session_id, r.cancel_prompt) as pending:
-        await trio.sleep(0.2)
+    text = r.hold_prompt if r.hold_prompt is not None and held else r.cancel_prompt
+    async with r.open_prompt(session, session_id, text) as pending:
+        if held:
+            await r.held_requests(session, session_id, pending)
+        else:
+            await trio.sleep(0.2)
         if pending.done:
             early = await r.outcome(session, pending.result, "answer")
             raise _Skip(
@@ -972,15 +1015,19 @@ async def _stray_cancels(r: _Runner) -> _Pass:
     "$/cancel_request of a running `wait_for_cancel` prompt: -32800 or stopReason cancelled",
 )
 async def _cancel_request_prompt(r: _Runner) -> _Pass:
-    await r.require_scenario()
-    session, session_id = await r.fresh_session()
-    async with r.open_prompt(session, session_id, "wait_for_cancel") as pending:
-        await trio.sleep(0.1)
+    held = r.held_mode()
+    if not held:
+        await r.require_scenario()
+    session, session_id = await r.fresh_session(hold_all=held)
+    text = r.hold_prompt if r.hold_prompt is not None and held else "wait_for_cancel"
+    async with r.open_prompt(session, session_id, text) as pending:
+        if held:
+            await r.held_requests(session, session_id, pending)
+        else:
+            await trio.sleep(0.1)
         if pending.done:
             early = await r.outcome(session, pending.result, "answer")
-            raise _Fail(
-                f"`wait_for_cancel` ended without a cancel: {early.describe() if early else '?'}"
-            )
+            raise _Fail(f"`{text}` ended without a cancel: {early.describe() if early else '?'}")
         reply = await r.outcome(session, pending.cancel_and_wait, "answer after $/cancel_request")
         if reply is None:
             after = await r.end_turn_anyway(session, session_id, pending)
@@ -1002,12 +1049,53 @@ def _cancel_report(requests: Iterable[IncomingRequest]) -> str:
     return ", ".join(f"{r.method} (id {r.id!r})" for r in requests)
 
 
+async def _held_cancel(r: _Runner, how: str) -> _Pass:
+    """The nested checks on ``--hold-prompt``: the agent's requests to the
+    client are held; ``how`` cancels the turn; each held request must then
+    be cancelled on the wire (a permission request answered ``cancelled``
+    by the checker counts as ended)."""
+    session, session_id = await r.fresh_session(hold_all=True)
+    start = r.transcript.mark()
+    assert r.hold_prompt is not None
+    async with r.open_prompt(session, session_id, r.hold_prompt) as pending:
+        held = await r.held_requests(session, session_id, pending)
+        if how == "session/cancel":
+            await session.connection.notify("session/cancel", {"sessionId": session_id})
+            session.client.cancel_permissions(session_id)
+            reply = await r.outcome(session, pending.result, "answer after session/cancel")
+        else:
+            reply = await r.outcome(session, pending.cancel_and_wait, f"answer after {how}")
+        if reply is None:
+            after = await r.end_turn_anyway(session, session_id, pending)
+            raise _Fail(f"no answer within {r.timeout:g} s (--timeout) after {how}; {after}")
+    if how == "session/cancel" and (reply.error is not None or reply.stop_reason != "cancelled"):
+        raise _Fail(
+            f'answered {reply.describe()} after session/cancel: expected stopReason "cancelled"'
+        )
+    if how != "session/cancel" and not reply.cancelled:
+        raise _Fail(f"answered {reply.describe()} after {how}: expected -32800 or cancelled")
+    must = [request for request in held if request.answered != "cancelled"]
+    missing = await r.wait_cancelled(session, must, start)
+    if missing:
+        raise _Fail(
+            f"the turn ended ({reply.describe()}), but these held requests were never "
+            f"cancelled on the wire ($/cancel_request): {_cancel_report(missing)}"
+        )
+    methods = ", ".join(sorted({request.method for request in held}))
+    return _Pass(
+        f"{reply.describe()} after {how}; {len(held)} held request(s) ended ({methods})",
+        reply.latency,
+    )
+
+
 @_check(
     "nested-session-cancel",
     CANCELLATION,
     "`nested` then session/cancel: every nested request cancelled on the wire, turn cancelled",
 )
 async def _nested_session_cancel(r: _Runner) -> _Pass:
+    if r.held_mode():
+        return await _held_cancel(r, "session/cancel")
     await r.require_scenario()
     session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
@@ -1045,6 +1133,8 @@ async def _nested_session_cancel(r: _Runner) -> _Pass:
     "`nested` then $/cancel_request of the prompt: nested requests cancelled on the wire",
 )
 async def _nested_cancel_request(r: _Runner) -> _Pass:
+    if r.held_mode():
+        return await _held_cancel(r, "$/cancel_request")
     await r.require_scenario()
     session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
@@ -1397,6 +1487,7 @@ async def check_agent(
     permissions: str = "allow",
     terminals: bool = False,
     init_timeout: float | None = None,
+    hold_prompt: str | None = None,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
@@ -1414,6 +1505,12 @@ async def check_agent(
     ``cwd`` and ``env`` are the agent's.
     ``cancel_prompt`` is the prompt ``session-cancel`` sends, then cancels:
     it must keep the agent busy for a moment.
+    ``hold_prompt``, for agents that do not speak the scenario vocabulary, is
+    a prompt on which the agent sends the client a request (a permission, a
+    file, a terminal): the checker holds every such request unanswered, so
+    the turn keeps running, and ``session-cancel`` and the cancellation
+    checks but ``deadline`` run on it (each held request must be cancelled
+    on the wire once the turn is cancelled).
 
     The verdict (:attr:`CheckReport.status`): required checks decide it;
     ``strict`` counts the recommended and cancellation checks as required
@@ -1462,6 +1559,7 @@ async def check_agent(
                 policy=policy,
                 validator=validator,
                 init_timeout=init_timeout,
+                hold_prompt=hold_prompt,
             )
             try:
                 for info, func in selected:

@@ -208,6 +208,8 @@ class CheckerClient(Handler):
         self.incoming: list[IncomingRequest] = []
         #: Sessions whose nested requests are held (the scenario's test client).
         self.hold: set[str] = set()
+        #: Sessions where every request of the agent is held (``--hold-prompt``).
+        self.hold_all: set[str] = set()
         self._permissions: dict[str, list[trio.Event]] = {}
         self._changed = trio.Event()
         self._files: Any = None
@@ -221,6 +223,10 @@ class CheckerClient(Handler):
         self.incoming.append(request)
         self._changed.set()
         self._changed = trio.Event()
+
+    async def changed(self) -> None:
+        """Wait for the next request of the agent."""
+        await self._changed.wait()
 
     def requests_of(self, session_id: str, method: str | None = None) -> list[IncomingRequest]:
         return [
@@ -259,6 +265,8 @@ class CheckerClient(Handler):
         request = IncomingRequest(ctx.id, method, params, trio.current_time())
         self._record(request)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if session_id in self.hold_all:
+            return await self._hold_any(request, method, session_id)
         if session_id in self.hold or self.policy.workspace is None:
             return await self._scenario(request, method, params, session_id)
         try:
@@ -293,6 +301,21 @@ class CheckerClient(Handler):
         result = converter.unstructure(await helper(typed))
         request.answered = "result"
         return result
+
+    async def _hold_any(self, request: IncomingRequest, method: str, session_id: str) -> Any:
+        """Hold any request until the agent cancels it; a permission request
+        is also answered ``cancelled`` when the checker cancels the session."""
+        if method != "session/request_permission":
+            await self._hold(request)
+        event = trio.Event()
+        self._permissions.setdefault(session_id, []).append(event)
+        try:
+            await event.wait()
+        except trio.Cancelled:
+            request.answered = "-32800"
+            raise
+        request.answered = "cancelled"
+        return _CANCELLED_OUTCOME
 
     async def _scenario(
         self, request: IncomingRequest, method: str, params: Any, session_id: Any

@@ -14,7 +14,7 @@ import contextvars
 import functools
 import itertools
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any, ClassVar, Final, NoReturn
 
@@ -311,8 +311,10 @@ _RECORDED: Final = {
 }
 
 
-def _recorded(name: str, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    method = _RECORDED[name]
+def _recorded(
+    name: str, func: Callable[..., Awaitable[Any]], table: Mapping[str, str | None] = _RECORDED
+) -> Callable[..., Awaitable[Any]]:
+    method = table[name]
 
     @functools.wraps(func)
     async def record_then_run(self: ScenarioClient, params: Any) -> Any:
@@ -332,7 +334,9 @@ def _recorded(name: str, func: Callable[..., Awaitable[Any]]) -> Callable[..., A
 
 
 class ScenarioClient(Client):
-    """The matching test client of the scenario vocabulary.
+    """The matching test client of the scenario vocabulary. (To test your
+    own agent, :class:`~acp_trio.testing.FakeEditor`, a subclass with a
+    workspace, a permission policy and terminals, is the one to reach for.)
 
     It advertises :data:`SCENARIO_CLIENT_CAPABILITIES` (see
     :meth:`initialize_request`), answers reads of any path but

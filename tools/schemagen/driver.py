@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .analysis import analyze
 from .emit_codec import CodecEmitter
+from .emit_proxies import ProxiesEmitter
 from .emit_tables import emit_methods, emit_tables
 from .emit_types import TypesEmitter
 
@@ -90,6 +91,16 @@ def generate(
     }
     files[f"{prefix}tables.py"] = emit_tables(model, types_module, schema_version, source)
     files[f"{prefix}methods.py"] = emit_methods(model, types_module, schema_version, source)
+    if flavour == "stable":
+        # The typed proxies drive the stable schema only (the unstable one has no typed API).
+        meta_keys = {
+            wire: key
+            for table in ("agentMethods", "clientMethods")
+            for key, wire in meta.get(table, {}).items()
+        }
+        files[f"{prefix}proxies.py"] = ProxiesEmitter(model, types_module).emit(
+            schema_version, source, meta_keys
+        )
     return {name: ruff_format(src, f"acp_trio/schema/{name}") for name, src in files.items()}
 
 

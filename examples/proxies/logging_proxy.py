@@ -1,0 +1,69 @@
+"""A proxy for a chain (``python -m acp_trio conduct``): passes every message
+on, both ways, and logs each one to stderr with the hop's own id.
+
+It talks only to the conductor, on its stdio: messages from the client side
+arrive as they are and go on to the successor wrapped in ``proxy/successor``;
+the successor's messages arrive wrapped and go on to the client side as they
+are. Forwarding is a nested call in the incoming request's scope, so a
+cancelled request cancels its forwarded one, on the wire, with its own id.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import trio
+
+import acp_trio
+
+SUCCESSOR = "proxy/successor"
+
+
+def log(line: str) -> None:
+    print(f"logging-proxy: {line}", file=sys.stderr, flush=True)
+
+
+def route(method: str, params: Any) -> tuple[str, Any]:
+    """Where a message goes: unwrap the successor's, wrap the client's."""
+    if method == SUCCESSOR:
+        return params["method"], params.get("params")
+    if method == "proxy/initialize":
+        method = "initialize"  # forwarded as initialize, as the RFD asks
+    return SUCCESSOR, {"method": method, "params": params}
+
+
+class LoggingProxy(acp_trio.Handler):
+    def __init__(self) -> None:
+        self.connection: acp_trio.Connection | None = None
+        self.connected = trio.Event()
+
+    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+        out, out_params = route(method, params)
+        log(f"request {ctx.id!r} {method} -> {out}")
+        try:
+            return await ctx.connection.call(out, out_params)
+        finally:
+            log(f"request {ctx.id!r} done")
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        out, out_params = route(method, params)
+        log(f"notification {method} -> {out}")
+        await self.connected.wait()
+        assert self.connection is not None
+        await self.connection.notify(out, out_params)
+
+
+async def main() -> None:
+    proxy = LoggingProxy()
+    async with (
+        acp_trio.open_stdio_stream() as stream,
+        acp_trio.open_connection(stream, proxy) as connection,
+    ):
+        proxy.connection = connection
+        proxy.connected.set()
+        await connection.wait_closed()
+
+
+if __name__ == "__main__":
+    trio.run(main)

@@ -1,0 +1,174 @@
+"""The conductor: the scenario agent behind 0, 1 and 2 proxies (real
+processes), driven by acp_trio's client; cancellation per hop; a proxy that
+crashes mid-turn."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import acp_trio
+from acp_trio._conductor import serve_conductor
+from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
+
+ROOT = Path(__file__).resolve().parents[2]
+PROXY = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py")]
+CRASH = [sys.executable, str(Path(__file__).with_name("crash_proxy.py"))]
+LIMIT = 60
+
+pytestmark = pytest.mark.timeout(LIMIT + 30)
+
+
+async def eventually(condition: Callable[[], bool], seconds: float = 10) -> None:
+    """Poll ``condition`` (a watchdog, not a timing assertion)."""
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await trio.sleep(0.01)
+    raise AssertionError("the condition never held")
+
+
+@asynccontextmanager
+async def chain_of(
+    components: list[list[str]], client: acp_trio.Client
+) -> AsyncIterator[acp_trio.AgentProxy]:
+    left, right = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            lambda task_status: serve_conductor(
+                right, components, stderr="capture", task_status=task_status
+            )
+        )
+        async with acp_trio.open_client(client, left) as agent:
+            yield agent
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("proxies", [0, 1, 2])
+async def test_the_scenario_passes_through_the_chain(proxies: int) -> None:
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with chain_of([PROXY] * proxies + [list(SCENARIO_AGENT_COMMAND)], client) as agent:
+            init = await agent.initialize(client.initialize_request())
+            assert init.protocol_version == 1
+            session = (await agent.new_session("/")).session_id
+            reply = await agent.prompt_text(session, "echo through the chain")
+            assert reply.stop_reason == "end_turn"
+            assert "through the chain" in "".join(client.texts(session))
+
+            # session/cancel of a turn waiting on three nested requests: each
+            # hop cancels the request it forwarded, on its own connection.
+            async with trio.open_nursery() as nursery:
+                results: list[Any] = []
+
+                async def run() -> None:
+                    results.append(await agent.prompt_text(session, "nested"))
+
+                nursery.start_soon(run)
+                await client.wait_for_requests("fs/read_text_file")
+                await client.wait_for_requests("terminal/create")
+                await client.wait_for_requests("session/request_permission")
+                await agent.cancel(session)
+            assert results[0].stop_reason == "cancelled"
+            # Held read and terminal: cancelled by $/cancel_request on the
+            # client's hop (the permission is answered `cancelled` by the SDK).
+            await eventually(lambda: len(client.cancelled) == 3)
+            assert sorted(client.cancelled) == [
+                "fs/read_text_file",
+                "session/request_permission",
+                "terminal/create",
+            ]
+
+
+class RawClient(acp_trio.Handler):
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+        self.arrived: list[str] = []
+
+    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+        self.arrived.append(method)
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.cancelled.append(method)
+
+
+@pytest.mark.parametrize("proxies", [0, 2])
+async def test_cancel_request_of_a_prompt_is_per_hop(proxies: int) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    handler = RawClient()
+    components = [PROXY] * proxies + [list(SCENARIO_AGENT_COMMAND)]
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, components, stderr="capture", task_status=task_status
+                )
+            )
+            async with acp_trio.open_connection(left, handler) as conn:
+                caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
+                session = (await conn.call("session/new", {"cwd": "/", "mcpServers": []}))[
+                    "sessionId"
+                ]
+                prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "nested"}]}
+                async with conn.open_request("session/prompt", prompt) as pending:
+                    # All three reach the client (a cancel that overtakes a
+                    # request on its way up stops it at that hop instead).
+                    await eventually(lambda: len(handler.arrived) == 3)
+                    try:
+                        outcome: Any = await pending.cancel_and_wait()
+                    except acp_trio.RequestError as exc:
+                        outcome = exc.code
+                assert outcome == -32800 or outcome.get("stopReason") == "cancelled"
+                await eventually(lambda: len(handler.cancelled) == 3)
+                assert sorted(handler.cancelled) == [
+                    "fs/read_text_file",
+                    "session/request_permission",
+                    "terminal/create",
+                ]
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error() -> None:
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with chain_of([CRASH, list(SCENARIO_AGENT_COMMAND)], client) as agent:
+            await agent.initialize(client.initialize_request())
+            session = (await agent.new_session("/")).session_id
+            with pytest.raises(acp_trio.RequestError) as caught:
+                await agent.prompt_text(session, "echo hi")
+            assert caught.value.code == -32603
+            assert "chain component 1 is gone" in str(caught.value)
+            assert "exit code 7" in str(caught.value)
+
+
+async def test_the_command_line_serves_the_chain_on_stdio() -> None:
+    command = [sys.executable, "-m", "acp_trio", "conduct", "--", *PROXY, "--"]
+    command += list(SCENARIO_AGENT_COMMAND)
+    client = ScenarioClient()
+    with trio.fail_after(LIMIT):
+        async with acp_trio.connect_to_agent(client, command, stderr="capture") as agent:
+            await agent.initialize(client.initialize_request())
+            session = (await agent.new_session("/")).session_id
+            reply = await agent.prompt_text(session, "echo over stdio")
+    assert reply.stop_reason == "end_turn"
+    assert "over stdio" in "".join(client.texts(session))
+
+
+async def test_the_command_line_refuses_a_chain_without_commands() -> None:
+    result = await trio.run_process(
+        [sys.executable, "-m", "acp_trio", "conduct", "--"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"give each component's command" in result.stderr
