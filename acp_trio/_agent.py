@@ -381,54 +381,166 @@ class Agent(Extensible):
     info: Implementation | None = None
 
     async def initialize(self, params: InitializeRequest) -> InitializeResponse:
+        """``initialize``: agree on the protocol version and advertise what the
+        agent can do.
+
+        Default: the SDK's protocol version, no optional capability, and
+        :attr:`info` as ``agentInfo``; the SDK adds the capabilities of the
+        methods the class overrides.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_info=self.info)
 
     async def authenticate(self, params: AuthenticateRequest) -> AuthenticateResponse | None:
+        """``authenticate``: sign in with one of the advertised auth methods.
+
+        Default: ``-32601`` (method not found).
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("authenticate")
 
     async def logout(self, params: LogoutRequest) -> LogoutResponse | None:
+        """``logout``: sign out.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("logout")
 
     async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
+        """``session/new``: create a session and answer its id.
+
+        Default: ``-32601`` (method not found).
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/new")
 
     async def load_session(self, params: LoadSessionRequest) -> LoadSessionResponse | None:
+        """``session/load``: replay a stored session's history to the client
+        (as ``session/update`` notifications), then answer.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/load")
 
     async def list_sessions(self, params: ListSessionsRequest) -> ListSessionsResponse:
+        """``session/list``: the sessions this agent knows.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/list")
 
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse | None:
+        """``session/resume``: take up a stored session without replaying it.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/resume")
 
     async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
+        """``session/close``: forget a session; the SDK cancels its running turn
+        first.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/close")
 
     async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse | None:
+        """``session/delete``: delete a stored session.
+
+        Default: ``-32601`` (method not found). Overriding it advertises it.
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/delete")
 
     async def set_session_mode(
         self, params: SetSessionModeRequest
     ) -> SetSessionModeResponse | None:
+        """``session/set_mode``: switch a session to another of its modes.
+
+        Default: ``-32601`` (method not found).
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/set_mode")
 
     async def set_session_config_option(
         self, params: SetSessionConfigOptionRequest
     ) -> SetSessionConfigOptionResponse:
+        """``session/set_config_option``: change one of a session's config options
+        and answer them all.
+
+        Default: ``-32601`` (method not found).
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/set_config_option")
 
     async def prompt(self, params: PromptRequest) -> PromptResponse:
+        """``session/prompt``: run one turn and answer its stop reason.
+
+        Default: refuse with ``-32601`` (method not found). Raise
+        :class:`~acp_trio.RequestError` to answer an error. Turns of one session
+        run one at a time, in order. ``session/cancel`` for the session cancels
+        this call (``trio.Cancelled`` at the next checkpoint; let it propagate):
+        the SDK then answers ``stopReason: "cancelled"`` once the turn's updates
+        are written, and every request the turn made of the client is cancelled
+        on the wire. ``$/cancel_request`` or the connection closing cancels it
+        too, answered ``-32800``.
+        """
         raise _not_found("session/prompt")
 
     async def cancel(self, params: CancelNotification) -> None:
-        """Called (in wire order) after the SDK cancelled the session's
-        running prompt, if any. Override for extra clean-up."""
+        """``session/cancel``: called, in wire order, after the SDK has already
+        cancelled the session's running prompt, if any. Override for extra clean-up.
+
+        A notification: nothing is answered, and an exception is logged, not
+        sent. It runs in the connection's notification consumer, which only the
+        connection closing cancels.
+        """
 
     async def ext_method(self, method: str, params: Any) -> Any:
+        """An extension request (a method whose name starts with ``_``) that no
+        handler added with :meth:`add_extension_method` takes.
+
+        Default: refuse with ``-32601`` (method not found).
+        A :class:`~acp_trio.RequestError` raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found(method)
 
     async def ext_notification(self, method: str, params: Any) -> None:
-        """Unknown extension notifications are ignored."""
+        """An extension notification (name starting with ``_``) that no handler
+        added with :meth:`add_extension_notification` takes; ignored by default.
+
+        Runs in wire order in the connection's notification consumer, which only
+        the connection closing cancels; an exception is logged, not sent.
+        """
 
 
 def _advertise_implemented(agent: Agent, caps: AgentCapabilities) -> AgentCapabilities:
@@ -666,6 +778,9 @@ async def serve_agent(
     With a factory, one function serves many connections, e.g.
     ``serve_tcp(functools.partial(serve_agent, MyAgent), port)``. Raises
     ``RuntimeError`` if the agent object is already serving a connection.
+    Cancelling the call closes the connection: running handlers are
+    cancelled and answered ``-32800`` and queued output is flushed (bounded),
+    then ``trio.Cancelled`` propagates.
     """
     with _serving(agent) as made:
         await serve_connection(
@@ -684,7 +799,12 @@ async def open_agent(
     """Serve ``agent`` (or a new one from the factory ``agent``) on
     ``stream`` for the duration of the block; yields the proxy to the client
     (also at ``agent.client``). Raises ``RuntimeError`` if the agent object
-    is already serving a connection."""
+    is already serving a connection.
+
+    Leaving the block, also by an exception or a cancellation, closes the
+    connection: running handlers are cancelled and answered ``-32800``,
+    pending calls to the client fail, queued output is flushed (bounded).
+    """
     with _serving(agent) as made:
         async with open_connection(stream, _agent_handler(made, schema_converter), config=config):
             yield made.client

@@ -196,51 +196,150 @@ class Client(Extensible):
     agent: AgentProxy
 
     async def session_update(self, params: SessionNotification) -> None:
-        """Streamed output of a session, in wire order. Ignored by default."""
+        """``session/update``: streamed output of a session (message chunks, tool
+        calls, plan, ...), in wire order. Ignored by default.
+
+        A notification: nothing is answered, and an exception is logged, not
+        sent. It runs in the connection's notification consumer, which only the
+        connection closing cancels; while it runs, later notifications wait.
+        """
 
     async def request_permission(
         self, params: RequestPermissionRequest
     ) -> RequestPermissionResponse:
+        """``session/request_permission``: ask the user whether the agent may run
+        a tool call, and answer the option chosen.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        When the application cancels the turn (``session/cancel``, e.g.
+        :meth:`AgentProxy.cancel_turn`), the SDK cancels this call and answers
+        ``outcome: cancelled`` itself; a late answer is refused.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("session/request_permission")
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        """``fs/read_text_file``: answer a text file's content (``line`` and
+        ``limit`` select lines). :class:`~acp_trio.WorkspaceFilesMixin` serves it
+        safely from a workspace.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("fs/read_text_file")
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse | None:
+        """``fs/write_text_file``: write a text file. :class:`~acp_trio.WorkspaceFilesMixin`
+        serves it safely into a workspace.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("fs/write_text_file")
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
+        """``terminal/create``: start a command and answer its terminal id.
+        :class:`~acp_trio.TerminalsMixin` serves the terminal methods safely.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("terminal/create")
 
     async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
+        """``terminal/output``: a terminal's output so far and its exit status.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("terminal/output")
 
     async def wait_for_terminal_exit(
         self, params: WaitForTerminalExitRequest
     ) -> WaitForTerminalExitResponse:
+        """``terminal/wait_for_exit``: wait for a terminal's command to exit and
+        answer its exit status.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("terminal/wait_for_exit")
 
     async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse | None:
+        """``terminal/kill``: stop a terminal's command; the id stays valid.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("terminal/kill")
 
     async def release_terminal(
         self, params: ReleaseTerminalRequest
     ) -> ReleaseTerminalResponse | None:
+        """``terminal/release``: stop a terminal's command if needed and forget
+        the id.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("terminal/release")
 
     async def create_elicitation(
         self, params: CreateElicitationRequest
     ) -> CreateElicitationResponse:
+        """``elicitation/create``: ask the user for structured input on the
+        agent's behalf.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found("elicitation/create")
 
     async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
-        """Ignored by default (clients ignore unknown elicitation ids)."""
+        """``elicitation/complete``: the agent is done with an elicitation.
+        Ignored by default (clients ignore unknown elicitation ids).
+
+        A notification: nothing is answered, and an exception is logged, not
+        sent. It runs in the connection's notification consumer, which only the
+        connection closing cancels.
+        """
 
     async def ext_method(self, method: str, params: Any) -> Any:
+        """An extension request (a method whose name starts with ``_``) that no
+        handler added with :meth:`add_extension_method` takes.
+
+        Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
+        raised is answered.
+        ``$/cancel_request`` or the connection closing cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered).
+        """
         raise _not_found(method)
 
     async def ext_notification(self, method: str, params: Any) -> None:
-        """Unknown extension notifications are ignored."""
+        """An extension notification (name starting with ``_``) that no handler
+        added with :meth:`add_extension_notification` takes; ignored by default.
+
+        Runs in wire order in the connection's notification consumer, which only
+        the connection closing cancels; an exception is logged, not sent.
+        """
 
 
 class _ClientHandler(TypedHandler):
@@ -761,7 +860,13 @@ async def open_client(
     """Talk to an agent on ``stream`` for the duration of the block; yields
     the proxy to the agent (also at ``client.agent``). Call
     :meth:`AgentProxy.initialize` first. Raises ``RuntimeError`` if
-    ``client`` is already on another connection."""
+    ``client`` is already on another connection.
+
+    Leaving the block, also by an exception or a cancellation, closes the
+    connection: running handlers are cancelled and answered ``-32800``,
+    pending calls to the agent fail with :class:`ConnectionClosed`, queued
+    output is flushed (bounded).
+    """
     name = type(client).__name__
     error = (
         f"this {name} object is already connected to an agent (its .agent is that "
@@ -788,13 +893,16 @@ async def connect_to_agent(
     """Spawn the agent ``command`` (any ACP agent, any SDK) and talk to it
     over its stdio. If it dies, calls fail with :class:`ConnectionClosed`
     carrying its exit code and the tail of its stderr. Leaving the block
-    shuts it down (see :func:`open_agent_process`).
+    shuts it down (see :func:`open_agent_process`), also when it is left by
+    an exception or a cancellation: the connection is closed, then the
+    process is stopped and reaped, shielded and bounded in time.
 
     The agent's stderr is where its tracebacks go, so by default
     (``stderr="forward"``) its lines appear on our stderr, prefixed
     ``"name[pid]: "``; ``"log"`` or a :class:`logging.Logger` logs them
     instead, ``"capture"`` only keeps the tail, ``"inherit"`` and
-    ``"discard"`` as in :func:`open_agent_process`."""
+    ``"discard"`` as in :func:`open_agent_process`.
+    """
     async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(

@@ -138,7 +138,14 @@ class Handler:
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         """Serve one request; return its JSON result or raise
-        :class:`RequestError`."""
+        :class:`RequestError` (answered as the error reply).
+
+        Runs in the request's own cancel scope, inside the connection's nursery:
+        the peer's ``$/cancel_request``, the handler's own deadline or the
+        connection closing cancels it, and every outgoing request it is waiting
+        on is cancelled on the wire. Let ``trio.Cancelled`` propagate: the
+        request is answered ``-32800``.
+        """
         raise RequestError.method_not_found(method)
 
     async def handle_notification(self, method: str, params: Any) -> None:
@@ -149,7 +156,8 @@ class Handler:
         and so do the handlers of requests read after it, which start only
         once it is done. Waiting here for a reply of the peer holds all of
         that up; it cannot deadlock (while it waits, requests do not wait
-        for it), but a task of its own is usually better.
+        for it), but a task of its own is usually better. An exception is
+        logged, not sent; only the connection closing cancels it.
         """
         _log.debug("ignoring notification %s", method)
 
@@ -221,6 +229,12 @@ class ConnectionConfig:
 
 @attrs.frozen
 class ConnectionStatistics:
+    """What :meth:`Connection.statistics` reports: requests in flight each
+    way, frames waiting in the output queue, notifications received, handled
+    and still queued, bytes of an unfinished input frame, and whether the
+    connection is closed.
+    """
+
     incoming_in_flight: int
     outgoing_pending: int
     outbox_frames: int
@@ -412,7 +426,12 @@ class Connection:
 
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification. Waits while the output queue is full; a
-        checkpoint either way, as every async function of Trio's is."""
+        checkpoint either way, as every async function of Trio's is.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object, an
+        array or ``None``. Cancelled while waiting for room, nothing is sent.
+        """
         _check_params(params)
         frame = self._encode(notification(method, params))
         self._check_open()
@@ -448,10 +467,16 @@ class Connection:
         self._request_shutdown("connection closed locally", None)
 
     async def wait_closed(self) -> None:
-        """Wait until the connection has fully closed."""
+        """Wait until the connection has fully closed (its handlers finished,
+        its output flushed, its stream closed). Cancelling the wait leaves the
+        connection as it is.
+        """
         await self._finished.wait()
 
     def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters (requests in flight, queued
+        output and notifications, buffered input); cheap, never blocks.
+        """
         return ConnectionStatistics(
             incoming_in_flight=len(self._table.incoming),
             outgoing_pending=len(self._table.outgoing),
@@ -1528,7 +1553,13 @@ async def serve_connection(
     task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a connection until it closes; report it through ``task_status``.
-    Errors come out as one plain exception, never an ``ExceptionGroup``."""
+    Errors come out as one plain exception, never an ``ExceptionGroup``.
+
+    Cancelling the call closes the connection: running handlers are
+    cancelled and answered ``-32800``, pending calls fail with
+    :class:`ConnectionClosed`, queued output is flushed (bounded by
+    ``close_timeout``), then ``trio.Cancelled`` propagates.
+    """
     with plain_exceptions():
         await Connection(stream, handler, config)._run(task_status)
 
@@ -1540,7 +1571,11 @@ async def connect_connection(
     *,
     config: ConnectionConfig | None = None,
 ) -> Connection:
-    """Start a connection in the caller's ``nursery`` and return it."""
+    """Start a connection in the caller's ``nursery`` and return it, once
+    it runs. It lives until it closes or ``nursery`` is cancelled, which
+    closes it as :meth:`Connection.aclose` does; cancelling this call while
+    it starts the connection stops it again.
+    """
     conn: Connection = await nursery.start(Connection(stream, handler, config)._run)
     return conn
 
@@ -1554,7 +1589,9 @@ async def open_connection(
 ) -> AsyncIterator[Connection]:
     """A connection that lives as long as the ``async with`` block.
 
-    Leaving the block closes it (see :meth:`Connection.aclose`). Errors come
+    Leaving the block, also by an exception or a cancellation, closes it
+    (see :meth:`Connection.aclose`: handlers cancelled and answered
+    ``-32800``, pending calls failed, output flushed, bounded). Errors come
     out as one plain exception, never an ``ExceptionGroup`` of one.
     """
     with plain_exceptions():

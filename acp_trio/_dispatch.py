@@ -308,11 +308,22 @@ class Peer:
 
     async def ext_method(self, method: str, params: Any = None) -> Any:
         """Call an extension method (a name starting with ``_``), sent exactly
-        as given; ``params`` and the result are plain JSON values."""
+        as given; ``params`` and the result are plain JSON values.
+
+        Raises ``ValueError`` for a name without the ``_``,
+        :class:`RequestError` for the peer's error reply and
+        :class:`ConnectionClosed` if the connection ends first. Cancelling the
+        call sends one ``$/cancel_request`` and drops the late answer.
+        """
         _check_extension_name(method)
         return await self.connection.call(method, params)
 
     async def ext_notification(self, method: str, params: Any = None) -> None:
-        """Send an extension notification (a name starting with ``_``)."""
+        """Send an extension notification (a name starting with ``_``).
+
+        Raises ``ValueError`` for a name without the ``_`` and
+        :class:`ConnectionClosed` once the connection is closing. Cancelled
+        while waiting for room in the output queue, nothing is sent.
+        """
         _check_extension_name(method)
         await self.connection.notify(method, params)

@@ -151,34 +151,58 @@ class RequestError(ACPError):
 
     @classmethod
     def parse_error(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32700`` (parse error) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.PARSE_ERROR, None, data)
 
     @classmethod
     def invalid_request(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32600`` (invalid request) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.INVALID_REQUEST, None, data)
 
     @classmethod
     def method_not_found(cls, method: str) -> RequestError:
+        """A ``-32601`` (method not found) error whose ``data`` names
+        ``method``.
+        """
         return cls(ErrorCode.METHOD_NOT_FOUND, None, {"method": method})
 
     @classmethod
     def invalid_params(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32602`` (invalid params) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.INVALID_PARAMS, None, data)
 
     @classmethod
     def internal_error(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32603`` (internal error) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.INTERNAL_ERROR, None, data)
 
     @classmethod
     def request_cancelled(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32800`` (request cancelled) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.REQUEST_CANCELLED, None, data)
 
     @classmethod
     def auth_required(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32000`` (authentication required) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.AUTH_REQUIRED, None, data)
 
     @classmethod
     def resource_not_found(cls, data: Any = _NO_DATA) -> RequestError:
+        """A ``-32002`` (resource not found) error, with ``data`` if given and the
+        code's standard message.
+        """
         return cls(ErrorCode.RESOURCE_NOT_FOUND, None, data)
 
 

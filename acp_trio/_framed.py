@@ -122,6 +122,9 @@ class FramedStream:
 
     @property
     def max_message_size(self) -> int:
+        """The largest frame, in bytes, read whole; a longer one comes out as
+        an ``OversizedFrame`` marker instead.
+        """
         return self._decoder.max_message_size
 
     @property
@@ -154,7 +157,8 @@ class FramedStream:
         """The next frame, or ``None`` at end of stream.
 
         Raises what the underlying stream raises (``trio.BrokenResourceError``,
-        ``trio.ClosedResourceError``).
+        ``trio.ClosedResourceError``). Cancelling a wait loses nothing: data
+        already read stays buffered for the next call.
         """
         frames = self._frames
         while not frames:
@@ -271,11 +275,20 @@ class FramedStream:
             return 0
 
     async def send_frames(self, data: bytes) -> None:
-        """Write whole frames (already joined)."""
+        """Write whole frames (already joined).
+
+        Raises what the underlying stream raises. A cancelled write may have
+        sent part of the data: the stream is then unusable for frames (the
+        connection never cancels a write halfway).
+        """
         await self._send.send_all(data)
 
     async def aclose(self) -> None:
-        """Close both streams (the send side first: the peer then sees EOF)."""
+        """Close both streams (the send side first: the peer then sees EOF).
+
+        Idempotent per stream; cancelled, it still closes both (as Trio's
+        ``aclose`` does) and then raises ``trio.Cancelled``.
+        """
         self._send_fd = None
         try:
             await self._send.aclose()

@@ -23,7 +23,12 @@ async def open_agent_client_pair(
     """Serve ``agent`` (or a new one from the factory ``agent``) to
     ``client`` in this process, for tests and embedding. Yields
     ``(client.agent, agent.client)``: the proxy a client uses, and the one
-    the agent uses. Not initialized yet."""
+    the agent uses. Not initialized yet.
+
+    Raises ``RuntimeError`` if either object is already on a connection.
+    Leaving the block, also by an exception or a cancellation, closes both
+    connections: running handlers are cancelled and answered ``-32800``.
+    """
     import trio.testing  # not at import time: it costs every `import acp_trio`
 
     client_end, agent_end = trio.testing.memory_stream_pair()

@@ -111,14 +111,17 @@ class RequestContext:
 
     @property
     def id(self) -> RequestId:
+        """The request's JSON-RPC id, as the peer sent it."""
         return self._entry.id
 
     @property
     def method(self) -> str:
+        """The request's method name, as the peer sent it."""
         return self._entry.method
 
     @property
     def connection(self) -> Connection:
+        """The connection the request arrived on (to make calls of one's own)."""
         return self._conn
 
     @property
@@ -233,10 +236,12 @@ class PendingRequest:
 
     @property
     def id(self) -> int:
+        """The id this side gave the outgoing request."""
         return self._entry.id
 
     @property
     def method(self) -> str:
+        """The outgoing request's method name."""
         return self._entry.method
 
     @property

@@ -42,6 +42,9 @@ class AgentSessions(Generic[T]):
         return self._states[session_id]
 
     def get(self, session_id: str) -> T | None:
+        """The state of session ``session_id``, or ``None`` if there is none
+        (never created, or dropped on close).
+        """
         return self._states.get(session_id)
 
     def __contains__(self, session_id: object) -> bool:

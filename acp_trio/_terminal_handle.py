@@ -72,14 +72,29 @@ class TerminalHandle:
 
     async def output(self) -> TerminalOutputResponse:
         """The output so far (``truncated`` past the byte limit), and the
-        exit status once the command has exited."""
+        exit status once the command has exited.
+
+        Raises ``RuntimeError`` once the block has ended (the terminal is
+        released), :class:`~acp_trio.RequestError` for the client's refusal and
+        :class:`~acp_trio.ConnectionClosed` if the connection ends first.
+        Cancelling the call sends ``$/cancel_request``; the terminal is left
+        as it is.
+        """
         self._check()
         return await self._client.terminal_output(
             TerminalOutputRequest(session_id=self.session_id, terminal_id=self.id)
         )
 
     async def wait_for_exit(self) -> WaitForTerminalExitResponse:
-        """Wait until the command exits; its exit code or signal."""
+        """Wait until the command exits; its exit code or signal.
+
+        Raises ``RuntimeError`` once the block has ended (the terminal is
+        released), :class:`~acp_trio.RequestError` for the client's refusal and
+        :class:`~acp_trio.ConnectionClosed` if the connection ends first.
+        Cancelling the wait (``session/cancel``, a deadline) sends
+        ``$/cancel_request`` and leaves the command running; leaving the
+        block then kills and releases it.
+        """
         self._check()
         return await self._client.wait_for_terminal_exit(
             WaitForTerminalExitRequest(session_id=self.session_id, terminal_id=self.id)
@@ -87,7 +102,14 @@ class TerminalHandle:
 
     async def kill(self) -> None:
         """Kill the command; the terminal stays (its output can still be
-        read) until the block ends."""
+        read) until the block ends.
+
+        Raises ``RuntimeError`` once the block has ended (the terminal is
+        released), :class:`~acp_trio.RequestError` for the client's refusal and
+        :class:`~acp_trio.ConnectionClosed` if the connection ends first.
+        Cancelling the call sends ``$/cancel_request``; leaving the block
+        still releases (and so kills) the terminal.
+        """
         self._check()
         await self._client.kill_terminal(
             KillTerminalRequest(session_id=self.session_id, terminal_id=self.id)

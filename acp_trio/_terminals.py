@@ -266,7 +266,15 @@ class TerminalManager:
     # The ACP methods
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
-        """``terminal/create``: ask ``approve``, then start the command."""
+        """``terminal/create``: ask ``approve``, then start the command.
+
+        Raises :class:`~acp_trio.RequestError`: ``-32602`` when ``approve``
+        did not return ``True``, for a missing program or working directory, or
+        past ``max_terminals``; ``-32603`` once the manager is closed.
+        Cancelled while ``approve`` runs, nothing is started; the start itself
+        is shielded, and a cancel that came meanwhile kills the new process
+        again before ``trio.Cancelled`` propagates.
+        """
         argv, env, cwd, limit = self._prepare(params)
         allowed = await self._approve(params)
         if allowed is not True:
@@ -291,22 +299,34 @@ class TerminalManager:
         return CreateTerminalResponse(terminal_id=term.id)
 
     async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
-        """``terminal/output``: the output so far, at once."""
+        """``terminal/output``: the output so far, at once.
+
+        An unknown or released id, or one of another session, is refused with
+        :class:`~acp_trio.RequestError` ``-32002``. Only a checkpoint: a
+        cancellation raises ``trio.Cancelled`` before anything is read.
+        """
         await trio.lowlevel.checkpoint()
         return self._get(params.session_id, params.terminal_id).output()
 
     async def wait_for_terminal_exit(
         self, params: WaitForTerminalExitRequest
     ) -> WaitForTerminalExitResponse:
-        """``terminal/wait_for_exit``: wait for the exit. Cancelling the wait
-        does not stop the process."""
+        """``terminal/wait_for_exit``: wait for the exit and answer its code or
+        signal. An unknown or released id, or one of another session, is refused with
+        :class:`~acp_trio.RequestError` ``-32002``. Cancelling the wait does not stop the process.
+        """
         term = self._get(params.session_id, params.terminal_id)
         await term.exited.wait()
         code, sig = term.exit_status()
         return WaitForTerminalExitResponse(exit_code=code, signal=sig)
 
     async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse:
-        """``terminal/kill``: stop the process group; the id stays valid."""
+        """``terminal/kill``: stop the process group (SIGTERM, the grace
+        period, SIGKILL) and reap it; the id stays valid. An unknown or
+        released id, or one of another session, is refused with
+        :class:`~acp_trio.RequestError` ``-32002``. The kill is shielded and
+        bounded: a cancellation takes effect once it is done.
+        """
         term = self._get(params.session_id, params.terminal_id)
         await self._kill(term)
         with trio.CancelScope(shield=True), trio.move_on_after(_DRAIN + 1):
@@ -314,7 +334,11 @@ class TerminalManager:
         return KillTerminalResponse()
 
     async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
-        """``terminal/release``: stop the process group if needed; forget the id."""
+        """``terminal/release``: stop the process group if needed; forget the id.
+        An unknown or released id, or one of another session, is refused with
+        :class:`~acp_trio.RequestError` ``-32002``. The kill is shielded and
+        bounded: a cancellation takes effect once it is done.
+        """
         term = self._get(params.session_id, params.terminal_id)
         await self._release(term)
         return ReleaseTerminalResponse()
@@ -324,7 +348,9 @@ class TerminalManager:
 
     async def release_session(self, session_id: str) -> int:
         """Release every terminal of ``session_id`` (e.g. when the session
-        closes); returns how many there were."""
+        closes); returns how many there were. The kills are shielded and bounded:
+        a cancellation takes effect once they are done.
+        """
         terms = [t for t in self._terminals.values() if t.session_id == session_id]
         with plain_exceptions():
             async with trio.open_nursery() as nursery:
@@ -346,6 +372,9 @@ class TerminalManager:
 
     @property
     def closed(self) -> bool:
+        """Whether the manager's block has ended (its processes were killed);
+        new terminals are refused then.
+        """
         return self._closed
 
     # ------------------------------------------------------------------
@@ -544,6 +573,10 @@ async def open_terminal_manager(
     """A :class:`TerminalManager` for the block's duration; leaving the block
     kills and reaps every process it started (POSIX only).
 
+    Leaving it by an exception or a cancellation does the same, shielded
+    from the cancellation and bounded by ``terminate_grace``. Raises
+    ``ValueError`` for a limit out of range or a relative ``cwd``.
+
     - ``approve(params)``: awaited before each command runs; only ``True``
       lets it run. Show the user the exact ``command``, ``args``, ``cwd`` and
       ``env`` of ``params``.
@@ -591,18 +624,34 @@ class TerminalsMixin:
     terminals: TerminalManager
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
+        """Serve ``terminal/create`` with :attr:`terminals`: see
+        :meth:`TerminalManager.create_terminal` for what it raises and what a cancellation does.
+        """
         return await self.terminals.create_terminal(params)
 
     async def terminal_output(self, params: TerminalOutputRequest) -> TerminalOutputResponse:
+        """Serve ``terminal/output`` with :attr:`terminals`: see
+        :meth:`TerminalManager.terminal_output` for what it raises and what a cancellation does.
+        """
         return await self.terminals.terminal_output(params)
 
     async def wait_for_terminal_exit(
         self, params: WaitForTerminalExitRequest
     ) -> WaitForTerminalExitResponse:
+        """Serve ``terminal/wait_for_exit`` with :attr:`terminals`: see
+        :meth:`TerminalManager.wait_for_terminal_exit` for what it raises and
+        what a cancellation does.
+        """
         return await self.terminals.wait_for_terminal_exit(params)
 
     async def kill_terminal(self, params: KillTerminalRequest) -> KillTerminalResponse:
+        """Serve ``terminal/kill`` with :attr:`terminals`: see
+        :meth:`TerminalManager.kill_terminal` for what it raises and what a cancellation does.
+        """
         return await self.terminals.kill_terminal(params)
 
     async def release_terminal(self, params: ReleaseTerminalRequest) -> ReleaseTerminalResponse:
+        """Serve ``terminal/release`` with :attr:`terminals`: see
+        :meth:`TerminalManager.release_terminal` for what it raises and what a cancellation does.
+        """
         return await self.terminals.release_terminal(params)

@@ -107,8 +107,14 @@ class ToolCallHandle:
         raw_output: Any = None,
     ) -> None:
         """Send a ``tool_call_update`` with the fields given (``content``
-        replaces the call's content). Raises ``RuntimeError`` once the call
-        has a final status."""
+        replaces the call's content).
+
+        Raises ``RuntimeError`` once the call has a final status and
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
+        cancellation while waiting for room in the output queue sends nothing
+        and changes nothing; the block's exit then still reports the final
+        state.
+        """
         update = tool_call_update(
             self.id,
             status=status,
@@ -132,18 +138,40 @@ class ToolCallHandle:
             self._status = update.status
 
     async def add_content(self, *items: ToolCallContent) -> None:
-        """Append content (a diff, text, a terminal) to the call's."""
+        """Append content (a diff, text, a terminal) to the call's, in one
+        update (concurrent calls each build on the other's content).
+
+        Raises ``RuntimeError`` once the call has a final status and
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
+        cancellation while waiting for room in the output queue sends nothing
+        and changes nothing; the block's exit then still reports the final
+        state.
+        """
         async with self._lock:
             await self._send(tool_call_update(self.id, content=[*self._content, *items]))
 
     async def complete(self, *, raw_output: Any = None) -> None:
         """Report the call ``completed`` now (leaving the block then sends
-        nothing more)."""
+        nothing more).
+
+        Raises ``RuntimeError`` once the call has a final status and
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
+        cancellation while waiting for room in the output queue sends nothing
+        and changes nothing; the block's exit then still reports the final
+        state.
+        """
         await self.update(status="completed", raw_output=raw_output)
 
     async def fail(self, *, raw_output: Any = None) -> None:
         """Report the call ``failed`` now (for a failure the block handles
-        itself rather than raises)."""
+        itself rather than raises).
+
+        Raises ``RuntimeError`` once the call has a final status and
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
+        cancellation while waiting for room in the output queue sends nothing
+        and changes nothing; the block's exit then still reports the final
+        state.
+        """
         await self.update(status="failed", raw_output=raw_output)
 
     def _check_open(self) -> None:

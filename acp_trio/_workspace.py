@@ -242,12 +242,20 @@ class WorkspaceFiles:
         For display or for looking up an editor buffer: the file may change
         between this check and any later use, so open files through
         :meth:`read_text_file` / :meth:`write_text_file`, not through this.
+        The check runs in a worker thread; a cancellation takes effect once it
+        returns.
         """
         root, parts = await trio.to_thread.run_sync(self._locate, path)
         return os.path.join(root, *parts)
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
-        """``fs/read_text_file``: the file's text, or the lines asked for."""
+        """``fs/read_text_file``: the file's text, or the lines asked for.
+
+        Raises :class:`RequestError`: ``-32602`` for a path outside the roots,
+        not absolute, not a regular file, too large or not UTF-8, ``-32002``
+        for a missing file. The read runs in a worker thread; a cancellation
+        takes effect once it returns (nothing is answered then).
+        """
         path = params.path
         data = await trio.to_thread.run_sync(self._read_sync, path)
         try:
@@ -257,7 +265,13 @@ class WorkspaceFiles:
         return ReadTextFileResponse(content=_lines(text, params.line, params.limit, path))
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
-        """``fs/write_text_file``: replace (or create) the file atomically."""
+        """``fs/write_text_file``: replace (or create) the file atomically.
+
+        Raises :class:`RequestError`: ``-32602`` for a path outside the roots,
+        not absolute or not a regular file, ``-32002`` for a missing directory.
+        A write that is cancelled (between chunks) or fails leaves the old file
+        as it was and no temporary file behind.
+        """
         path = params.path
         try:
             data = params.content.encode("utf-8")
@@ -434,7 +448,13 @@ class WorkspaceFilesMixin:
     files: WorkspaceFiles
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
+        """Serve ``fs/read_text_file`` with :attr:`files`: see
+        :meth:`WorkspaceFiles.read_text_file` for what it raises and what a cancellation does.
+        """
         return await self.files.read_text_file(params)
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse:
+        """Serve ``fs/write_text_file`` with :attr:`files`: see
+        :meth:`WorkspaceFiles.write_text_file` for what it raises and what a cancellation does.
+        """
         return await self.files.write_text_file(params)

@@ -1,6 +1,10 @@
 """Lines of code in Python files: no blank lines, comments or docstrings.
 
 .venv/bin/python tools/count_lines.py FILE...
+.venv/bin/python tools/count_lines.py        # the README's comparison
+
+Without arguments it counts the example pair written with acp_trio against
+the same pair written with the official Python SDK (the README's table).
 """
 
 from __future__ import annotations
@@ -10,6 +14,13 @@ import io
 import sys
 import tokenize
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# (what, acp_trio version, official Python SDK version)
+PAIRS = [
+    ("agent", "examples/coding_agent.py", "benchmarks/peers/official_coding_agent.py"),
+    ("client", "examples/editor_client.py", "benchmarks/peers/official_editor_client.py"),
+]
 
 
 def code_lines(path: Path) -> int:
@@ -39,6 +50,20 @@ def code_lines(path: Path) -> int:
     return len(lines - docstrings)
 
 
+def comparison() -> list[str]:
+    """The README's table: each pair's counts and the acp_trio share."""
+    rows = [f"{'':8}{'acp_trio':>10}{'official':>10}{'ratio':>8}"]
+    totals = [0, 0]
+    for what, ours, theirs in PAIRS:
+        counts = [code_lines(ROOT / ours), code_lines(ROOT / theirs)]
+        totals = [totals[0] + counts[0], totals[1] + counts[1]]
+        rows.append(f"{what:8}{counts[0]:10d}{counts[1]:10d}{counts[0] / counts[1]:8.0%}")
+    rows.append(f"{'pair':8}{totals[0]:10d}{totals[1]:10d}{totals[0] / totals[1]:8.0%}")
+    return rows
+
+
 if __name__ == "__main__":
     for name in sys.argv[1:]:
         print(f"{code_lines(Path(name)):5d}  {name}")
+    if len(sys.argv) == 1:
+        print("\n".join(comparison()))

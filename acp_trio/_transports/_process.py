@@ -91,10 +91,14 @@ class AgentProcess:
 
     @property
     def pid(self) -> int:
+        """The agent's process id (also its process group's id)."""
         return self.process.pid
 
     @property
     def returncode(self) -> int | None:
+        """The agent's exit code once it has exited and been reaped, else
+        ``None`` (negative: killed by that signal).
+        """
         return self.process.returncode
 
     def stderr_tail(self) -> bytes | None:
@@ -199,10 +203,13 @@ async def open_agent_process(
     """Spawn ``command`` as an ACP agent over stdio (Unix).
 
     ``env`` replaces the environment when given (pass ``{**os.environ, ...}``
-    to extend it). Raises ``OSError`` if the program cannot be started.
+    to extend it). Raises ``OSError`` if the program cannot be started and
+    ``ValueError`` for an empty command or an unknown ``stderr``.
     On leaving the block: stdin is closed, the agent gets ``shutdown_grace``
     seconds to exit, then the group gets SIGTERM and ``terminate_grace``
-    seconds, then SIGKILL; the agent is always reaped.
+    seconds, then SIGKILL; the agent is always reaped. That shutdown is
+    shielded from cancellation (and bounded by the two graces), so leaving
+    by an exception or a cancellation stops the agent the same way.
 
     ``stderr`` says where the agent's stderr goes (see the module's
     docstring); forwarded lines start with ``stderr_prefix``, by default

@@ -86,7 +86,9 @@ async def open_stdio_stream() -> AsyncIterator[
     """This process's stdin and stdout as one Trio stream, for an agent.
 
     While open, fd 1 (and so ``sys.stdout``) writes to stderr; on exit fd 1 is
-    restored. Unix only.
+    restored. Unix only. Leaving the block, also by an exception or a
+    cancellation, closes the stream shielded from the cancellation, then
+    restores fd 1.
     """
     sys.stdout.flush()
     protocol_out = os.dup(1)

@@ -12,7 +12,11 @@ __all__ = ["open_tcp_stream", "serve_tcp"]
 
 
 async def open_tcp_stream(host: str, port: int) -> trio.SocketStream:
-    """Connect to an agent listening on ``host:port``."""
+    """Connect to an agent listening on ``host:port``.
+
+    Raises ``OSError`` if no connection can be made. Cancelling the call
+    abandons the attempt and closes any socket it opened.
+    """
     return await trio.open_tcp_stream(host, port)
 
 
@@ -33,6 +37,8 @@ async def serve_tcp(
     agent object, the second connection raises ``RuntimeError``.)
 
     An error of ``handle`` ends the server, as one plain exception.
+    Cancelling the call stops accepting and cancels every running
+    ``handle`` (each serving agent then closes its connection).
     """
     with plain_exceptions():
         await trio.serve_tcp(handle, port, host=host, task_status=task_status)

@@ -129,13 +129,19 @@ async def auto_allow(request: PendingPermission) -> PermissionOption:
     """Allow: the ``allow_once`` option, else ``allow_always`` (once first:
     the narrowest grant, as the test client of ``check-client`` offers). If
     no allowing option is offered, reject (``reject_once``, then
-    ``reject_always``); with neither, the first option."""
+    ``reject_always``); with neither, the first option.
+
+    Returns at once, without a checkpoint: no cancellation interrupts it.
+    """
     return request.allow or request.reject or request.options[0]
 
 
 async def auto_reject(request: PendingPermission) -> PermissionOption:
     """Reject: ``reject_once``, else ``reject_always``; with neither, the
-    first option offered (an agent that offers no way to refuse)."""
+    first option offered (an agent that offers no way to refuse).
+
+    Returns at once, without a checkpoint: no cancellation interrupts it.
+    """
     return request.reject or request.options[0]
 
 
@@ -277,4 +283,8 @@ class PermissionBrokerMixin:
     async def request_permission(
         self, params: RequestPermissionRequest
     ) -> RequestPermissionResponse:
+        """Serve ``session/request_permission`` with :attr:`permissions`: see
+        :meth:`PermissionBroker.handle` for what it raises and what a
+        cancellation does.
+        """
         return await self.permissions.handle(params)

@@ -15,6 +15,8 @@ __all__ = ["CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport"]
 
 @attrs.frozen
 class ClientCheckInfo:
+    """A check ``check_client`` runs: its name, level and what it checks."""
+
     name: str
     level: Level
     description: str
@@ -137,12 +139,19 @@ class ClientCheckReport:
 
     @property
     def exit_code(self) -> int:
+        """The exit status of ``check-client``: 0 when the client conforms,
+        else 1.
+        """
         return 0 if self.ok else 1
 
     def failures(self, level: Level | None = None) -> list[CheckResult]:
+        """The failed checks, of every level or of ``level`` only."""
         return [r for r in self.results if r.failed and level in (None, r.level)]
 
     def summary(self) -> str:
+        """One line: the verdict, the counts of each verdict, and the client's
+        name, version, exit and protocol version.
+        """
         counts = {v: sum(r.verdict is v for r in self.results) for v in Verdict}
         required = len(self.failures(Level.REQUIRED))
         client = "unknown client"
@@ -164,6 +173,7 @@ class ClientCheckReport:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        """The whole report as one JSON-ready dict, every check included."""
         return {
             "command": list(self.command),
             "ok": self.ok,

@@ -42,6 +42,8 @@ EXIT_STATUS: Final = {Status.CONFORMS: 0, Status.FAILS: 1, Status.INCOMPLETE: 3}
 
 
 class Verdict(enum.Enum):
+    """The verdict of one check: it passed, it failed, or it could not run."""
+
     PASS = "pass"
     FAIL = "fail"
     #: The check could not run; the reason says why. Never a silent pass.
@@ -50,6 +52,11 @@ class Verdict(enum.Enum):
 
 @attrs.frozen
 class CheckResult:
+    """The verdict of one check: its name and level, the verdict and its
+    reason, the latency of the wait it measured, and the wire lines (and
+    stderr tail) that back the verdict.
+    """
+
     name: str
     level: Level
     verdict: Verdict
@@ -64,17 +71,21 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
+        """Whether the check ran and passed."""
         return self.verdict is Verdict.PASS
 
     @property
     def failed(self) -> bool:
+        """Whether the check ran and failed."""
         return self.verdict is Verdict.FAIL
 
     @property
     def skipped(self) -> bool:
+        """Whether the check could not run (its reason says why)."""
         return self.verdict is Verdict.SKIP
 
     def to_json(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict (latency in milliseconds)."""
         return {
             "name": self.name,
             "level": self.level.value,
@@ -160,13 +171,18 @@ class CheckReport:
         return result.level is Level.REQUIRED or result.level in self.promoted
 
     def required_failures(self) -> list[CheckResult]:
+        """The failed checks that count as required (see :meth:`counts`)."""
         return [r for r in self.results if r.failed and self.counts(r)]
 
     def required_skips(self) -> list[CheckResult]:
+        """The skipped checks that count as required (see :meth:`counts`)."""
         return [r for r in self.results if r.skipped and self.counts(r)]
 
     @property
     def status(self) -> Status:
+        """What the run adds up to: CONFORMS, FAILS or INCOMPLETE (see the
+        class's docstring).
+        """
         if self.required_failures():
             return Status.FAILS
         if self.required_skips() and not self.allow_skips:
@@ -175,7 +191,7 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        """The run CONFORMS."""
+        """Whether the run CONFORMS."""
         return self.status is Status.CONFORMS
 
     @property
@@ -184,9 +200,11 @@ class CheckReport:
         return EXIT_STATUS[self.status]
 
     def failures(self, level: Level | None = None) -> list[CheckResult]:
+        """The failed checks, of every level or of ``level`` only."""
         return [r for r in self.results if r.failed and level in (None, r.level)]
 
     def summary(self) -> str:
+        """One line: the status, the counts of each verdict and who was checked."""
         counts = {v: sum(r.verdict is v for r in self.results) for v in Verdict}
         required = len(self.required_failures())
         skips = len(self.required_skips())
@@ -237,6 +255,7 @@ class CheckReport:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        """The whole report as one JSON-ready dict, every check included."""
         return {
             "command": list(self.command),
             "ok": self.ok,

@@ -97,6 +97,7 @@ class FakeTurn:
 
     @property
     def session_id(self) -> str:
+        """The id of the session the turn belongs to."""
         return self.params.session_id
 
     @property
@@ -109,7 +110,11 @@ class Step(Protocol):
     """One step of a :class:`FakeAgent` script."""
 
     async def run(self, turn: FakeTurn) -> Any:
-        """Do it; the return value goes to :attr:`FakeTurn.results`."""
+        """Do it; the return value goes to :attr:`FakeTurn.results`.
+
+        A cancellation of the turn (``session/cancel``, ``$/cancel_request``, a
+        deadline) is raised inside it: let it propagate.
+        """
         ...
 
 
@@ -120,6 +125,12 @@ class SendText:
     text: str
 
     async def run(self, turn: FakeTurn) -> None:
+        """Send the message chunk.
+
+        Raises :class:`~acp_trio.ConnectionClosed` once the connection is
+        closing; cancelled with the turn while waiting for room in the output
+        queue, it sends nothing.
+        """
         await turn.client.session_update(turn.session_id, build.agent_message(self.text))
 
 
@@ -130,6 +141,12 @@ class SendThought:
     text: str
 
     async def run(self, turn: FakeTurn) -> None:
+        """Send the thought chunk.
+
+        Raises :class:`~acp_trio.ConnectionClosed` once the connection is
+        closing; cancelled with the turn while waiting for room in the output
+        queue, it sends nothing.
+        """
         await turn.client.session_update(turn.session_id, build.agent_thought(self.text))
 
 
@@ -140,6 +157,12 @@ class SendUpdate:
     update: SessionUpdate
 
     async def run(self, turn: FakeTurn) -> None:
+        """Send the update as it is.
+
+        Raises :class:`~acp_trio.ConnectionClosed` once the connection is
+        closing; cancelled with the turn while waiting for room in the output
+        queue, it sends nothing.
+        """
         await turn.client.session_update(turn.session_id, self.update)
 
 
@@ -154,6 +177,12 @@ class StartToolCall:
     content: Sequence[ToolCallContent] = ()
 
     async def run(self, turn: FakeTurn) -> None:
+        """Send the ``tool_call`` start.
+
+        Raises :class:`~acp_trio.ConnectionClosed` once the connection is
+        closing; cancelled with the turn while waiting for room in the output
+        queue, it sends nothing.
+        """
         update = build.tool_call_start(
             self.tool_call_id, self.title, kind=self.kind, status=self.status, content=self.content
         )
@@ -171,6 +200,12 @@ class UpdateToolCall:
     raw_output: Any = None
 
     async def run(self, turn: FakeTurn) -> None:
+        """Send the ``tool_call_update``.
+
+        Raises :class:`~acp_trio.ConnectionClosed` once the connection is
+        closing; cancelled with the turn while waiting for room in the output
+        queue, it sends nothing.
+        """
         update = build.tool_call_update(
             self.tool_call_id,
             status=self.status,
@@ -191,6 +226,11 @@ class AskPermission:
     title: str | None = None
 
     async def run(self, turn: FakeTurn) -> PermissionOption | None:
+        """Ask, and return the option chosen (``None`` for ``cancelled``).
+
+        Raises :class:`~acp_trio.RequestError` for the client's refusal; the
+        turn's cancellation cancels the request on the wire (``$/cancel_request``).
+        """
         call = ToolCallUpdate(tool_call_id=self.tool_call_id, title=self.title)
         return await turn.client.ask_permission(turn.session_id, call, self.options)
 
@@ -204,6 +244,11 @@ class ReadFile:
     limit: int | None = None
 
     async def run(self, turn: FakeTurn) -> str:
+        """Read the file and return its text.
+
+        Raises :class:`~acp_trio.RequestError` for the client's refusal; the
+        turn's cancellation cancels the request on the wire (``$/cancel_request``).
+        """
         request = ReadTextFileRequest(
             session_id=turn.session_id, path=self.path, line=self.line, limit=self.limit
         )
@@ -212,12 +257,17 @@ class ReadFile:
 
 @attrs.frozen
 class WriteFile:
-    """``fs/write_text_file``."""
+    """Write ``content`` to ``path`` with ``fs/write_text_file``."""
 
     path: str
     content: str
 
     async def run(self, turn: FakeTurn) -> None:
+        """Write the file.
+
+        Raises :class:`~acp_trio.RequestError` for the client's refusal; the
+        turn's cancellation cancels the request on the wire (``$/cancel_request``).
+        """
         request = WriteTextFileRequest(
             session_id=turn.session_id, path=self.path, content=self.content
         )
@@ -231,6 +281,7 @@ class Sleep:
     seconds: float
 
     async def run(self, turn: FakeTurn) -> None:
+        """Sleep for :attr:`seconds`; the turn's cancellation ends the sleep at once."""
         await trio.sleep(self.seconds)
 
 
@@ -239,6 +290,9 @@ class WaitForCancel:
     """Wait until the turn is cancelled (the SDK then answers ``cancelled``)."""
 
     async def run(self, turn: FakeTurn) -> None:
+        """Sleep until the turn's cancellation (``session/cancel``,
+        ``$/cancel_request``) ends it.
+        """
         await trio.sleep_forever()
 
 
@@ -250,6 +304,9 @@ class Fail:
     message: str | None = None
 
     async def run(self, turn: FakeTurn) -> None:
+        """Raise :class:`~acp_trio.RequestError` (``code``, ``message``) at once:
+        it never waits, so no cancellation reaches it.
+        """
         raise RequestError(self.code, self.message)
 
 
@@ -261,6 +318,9 @@ class EndTurn:
     stop_reason: StopReason = "end_turn"
 
     async def run(self, turn: FakeTurn) -> StopReason:
+        """Return :attr:`stop_reason` after one checkpoint (where a pending
+        cancellation of the turn is raised instead).
+        """
         await trio.lowlevel.checkpoint()
         return self.stop_reason
 
@@ -272,6 +332,9 @@ class Call:
     func: Callable[[FakeTurn], Awaitable[Any]]
 
     async def run(self, turn: FakeTurn) -> Any:
+        """Await ``func(turn)`` and return its result; the turn's cancellation
+        is raised inside ``func``.
+        """
         return await self.func(turn)
 
 

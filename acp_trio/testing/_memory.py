@@ -43,7 +43,11 @@ class AgentClientPair(Generic[A, C]):
     initialized: InitializeResponse | None = None
 
     async def new_session(self, cwd: str | None = None) -> str:
-        """Open a session (``session/new``) and return its id."""
+        """Open a session (``session/new``) and return its id.
+
+        Raises :class:`~acp_trio.RequestError` for the agent's refusal.
+        Cancelling the call sends ``$/cancel_request`` for it.
+        """
         response = await self.to_agent.new_session(
             NewSessionRequest(cwd=cwd or os.sep, mcp_servers=[])
         )
@@ -76,6 +80,10 @@ async def open_memory_pair(
     for the file methods it overrides, ``terminal``, elicitation); pass an
     :class:`InitializeRequest` to choose, or ``False`` to skip it. Works
     with the autojump clock.
+
+    Raises what ``initialize`` raises (:class:`~acp_trio.RequestError`).
+    Leaving the block, also by an exception or a cancellation, closes both
+    connections: running handlers are cancelled and answered ``-32800``.
     """
     made = _make_agent(agent) if agent is not None else ScenarioAgent()
     the_agent: A = made  # type: ignore[assignment]

@@ -102,7 +102,12 @@ class ScriptedPeer:
     async def send(self, *messages: Any) -> None:
         """Write the messages in one write: ``bytes`` go out verbatim (for
         malformed input: include the ``\\n`` yourself); anything else is
-        encoded as one JSON line."""
+        encoded as one JSON line.
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         chunks = [m if isinstance(m, bytes | bytearray) else encode_line(m) for m in messages]
         data = b"".join(bytes(c) for c in chunks)
         now = trio.current_time()
@@ -111,10 +116,16 @@ class ScriptedPeer:
         await self.stream.send_all(data)
 
     async def send_bytes(self, data: bytes) -> None:
-        """Write ``data`` exactly as given."""
+        """Write ``data`` exactly as given.
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         await self.send(data)
 
     def next_id(self) -> int:
+        """The next integer request id (1, 2, ...), as :meth:`request` uses it."""
         self._ids += 1
         return self._ids
 
@@ -122,7 +133,13 @@ class ScriptedPeer:
         self, method: str, params: Any = None, *, id: int | str | None = None
     ) -> int | str | None:
         """Send a request (the next integer id unless ``id`` is given);
-        return its id."""
+        return its id. Does not wait for the response (see
+        :meth:`receive_response`).
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         request_id = self.next_id() if id is None else id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
@@ -131,28 +148,55 @@ class ScriptedPeer:
         return request_id
 
     async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification of ``method`` (``params`` left out when ``None``).
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
         await self.send(message)
 
     async def respond(self, request_id: Any, result: Any) -> None:
+        """Send the result of the peer's request ``request_id``.
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         await self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def respond_error(
         self, request_id: Any, code: int, message: str = "error", data: Any = None
     ) -> None:
+        """Send an error reply (``code``, ``message``, ``data`` if given) to
+        the peer's request ``request_id``.
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
         await self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     async def cancel_request(self, request_id: Any) -> None:
-        """Send ``$/cancel_request`` for ``request_id``."""
+        """Send ``$/cancel_request`` for ``request_id``.
+
+        Raises what the stream raises (``trio.BrokenResourceError`` once the
+        other end is gone). A cancelled write may have sent part of the data
+        (the transcript has it all).
+        """
         await self.notify("$/cancel_request", {"requestId": request_id})
 
     async def close_send(self) -> None:
-        """Close our sending side: the peer reads end of stream."""
+        """Close our sending side: the peer reads end of stream (a stream that
+        cannot half-close is closed whole). Cancelled, the side is still closed
+        (as Trio's ``aclose`` does), then ``trio.Cancelled`` propagates.
+        """
         send = self.stream.send_stream if isinstance(self.stream, trio.StapledStream) else None
         if send is not None:
             await send.aclose()
@@ -160,6 +204,9 @@ class ScriptedPeer:
             await self.stream.aclose()
 
     async def aclose(self) -> None:
+        """Close the stream both ways. Cancelled, it is still closed (as Trio's
+        ``aclose`` does), then ``trio.Cancelled`` propagates.
+        """
         await self.stream.aclose()
 
     # -- reading
@@ -197,7 +244,12 @@ class ScriptedPeer:
         return ExpectationFailed(f"no {what} within {timeout:g} s{seen}")
 
     async def receive_line(self, within: float | None = None) -> bytes:
-        """The next line exactly as received (without ``\\n``), parsed or not."""
+        """The next line exactly as received (without ``\\n``), parsed or not.
+
+        Raises :class:`ExpectationFailed` when ``within`` expires or the
+        stream ends first. A cancellation loses nothing: bytes already read stay
+        buffered for the next read.
+        """
         limit = self._timeout(within)
         with trio.move_on_after(limit):
             line = await self._next_line()
@@ -207,8 +259,13 @@ class ScriptedPeer:
         raise self._failure("line", limit)
 
     async def receive(self, within: float | None = None) -> Message:
-        """The next JSON message (blank lines are skipped). Raises
-        :class:`ExpectationFailed` for a line that is not JSON."""
+        """The next JSON message (blank lines are skipped); a queued one first.
+        Raises :class:`ExpectationFailed` for a line that is not JSON.
+
+        Raises :class:`ExpectationFailed` when ``within`` expires or the
+        stream ends first. A cancellation loses nothing: bytes already read stay
+        buffered for the next read.
+        """
         if self._backlog:
             await trio.lowlevel.checkpoint()
             return self._backlog.pop(0)
@@ -230,7 +287,13 @@ class ScriptedPeer:
         self, match: Callable[[Message], bool], within: float | None = None, what: str = ""
     ) -> Message:
         """The first message that ``match``\\ es; the others read meanwhile
-        stay queued, in order, for :meth:`receive`."""
+        stay queued, in order, for :meth:`receive`.
+
+        Raises :class:`ExpectationFailed` when ``within`` expires or the
+        stream ends first. A cancellation loses nothing: bytes already read stay
+        buffered for the next read. The skipped messages are queued again on every exit, a
+        cancellation included.
+        """
         for index, message in enumerate(self._backlog):
             if match(message):
                 await trio.lowlevel.checkpoint()
@@ -251,7 +314,12 @@ class ScriptedPeer:
 
     async def receive_response(self, request_id: Any, within: float | None = None) -> Message:
         """The response to ``request_id`` (exact id match: ``1`` is not
-        ``"1"``); other messages read meanwhile stay queued."""
+        ``"1"``); other messages read meanwhile stay queued.
+
+        Raises :class:`ExpectationFailed` when ``within`` expires or the
+        stream ends first. A cancellation loses nothing: bytes already read stay
+        buffered for the next read.
+        """
 
         def match(message: Message) -> bool:
             return (
@@ -265,7 +333,12 @@ class ScriptedPeer:
         return await self.receive_until(match, within, f"response to id {request_id!r}")
 
     async def receive_request(self, method: str, within: float | None = None) -> Message:
-        """The next request (or notification) of ``method``; others stay queued."""
+        """The next request (or notification) of ``method``; others stay queued.
+
+        Raises :class:`ExpectationFailed` when ``within`` expires or the
+        stream ends first. A cancellation loses nothing: bytes already read stay
+        buffered for the next read.
+        """
         return await self.receive_until(
             lambda m: isinstance(m, dict) and m.get("method") == method, within, method
         )
@@ -276,7 +349,10 @@ class ScriptedPeer:
         return list(self._backlog)
 
     async def expect_silence(self, seconds: float = 0.2) -> None:
-        """Fail if anything arrives within ``seconds`` (or is queued)."""
+        """Fail (:class:`ExpectationFailed`) if anything arrives within
+        ``seconds`` (or is queued), or the stream ends. Use the autojump clock.
+        A cancellation loses nothing: what was read stays buffered.
+        """
         if self._backlog:
             raise ExpectationFailed(f"expected silence, but {_brief(self._backlog[0])} is queued")
         with trio.move_on_after(seconds):
@@ -286,7 +362,10 @@ class ScriptedPeer:
             raise ExpectationFailed(f"expected silence, got {_brief(line)}")
 
     async def expect_eof(self, within: float | None = None) -> None:
-        """Wait for the end of the stream; fail on any other line."""
+        """Wait for the end of the stream; fail (:class:`ExpectationFailed`) on
+        any other line or when ``within`` expires. A cancellation loses nothing:
+        what was read stays buffered.
+        """
         limit = self._timeout(within)
         with trio.move_on_after(limit):
             line = await self._next_line()
@@ -304,7 +383,11 @@ async def open_scripted_client(
     receive_timeout: float = 5.0,
 ) -> AsyncIterator[ScriptedPeer]:
     """Serve ``agent`` (or a new one from the factory ``agent``) in memory to
-    a :class:`ScriptedPeer` playing the client."""
+    a :class:`ScriptedPeer` playing the client.
+
+    Leaving the block, also by an exception or a cancellation, closes the
+    agent's connection (its running handlers are cancelled).
+    """
     peer_end, agent_end = trio.testing.memory_stream_pair()
     peer = ScriptedPeer(peer_end, timeout=receive_timeout)
     async with open_agent(agent, agent_end, config=config):
@@ -316,7 +399,11 @@ async def open_scripted_agent(
     client: Client, *, config: ConnectionConfig | None = None, receive_timeout: float = 5.0
 ) -> AsyncIterator[ScriptedPeer]:
     """Connect ``client`` in memory to a :class:`ScriptedPeer` playing the
-    agent; ``client.agent`` is the client's proxy."""
+    agent; ``client.agent`` is the client's proxy.
+
+    Leaving the block, also by an exception or a cancellation, closes the
+    client's connection (its running handlers are cancelled).
+    """
     peer_end, client_end = trio.testing.memory_stream_pair()
     peer = ScriptedPeer(peer_end, timeout=receive_timeout)
     async with open_client(client, client_end, config=config):
@@ -334,12 +421,15 @@ async def open_scripted_process(
 ) -> AsyncIterator[ScriptedPeer]:
     """Spawn the agent ``command`` and play its client, byte by byte. The
     peer's :attr:`~ScriptedPeer.process` is the :class:`AgentProcess`
-    (exit code, stderr tail). Leaving the block shuts the agent down.
+    (exit code, stderr tail). Leaving the block shuts the agent down, as
+    :func:`~acp_trio.open_agent_process` does: shielded from cancellation
+    and bounded in time. Raises ``OSError`` if it cannot be started.
 
     Unlike :func:`~acp_trio.connect_to_agent`, the default is ``"capture"``:
     tests assert on the tail (``peer.process.stderr_tail()``) and agents
     under test are often made to crash or flood on purpose; pass
-    ``"forward"`` to see the lines."""
+    ``"forward"`` to see the lines.
+    """
     async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
         peer = ScriptedPeer(process.stream, timeout=receive_timeout)
         peer.process = process

@@ -156,7 +156,13 @@ class ScenarioAgent(Agent):
 
     async def run_command(self, session_id: str, text: str, words: list[str]) -> PromptResponse:
         """Run one command: ``text`` is the trimmed prompt, ``words`` its
-        words. Override to add commands; call ``super()`` for the rest."""
+        words. Override to add commands; call ``super()`` for the rest.
+
+        An unknown command streams the text ``unknown command``; ``fail CODE``
+        raises :class:`~acp_trio.RequestError` ``CODE``. Runs inside the
+        prompt's turn: ``session/cancel`` cancels it like the rest of the turn
+        (the prompt answers ``cancelled``).
+        """
         command = words[0] if words else ""
         args = words[1:]
         send = self.client.send_text
@@ -283,7 +289,11 @@ class ScenarioAgent(Agent):
 
 
 async def run_scenario_agent() -> None:
-    """Serve a :class:`ScenarioAgent` on this process's stdio."""
+    """Serve a :class:`ScenarioAgent` on this process's stdio, until the
+    client closes it; SIGINT and SIGTERM shut it down in order (see
+    :func:`~acp_trio.run_agent`: running requests cancelled, answered
+    ``-32800``, output flushed).
+    """
     await run_agent(ScenarioAgent())
 
 
@@ -390,7 +400,9 @@ class ScenarioClient(Client):
 
     async def wait_for_requests(self, method: str, count: int = 1) -> list[Any]:
         """Wait until ``count`` requests of ``method`` arrived; return their
-        params. Bound it with ``trio.fail_after``."""
+        params. Bound it with ``trio.fail_after``: it never times out itself,
+        and cancelling the wait changes nothing.
+        """
         while len(found := self.received(method)) < count:
             await self._changed.wait()
         return found

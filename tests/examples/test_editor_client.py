@@ -1,24 +1,45 @@
 """``examples/editor_client.py`` driving ``examples/coding_agent.py``, both
 as processes: the answer typed on stdin decides, and Ctrl-C (SIGINT)
-during a turn cancels it."""
+during a turn cancels it. The same tests run the same client written with
+the official Python SDK (``benchmarks/peers/official_editor_client.py``),
+skipped where ``agent-client-protocol`` is not installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+CLIENTS = {
+    "acp_trio": [sys.executable, str(EXAMPLES / "editor_client.py")],
+    # The same client written with the official Python SDK, for comparison.
+    "official": [sys.executable, str(ROOT / "benchmarks" / "peers" / "official_editor_client.py")],
+}
+# The test extra installs it (so does .venv-bench); skipped where it is absent.
+HAVE_OFFICIAL_SDK = importlib.util.find_spec("acp") is not None
+WHICH = pytest.mark.parametrize(
+    "which",
+    [
+        "acp_trio",
+        pytest.param(
+            "official",
+            marks=pytest.mark.skipif(not HAVE_OFFICIAL_SDK, reason="agent-client-protocol missing"),
+        ),
+    ],
+)
 LIMIT = 60  # real seconds: three processes
 
 
-def command(root: Path, *extra: str) -> list[str]:
+def command(root: Path, *extra: str, which: str = "acp_trio") -> list[str]:
     return [
-        sys.executable,
-        str(EXAMPLES / "editor_client.py"),
+        *CLIENTS[which],
         "--root",
         str(root),
         "--prompt",
@@ -30,12 +51,16 @@ def command(root: Path, *extra: str) -> list[str]:
     ]
 
 
-async def test_the_answer_on_stdin_decides(tmp_path: Path) -> None:
+@WHICH
+async def test_the_answer_on_stdin_decides(tmp_path: Path, which: str) -> None:
     for answer, expected in (("y\n", "print('hi')\n"), ("n\n", "prnt('hi')\n")):
         (tmp_path / "main.py").write_text("prnt('hi')\n")
         with trio.fail_after(LIMIT):
             done = await trio.run_process(
-                command(tmp_path), stdin=answer.encode(), capture_stdout=True, capture_stderr=True
+                command(tmp_path, which=which),
+                stdin=answer.encode(),
+                capture_stdout=True,
+                capture_stderr=True,
             )
         out = done.stdout.decode()
         assert "allow 'Fix main.py'? [y/N]" in out
@@ -45,11 +70,12 @@ async def test_the_answer_on_stdin_decides(tmp_path: Path) -> None:
         assert f"tool call 'Fix main.py': {final}" in out
 
 
-async def test_ctrl_c_cancels_the_turn(tmp_path: Path) -> None:
+@WHICH
+async def test_ctrl_c_cancels_the_turn(tmp_path: Path, which: str) -> None:
     (tmp_path / "main.py").write_text("prnt('hi')\n")
     with trio.fail_after(LIMIT):
         process = await trio.lowlevel.open_process(
-            command(tmp_path),
+            command(tmp_path, which=which),
             stdin=subprocess.PIPE,  # never answered: the turn waits for the user
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -69,3 +95,26 @@ async def test_ctrl_c_cancels_the_turn(tmp_path: Path) -> None:
     assert "stop reason: cancelled" in out
     assert "tool call 'Fix main.py': failed" in out
     assert (tmp_path / "main.py").read_text() == "prnt('hi')\n"
+
+
+@WHICH
+async def test_writes_outside_the_root_are_refused(tmp_path: Path, which: str) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)  # a way out through a symlink
+    prompts = [f"write 1 {root / 'inside.txt'} 8", f"write 1 {root / 'link' / 'x.txt'} 8"]
+    client = [*CLIENTS[which], "--root", str(root)]
+    for prompt in prompts:
+        client += ["--prompt", prompt]
+    agent = [sys.executable, "-m", "acp_trio", "scenario-agent"]
+    with trio.fail_after(LIMIT):
+        done = await trio.run_process(
+            [*client, "--", *agent], capture_stdout=True, capture_stderr=True, check=False
+        )
+    # The first prompt wrote inside the root; the second was refused, which
+    # fails its turn (neither example client handles a failed turn).
+    assert (root / "inside.txt").read_text() == "x" * 8
+    assert list(outside.iterdir()) == []
+    assert done.returncode != 0
+    assert b"fs/write_text_file failed" in done.stderr
