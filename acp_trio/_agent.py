@@ -227,7 +227,10 @@ class ClientProxy(ClientProxyMethods, Peer):
         )
 
     async def send_text(self, session_id: str, text: str) -> None:
-        """Stream a piece of the agent's reply (an ``agent_message_chunk``)."""
+        """Stream a piece of the agent's reply (an ``agent_message_chunk``).
+        Raises :class:`ConnectionClosed` if the connection has ended;
+        cancelling the caller only stops it waiting for room in the output
+        queue (a notification has no answer to wait for)."""
         if self.converter is converter and type(session_id) is str and type(text) is str:
             # The hot path of streaming: the exact JSON the default converter
             # makes of SessionNotification(session_id, AgentMessageChunk(

@@ -688,7 +688,8 @@ class AgentProxy(AgentProxyMethods, Peer):
         return result
 
     async def prompt_text(self, session_id: str, text: str) -> PromptResponse:
-        """:meth:`prompt` with one text block."""
+        """:meth:`prompt` with one text block; raises and cancels as
+        :meth:`prompt` does (a cancelled caller sends ``session/cancel``)."""
         return await self.prompt(
             PromptRequest(session_id=session_id, prompt=[TextContent(text=text)])
         )

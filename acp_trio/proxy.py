@@ -143,7 +143,8 @@ class Proxy:
 
     async def successor_message(self, method: str, params: Any, is_request: bool) -> Any:
         """A message of the successor, bound for the client side; as
-        :meth:`client_message`, with the :class:`~acp_trio.Client` names."""
+        :meth:`client_message` (errors, cancellation), with the
+        :class:`~acp_trio.Client` names."""
         name = CLIENT_METHOD_NAMES.get(method)
         if name is not None and _overrides(self, name):
             return await self._typed(name, method, params, is_request)
