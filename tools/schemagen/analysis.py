@@ -441,9 +441,7 @@ class Analyzer:
                 c.tag = (key, value)
             return c.name
         name = pascal(value) if payload and not inline else union + pascal(value)
-        if payload and payload_count[payload] > 1:
-            if common:
-                raise SystemExit(f"{union}: shared payload with common fields")
+        if payload and payload_count[payload] > 1 and not common:
             base = payload
             if payload not in self.model.classes:
                 pd = self.defs[payload]

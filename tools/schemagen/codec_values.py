@@ -169,4 +169,6 @@ class ValueCodec:
             assert t.item is not None
             item = self.predicate(t.item, f"{v}[0]")
             return f"type({v}) is list and (not {v} or ({item}))"
+        if k == "any":
+            return "True"  # a catch-all branch (v2's "Other" value): keep it last
         raise SystemExit(f"no structural predicate for {t}")
