@@ -195,6 +195,8 @@ class UnionSpec:
     catch-all branch. Untagged unions: ``key`` is ``None`` and ``branches``
     lists the member types; the first whose JSON shape matches (JSON type;
     for objects, all required keys present; for arrays, the first item) wins.
+    ``nested`` maps a tag whose payload is another tagged union (ACP v2's
+    ``sessionUpdate: "state_update"`` over ``StateUpdate``) to that union's name.
     """
 
     name: str
@@ -204,6 +206,7 @@ class UnionSpec:
     unknown: type | None = None
     other: bool = False
     branches: tuple[TypeExpr, ...] = ()
+    nested: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen

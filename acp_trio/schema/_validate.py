@@ -212,7 +212,7 @@ class Walker:
                     if not f.flags & DEFAULTED:
                         kwargs[f.attr] = [] if f.type[0] == "list" else {}
                 else:
-                    r = self.conv(raw, f.type, p, errs)
+                    r = self.items(raw, f, p, errs)
                     ok = ok and r is not FAIL
                     kwargs[f.attr] = r
                 continue
@@ -224,7 +224,7 @@ class Walker:
             if f.flags & LENIENT:
                 r = self.lenient(raw, f, p)
             else:
-                r = self.conv(raw, f.type, p, errs)
+                r = self.items(raw, f, p, errs)
                 ok = ok and r is not FAIL
             if r is not FAIL:
                 kwargs[f.attr] = r
@@ -232,6 +232,13 @@ class Walker:
             return FAIL
         kwargs["extra_"] = residue(v, tag, res)
         return spec.cls(**kwargs)
+
+    def items(self, raw: Any, f: FieldSpec, path: str, errs: list[str]) -> Any:
+        """A strict field; a skip-invalid-items list (v2) that is not lenient too must
+        be a list, but its malformed items are dropped."""
+        if f.flags & SKIP_ITEMS and f.type[0] == "list" and type(raw) is list:
+            return self.lenient(raw, f, path)
+        return self.conv(raw, f.type, path, errs)
 
     def lenient(self, raw: Any, f: FieldSpec, path: str) -> Any:
         """Convert a default-on-error field; FAIL means "use the default"."""
@@ -262,9 +269,14 @@ class Walker:
 
     def union(self, v: Any, spec: UnionSpec, path: str, errs: list[str]) -> Any:
         if spec.key is None:
+            catch_all = any(tx[0] == "any" for tx in spec.branches)
             for tx in spec.branches:
                 if self.matches(v, tx):
-                    return self.conv(v, tx, path, errs)
+                    if not catch_all:
+                        return self.conv(v, tx, path, errs)
+                    r = self.conv(v, tx, path, [])  # failing here leaves the catch-all
+                    if r is not FAIL:
+                        return r
             errs.append(f"{path}: {self.no_branch(v, spec)}")
             return FAIL
         if type(v) is not dict:
@@ -273,6 +285,10 @@ class Walker:
         key = spec.key
         tag = v.get(key)
         if type(tag) is str:
+            inner = spec.nested.get(tag)
+            if inner is not None:
+                rest = {k: x for k, x in v.items() if k != key}
+                return self.union(rest, self.unions[inner], path, errs)
             cls = spec.tags.get(tag)
             if cls is not None:
                 return self.cls(v, self.classes[cls], path, errs, key)

@@ -28,7 +28,13 @@ needs_schema = pytest.mark.skipif(
     not HAVE_SCHEMA, reason=f"upstream schema not found at {SCHEMA_DIR} (../shared is absent)"
 )
 
-FLAVOURS = ("stable", "unstable")
+FLAVOURS = ("stable", "unstable", "v2")
+#: flavour -> (folder beside SCHEMA_DIR, schema file, meta file)
+FILES = {
+    "stable": ("v1", "schema.json", "meta.json"),
+    "unstable": ("v1", "schema.unstable.json", "meta.unstable.json"),
+    "v2": ("v2", "schema.json", "meta.json"),
+}
 #: full: every property; min: required only; nulls: nullable optionals as null;
 #: defaults: optionals that have a schema default, sent explicitly with that value.
 MODES = ("full", "min", "nulls", "defaults")
@@ -37,15 +43,17 @@ UNKNOWN_TAG = "future_variant"
 
 @functools.cache
 def load(flavour: str) -> dict[str, Any]:
-    name = "schema.json" if flavour == "stable" else "schema.unstable.json"
-    result: dict[str, Any] = json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+    folder, name, _ = FILES[flavour]
+    path = SCHEMA_DIR.parent / folder / name
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return result
 
 
 @functools.cache
 def load_meta(flavour: str) -> dict[str, Any]:
-    name = "meta.json" if flavour == "stable" else "meta.unstable.json"
-    result: dict[str, Any] = json.loads((SCHEMA_DIR / name).read_text(encoding="utf-8"))
+    folder, _, name = FILES[flavour]
+    path = SCHEMA_DIR.parent / folder / name
+    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return result
 
 
@@ -157,7 +165,7 @@ class Builder:
             low = node.get("minimum", 0)
             return max(int(low), 7) if node.get("maximum", 10**9) >= 7 else int(low)
         if t == "number":
-            return 1.5
+            return 1.5 if node.get("maximum", 2) >= 1.5 else node["maximum"] / 2  # v2 priority
         if t == "boolean":
             return True
         if t == "null":

@@ -16,6 +16,7 @@ import pytest
 
 import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
+import acp_trio.schema.v2 as v2
 from acp_trio.schema import MethodInfo
 
 from ._schema_data import (
@@ -28,7 +29,7 @@ from ._schema_data import (
     root_validator,
 )
 
-MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable}
+MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable, "v2": v2}
 
 STABLE_NOTIFICATIONS = {
     "session/cancel",

@@ -95,6 +95,7 @@ class Analyzer:
             if name in self.model.def_kinds or name in self.absorbed:
                 continue
             self._plain(name, d)
+        self._nest_members()
         self._methods()
         self._check_names()
         return self.model
@@ -387,6 +388,9 @@ class Analyzer:
                 if key not in (None, tag[0]):
                     raise SystemExit(f"{name}: mixed discriminators")
                 key = tag[0]
+                if payload and not common and self._nested_union(b, tag, payload):
+                    u.nested[tag[1]] = payload
+                    continue
                 cls = self._variant_class(name, b, tag, payload, common, payload_count)
                 u.tags[tag[1]] = cls
             else:
@@ -398,6 +402,27 @@ class Analyzer:
         self._add_class(ClassDef(u.unknown, [], def_name=name, unknown_of=name))
         u.members.append(u.unknown)
         self.model.unions[name] = u
+
+    def _nested_union(self, b: dict[str, Any], tag: tuple[str, str], payload: str) -> bool:
+        """A variant that is only a tag over another tagged union (v2's ``state_update``:
+        ``sessionUpdate`` picks ``StateUpdate``, whose ``state`` picks the class)."""
+        pd = self.defs.get(payload, {})
+        inner = self._branches(pd)
+        if not inner or not self._is_union(pd) or not self._tagged(inner):
+            return False
+        if "properties" in pd or set(b.get("properties", {})) != {tag[0]}:
+            return False
+        return len(self.variant_refs.get(payload, [])) == 1 and not self.field_refs.get(payload)
+
+    def _nest_members(self) -> None:
+        """A nesting union's members include its inner unions' members (after its own)."""
+        for u in self.model.unions.values():
+            for inner in u.nested.values():
+                if self.model.unions[inner].nested:
+                    raise SystemExit(f"{u.name}: unions nested more than one level")
+                extra = [m for m in self.model.unions[inner].members if m not in u.members]
+                at = u.members.index(str(u.unknown))
+                u.members[at:at] = extra
 
     def _unknown_name(self, union: str) -> str:
         """``Unknown<Union>``, or ``Other<Union>`` where the schema has a def of that name

@@ -25,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unstable-meta", help="default: meta.unstable.json next to --schema")
     p.add_argument("--no-unstable", action="store_true", help="skip the unstable module")
     p.add_argument(
+        "--v2-schema", help="ACP v2 schema.json (meta.json beside it); default: the snapshot's v2/"
+    )
+    p.add_argument("--no-v2", action="store_true", help="skip the v2 modules")
+    p.add_argument(
         "--schema-version",
         help="default: from the README beside the schema folder, or a Cargo.toml next to it",
     )
@@ -45,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         stale.append(name)
         if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(src, encoding="utf-8")
     if args.check and stale:
         print("stale generated files: " + ", ".join(stale), file=sys.stderr)

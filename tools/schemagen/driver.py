@@ -27,6 +27,7 @@ SCHEMA_DIR = REPO_ROOT.parent / "shared" / "acp-schema" / "v1"
 OUT_DIR = REPO_ROOT / "acp_trio" / "schema"
 DOCS_URL = "https://agentclientprotocol.com/protocol/schema"
 UNSTABLE_DOCS_URL = "https://agentclientprotocol.com/protocol/draft/schema"
+V2_DOCS_URL = "https://agentclientprotocol.com/protocol/v2/schema"
 
 
 def ruff_command() -> list[str]:
@@ -47,6 +48,18 @@ def ruff_format(source: str, filename: str) -> str:
     )
     if proc.returncode != 0:
         raise SystemExit(f"ruff format failed on {filename}:\n{proc.stderr}")
+    return proc.stdout
+
+
+def ruff_sort_imports(source: str, filename: str) -> str:
+    """Sort the imports (the subpackage's own modules sort after ``_runtime``)."""
+    cmd = [*ruff_command(), "check", "--select", "I", "--fix", "--quiet"]
+    cmd += ["--stdin-filename", filename, "-"]
+    proc = subprocess.run(
+        cmd, input=source, capture_output=True, text=True, cwd=REPO_ROOT, check=False
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ruff check failed on {filename}:\n{proc.stderr}")
     return proc.stdout
 
 
@@ -74,14 +87,25 @@ def detect_schema_version(schema_path: Path) -> str | None:
 
 
 def generate(
-    schema_path: Path, meta_path: Path, schema_version: str, flavour: str, docs: str
+    schema_path: Path,
+    meta_path: Path,
+    schema_version: str,
+    flavour: str,
+    docs: str,
+    subpackage: str = "",
 ) -> dict[str, str]:
-    """Return {file name: formatted source} for one schema flavour."""
+    """Return {file name: formatted source} for one schema flavour.
+
+    With ``subpackage`` (``"v2"``) the modules go to ``acp_trio/schema/<subpackage>/``
+    (the names are relative to the output folder) and get no typed proxies.
+    """
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     model = analyze(schema, meta)
-    prefix = "_generated_" + ("unstable_" if flavour == "unstable" else "")
-    types_module = f"acp_trio.schema.{prefix}types"
+    folder = f"{subpackage}/" if subpackage else ""
+    prefix = folder + "_generated_" + ("unstable_" if flavour == "unstable" else "")
+    package = "acp_trio.schema" + (f".{subpackage}" if subpackage else "")
+    types_module = f"{package}.{prefix.removeprefix(folder)}types"
     source = f"{schema_path.name}, {meta_path.name}"
     te = TypesEmitter(model, docs)
     ce = CodecEmitter(model, types_module)
@@ -91,7 +115,7 @@ def generate(
     }
     files[f"{prefix}tables.py"] = emit_tables(model, types_module, schema_version, source)
     files[f"{prefix}methods.py"] = emit_methods(model, types_module, schema_version, source)
-    if flavour == "stable":
+    if flavour == "stable" and not subpackage:
         # The typed proxies drive the stable schema only (the unstable one has no typed API).
         meta_keys = {
             wire: key
@@ -101,6 +125,8 @@ def generate(
         files[f"{prefix}proxies.py"] = ProxiesEmitter(model, types_module).emit(
             schema_version, source, meta_keys
         )
+    if subpackage:
+        files = {n: ruff_sort_imports(src, f"acp_trio/schema/{n}") for n, src in files.items()}
     return {name: ruff_format(src, f"acp_trio/schema/{name}") for name, src in files.items()}
 
 
@@ -122,4 +148,9 @@ def generate_all(args: argparse.Namespace) -> dict[str, str]:
         )
         if unstable.is_file() and umeta.is_file():
             out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL))
+    if not args.no_v2:
+        v2 = Path(args.v2_schema) if args.v2_schema else SCHEMA_DIR.parent / "v2" / "schema.json"
+        v2_meta = v2.with_name("meta.json")
+        v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
+        out.update(generate(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2"))
     return out

@@ -39,6 +39,24 @@ class CodecEmitter(ValueCodec):
 
         def guarded(body: list[str], fallback: str) -> list[str]:
             """``body`` with the field's leniency applied."""
+            if not f.lenient and f.skip and rt.kind == "list" and rt.item is not None:
+                # skip-invalid-items alone (v2): the list itself must still be a list
+                conv = self.s_fn(rt.item)
+                if self.is_plain(rt.item) and not self.check(rt.item, "i"):
+                    return [f"if type({v}) is not list:", "    raise Invalid"]
+                if self.is_plain(rt.item):
+                    convert = ["    for i in " + v + ":"]
+                    convert += ["        " + x for x in self.check(rt.item, "i")]
+                else:
+                    convert = [f"    {v} = [{conv}(i) for i in {v}]"]
+                return [
+                    f"if type({v}) is not list:",
+                    "    raise Invalid",
+                    "try:",
+                    *convert,
+                    "except ERRORS:",
+                    f"    {v} = skip_items({v}, {conv}, {where})",
+                ]
             if not f.lenient:
                 return body
             if f.skip and rt.kind == "list" and rt.item is not None and not self.is_plain(rt.item):
@@ -79,6 +97,8 @@ class CodecEmitter(ValueCodec):
             )
 
         if f.required and not f.lenient:
+            if f.skip:
+                check = guarded(check, "[]")
             if f.null_default:
                 check = self.null_to_default(check, v, self.null_default_expr(c, f))
             return [f"{v} = d[{q(f.wire)}]", *check, "n += 1"]
@@ -267,7 +287,7 @@ class CodecEmitter(ValueCodec):
         required = [f for f in fields if f.required]
         if (
             len(required) == len(fields)
-            or any(f.flatten or f.lenient for f in required)
+            or any(f.flatten or f.lenient or f.skip for f in required)
             or any(f.flatten for f in fields)
         ):
             return []
@@ -323,10 +343,24 @@ class CodecEmitter(ValueCodec):
         if u.branches:
             return self.emit_structural(u)
         key = q(str(u.key))
-        lines = [
+        lines = []
+        dispatch = [f"{q(tag)}: _s_{cls}" for tag, cls in u.tags.items()]
+        for tag, inner in u.nested.items():
+            # the outer tag is not part of the inner variant: drop it, then dispatch again
+            fn = f"_sn_{u.name}_{inner}"
+            lines += [
+                "",
+                "",
+                f"def {fn}(d: dict[str, Any], t: str) -> {u.name}:",
+                "    d = dict(d)",
+                "    del d[t]",
+                f"    return _s_{inner}(d)",
+            ]
+            dispatch.append(f"{q(tag)}: {fn}")
+        lines += [
             "",
             f"_T_{u.name}: dict[Any, Callable[[Any, str], {u.name}]] = {{"
-            + ", ".join(f"{q(tag)}: _s_{cls}" for tag, cls in u.tags.items())
+            + ", ".join(dispatch)
             + "}",
         ]
         body = [
@@ -364,6 +398,17 @@ class CodecEmitter(ValueCodec):
                     f"    return _f_{cls}(o, {{{key}: {q(tag)}}})",
                 ]
                 entries.append(f"{cls}: {fn}")
+        for tag, inner in u.nested.items():
+            fn = f"_un_{u.name}_{inner}"
+            lines += [
+                "",
+                "",
+                f"def {fn}(o: {inner}) -> dict[str, Any]:",
+                f"    d: dict[str, Any] = {{{key}: {q(tag)}}}",
+                f"    d.update(_u_{inner}(o))",
+                "    return d",
+            ]
+            entries += [f"{cls}: {fn}" for cls in self.m.unions[inner].members]
         if u.fallback:
             entries.append(f"{u.fallback}: _u_{u.fallback}")
         entries.append(f"{u.unknown}: _u_{u.unknown}")
@@ -388,11 +433,16 @@ class CodecEmitter(ValueCodec):
         flatten = u.name in {
             f.type.ref for c in self.m.classes.values() for f in c.fields if f.flatten
         }
+        catch_all = any(b.kind == "any" for b in real)
         body = [f"r: {u.name}"]
         for b in real:
             body.append(f"if {self.predicate(b, 'd')}:")
             if b.kind == "null":
                 body.append("    return None")
+            elif b.kind in ("class", "union") and catch_all:
+                # a value that is not this branch is still the catch-all's (untagged order)
+                body += ["    try:", f"        r = {self.s_fn(b)}(d)", "        return r"]
+                body += ["    except ERRORS:", "        pass"]
             elif b.kind in ("class", "union"):
                 body += [f"    r = {self.s_fn(b)}(d)", "    return r"]
             else:
@@ -430,7 +480,10 @@ class CodecEmitter(ValueCodec):
                 sub += [f"if type(i) is {it.ref}:", f"    return _u_{it.ref}(i)"]
             sub.append(f"raise TypeError(f'{{type(i).__name__}} is not an item of {u.name}')")
             lines += ["", "", f"def _ui_{u.name}(i: Any) -> Any:"] + ["    " + x for x in sub]
-        body.append(f"raise TypeError(f'{{type(o).__name__}} is not a {u.name}')")
+        if any(b.kind == "any" for b in real):
+            body.append("return o")  # the catch-all: any other JSON value, re-sent as is
+        else:
+            body.append(f"raise TypeError(f'{{type(o).__name__}} is not a {u.name}')")
         lines += ["", "", f"def _u_{u.name}(o: {u.name}) -> Any:"] + ["    " + x for x in body]
         return lines
 

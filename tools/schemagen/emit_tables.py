@@ -100,9 +100,12 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
             unions.append(f"    {q(u.name)}: UnionSpec({q(u.name)}, branches=({br},)),")
         else:
             tags = ", ".join(f"{q(k)}: {v}" for k, v in u.tags.items())
+            nested = ", ".join(f"{q(k)}: {q(v)}" for k, v in u.nested.items())
             unions.append(
                 f"    {q(u.name)}: UnionSpec({q(u.name)}, key={q(str(u.key))}, tags={{{tags}}}, "
-                f"fallback={u.fallback}, unknown={u.unknown}, other={u.other}),"
+                f"fallback={u.fallback}, unknown={u.unknown}, other={u.other}"
+                + (f", nested={{{nested}}}" if nested else "")
+                + "),"
             )
     targets = []
     for a in m.aliases.values():

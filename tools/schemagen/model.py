@@ -64,6 +64,8 @@ class UnionDef:
     unknown: str | None = None
     branches: list[TExpr] = field(default_factory=list)  # structural only
     def_name: str | None = None
+    # tag -> inner tagged union whose variants this tag's payload is (v2 ``state_update``)
+    nested: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
