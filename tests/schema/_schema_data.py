@@ -28,12 +28,13 @@ needs_schema = pytest.mark.skipif(
     not HAVE_SCHEMA, reason=f"upstream schema not found at {SCHEMA_DIR} (../shared is absent)"
 )
 
-FLAVOURS = ("stable", "unstable", "v2")
+FLAVOURS = ("stable", "unstable", "v2", "v2-unstable")
 #: flavour -> (folder beside SCHEMA_DIR, schema file, meta file)
 FILES = {
     "stable": ("v1", "schema.json", "meta.json"),
     "unstable": ("v1", "schema.unstable.json", "meta.unstable.json"),
     "v2": ("v2", "schema.json", "meta.json"),
+    "v2-unstable": ("v2", "schema.unstable.json", "meta.unstable.json"),
 }
 #: full: every property; min: required only; nulls: nullable optionals as null;
 #: defaults: optionals that have a schema default, sent explicitly with that value.

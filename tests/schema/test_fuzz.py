@@ -25,17 +25,25 @@ from hypothesis import strategies as st
 import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
 import acp_trio.schema.v2 as v2
+import acp_trio.schema.v2.unstable as v2_unstable
 from acp_trio.schema import SchemaValidationError, _generated_tables, _generated_unstable_tables
 from acp_trio.schema._validate import FAIL, walk
 from acp_trio.schema.v2 import _generated_tables as v2_tables
+from acp_trio.schema.v2 import _generated_unstable_tables as v2_unstable_tables
 
 from ._schema_data import FLAVOURS, def_cases, needs_schema
 
-MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable, "v2": v2}
+MODULES: dict[str, types.ModuleType] = {
+    "stable": stable,
+    "unstable": unstable,
+    "v2": v2,
+    "v2-unstable": v2_unstable,
+}
 TABLES: dict[str, types.ModuleType] = {
     "stable": _generated_tables,
     "unstable": _generated_unstable_tables,
     "v2": v2_tables,
+    "v2-unstable": v2_unstable_tables,
 }
 
 SEEDS = [

@@ -21,18 +21,26 @@ import pytest
 import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
 import acp_trio.schema.v2 as v2
+import acp_trio.schema.v2.unstable as v2_unstable
 from acp_trio.schema import SchemaValidationError, _generated_tables, _generated_unstable_tables
 from acp_trio.schema._runtime import FLATTEN, LENIENT, NULL_DEFAULT, REQUIRED
 from acp_trio.schema._validate import child
 from acp_trio.schema.v2 import _generated_tables as v2_tables
+from acp_trio.schema.v2 import _generated_unstable_tables as v2_unstable_tables
 
 from ._schema_data import FLAVOURS, HAVE_SCHEMA, Builder, needs_schema
 
-MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable, "v2": v2}
+MODULES: dict[str, types.ModuleType] = {
+    "stable": stable,
+    "unstable": unstable,
+    "v2": v2,
+    "v2-unstable": v2_unstable,
+}
 TABLES: dict[str, types.ModuleType] = {
     "stable": _generated_tables,
     "unstable": _generated_unstable_tables,
     "v2": v2_tables,
+    "v2-unstable": v2_unstable_tables,
 }
 
 

@@ -17,6 +17,7 @@ import pytest
 import acp_trio.schema as stable
 import acp_trio.schema.unstable as unstable
 import acp_trio.schema.v2 as v2
+import acp_trio.schema.v2.unstable as v2_unstable
 from acp_trio.schema import MethodInfo
 
 from ._schema_data import (
@@ -29,7 +30,12 @@ from ._schema_data import (
     root_validator,
 )
 
-MODULES: dict[str, types.ModuleType] = {"stable": stable, "unstable": unstable, "v2": v2}
+MODULES: dict[str, types.ModuleType] = {
+    "stable": stable,
+    "unstable": unstable,
+    "v2": v2,
+    "v2-unstable": v2_unstable,
+}
 
 STABLE_NOTIFICATIONS = {
     "session/cancel",

@@ -14,6 +14,7 @@ import pytest
 
 import acp_trio.schema as v1
 import acp_trio.schema.v2 as v2
+import acp_trio.schema.v2.unstable as v2_unstable
 
 from ._schema_data import SCHEMA_DIR, load, needs_schema, validator
 
@@ -174,3 +175,25 @@ def test_method_table_matches_meta() -> None:
     assert "session/load" not in v2.METHODS  # gone in v2
     assert v2.NOTIFICATIONS["session/update"].params is v2.UpdateSessionNotification
     assert v2.REQUESTS["session/prompt"].result is v2.PromptResponse
+
+
+@needs_schema
+def test_unstable_v2_is_its_own_set() -> None:
+    meta = json.loads((SCHEMA_DIR.parent / "v2" / "meta.unstable.json").read_text(encoding="utf-8"))
+    wires = {w for table in meta.values() if isinstance(table, dict) for w in table.values()}
+    assert set(v2_unstable.METHODS) == wires
+    assert set(v2.METHODS) < set(v2_unstable.METHODS)
+    assert v2_unstable.PromptResponse is not v2.PromptResponse
+    assert v2_unstable.converter is not v2.converter
+
+
+def test_unstable_v2_state_update_as_a_field_and_as_a_session_update() -> None:
+    conv_u = v2_unstable.converter
+    status = {"status": "open", "state": {"state": "idle", "stopReason": "end_turn"}}
+    obj = conv_u.structure(status, v2_unstable.SessionStatusResponse)
+    assert obj.state == v2_unstable.IdleStateUpdate(stop_reason="end_turn")
+    assert conv_u.unstructure(obj) == status  # no sessionUpdate tag in a plain field
+    note = {"sessionId": "s", "update": {"sessionUpdate": "state_update", **status["state"]}}
+    obj = conv_u.structure(note, v2_unstable.UpdateSessionNotification)
+    assert type(obj.update) is v2_unstable.IdleStateUpdate
+    assert conv_u.unstructure(obj) == note

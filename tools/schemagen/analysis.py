@@ -410,9 +410,7 @@ class Analyzer:
         inner = self._branches(pd)
         if not inner or not self._is_union(pd) or not self._tagged(inner):
             return False
-        if "properties" in pd or set(b.get("properties", {})) != {tag[0]}:
-            return False
-        return len(self.variant_refs.get(payload, [])) == 1 and not self.field_refs.get(payload)
+        return "properties" not in pd and set(b.get("properties", {})) == {tag[0]}
 
     def _nest_members(self) -> None:
         """A nesting union's members include its inner unions' members (after its own)."""

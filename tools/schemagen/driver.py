@@ -153,4 +153,8 @@ def generate_all(args: argparse.Namespace) -> dict[str, str]:
         v2_meta = v2.with_name("meta.json")
         v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
         out.update(generate(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2"))
+        v2_unstable = v2.with_name("schema.unstable.json")
+        if not args.no_unstable and v2_unstable.is_file():
+            umeta = v2.with_name("meta.unstable.json")
+            out.update(generate(v2_unstable, umeta, v2_version, "unstable", V2_DOCS_URL, "v2"))
     return out

@@ -11,7 +11,10 @@ Upstream calls v2 a preview: its types can still change between releases.
 ``sessionUpdate: "state_update"`` carries a second tag (``state``), so a
 :data:`SessionUpdate` can be a :class:`RunningStateUpdate`,
 :class:`IdleStateUpdate`, :class:`RequiresActionStateUpdate` or an unknown
-state; the converter adds ``sessionUpdate`` when it writes one.
+state; the converter adds ``sessionUpdate`` when it writes one as a
+:data:`SessionUpdate`.
+
+Unstable v2 additions live in the opt-in module :mod:`acp_trio.schema.v2.unstable`.
 """
 
 from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
