@@ -90,3 +90,20 @@ def acp_scenario_agent_command() -> list[str]:
     from acp_trio.testing import SCENARIO_AGENT_COMMAND
 
     return list(SCENARIO_AGENT_COMMAND)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--acp-agent CMD`` and its options (see ``_pytest_conformance``)."""
+    from acp_trio.testing._pytest_conformance import add_options
+
+    add_options(parser)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """With ``--acp-agent CMD``: one test item per agent check."""
+    if config.getoption("--acp-agent", None):
+        from acp_trio.testing._pytest_conformance import add_items
+
+        add_items(session, items)
