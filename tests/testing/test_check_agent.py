@@ -614,3 +614,10 @@ def test_error_data_is_shown() -> None:
     error = RequestError(-32602, "Invalid params", {"cwd": "must be a string"})
     assert _brief(error) == "error -32602 (Invalid params) data {'cwd': 'must be a string'}"
     assert _brief(RequestError(-32601, "Method not found")) == "error -32601 (Method not found)"
+
+
+def test_the_checks_run_in_the_documented_order_and_every_one_is_ordered() -> None:
+    from acp_trio.testing._check import ORDER
+
+    assert [info.name for info in CHECKS] == list(ORDER)
+    assert len(set(ORDER)) == len(ORDER)

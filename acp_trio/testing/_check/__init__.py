@@ -1,0 +1,246 @@
+"""``check_agent``: conformance checks for any stdio ACP agent, any SDK.
+
+The checker spawns the agent with :func:`acp_trio.open_agent_process`
+(stderr captured) and talks to it mostly through a JSON-level
+:class:`acp_trio.Connection` whose handler plays the matching test client of
+the scenario vocabulary; malformed input is written as raw bytes between the
+connection's frames. Every line both ways is kept in one transcript: checks
+wait on it, and the last checks (stdout hygiene, schema, one reply per
+request) judge all of it.
+
+Theory of operation
+===================
+
+- One *main* agent process serves most checks; a check that kills it (a
+  crash on a batch array, say) fails, and the next check that needs the
+  agent starts a new one (initialize, ``session/new``). ``initialize`` and
+  ``session-new`` always run first: every other check needs them, and when
+  they fail the others are skipped, saying why.
+- ``version-negotiation`` uses a process of its own (one connection speaks
+  one version).
+- Every wait is bounded by ``timeout`` and a dead agent ends a wait at once,
+  so a hanging, crashing or echoing agent fails within seconds.
+- A check never passes without having seen what it checks: when it cannot
+  run it is skipped with the reason.
+- Scenario checks run when the agent answers ``echo <random token>`` with
+  that token (or when forced); they exercise cancellation in depth.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import (
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import contextmanager
+from typing import Final
+
+import trio
+
+from acp_trio._groups import plain_exceptions
+
+# The check modules register their checks when imported.
+from acp_trio.testing._check import _cancellation, _lifecycle, _robustness, _transcript  # noqa: F401
+from acp_trio.testing._check._base import (
+    _REGISTRY,
+    _SETUP,
+    CheckFunc,
+    CheckInfo,
+)
+from acp_trio.testing._check._base import _brief as _brief
+from acp_trio.testing._check._runner import _Runner
+from acp_trio.testing._check_report import CheckReport, CheckResult, Level
+from acp_trio.testing._check_wire import (
+    PERMISSION_POLICIES,
+    EditorPolicy,
+)
+from acp_trio.testing._schema_check import load_validator
+
+__all__ = ["CHECKS", "GROUPS", "ORDER", "CheckInfo", "check_agent", "promoted_levels"]
+
+#: The order the checks run and are listed in (the registry is filled by theme).
+ORDER: Final = (
+    "initialize",
+    "version-negotiation",
+    "agent-info",
+    "session-new",
+    "prompt",
+    "session-cancel",
+    "unknown-method",
+    "invalid-params",
+    "unknown-notification",
+    "stray-cancels",
+    "cancel-request-prompt",
+    "nested-session-cancel",
+    "nested-cancel-request",
+    "deadline",
+    "parse-error",
+    "batch-array",
+    "scalar-message",
+    "malformed-input",
+    "stdout-json-only",
+    "schema",
+    "one-reply-per-request",
+)
+_REGISTRY.sort(key=lambda entry: ORDER.index(entry[0].name))
+
+CHECKS: Final[tuple[CheckInfo, ...]] = tuple(info for info, _ in _REGISTRY)
+
+
+def _selected(only: Iterable[str] | None) -> list[tuple[CheckInfo, CheckFunc]]:
+    if only is None:
+        return list(_REGISTRY)
+    wanted = set(only)
+    unknown = wanted - {info.name for info in CHECKS}
+    if unknown:
+        raise ValueError(
+            f"unknown checks: {', '.join(sorted(unknown))} "
+            f"(known: {', '.join(info.name for info in CHECKS)})"
+        )
+    wanted.update(_SETUP)
+    return [(info, func) for info, func in _REGISTRY if info.name in wanted]
+
+
+@contextmanager
+def _workspace() -> Iterator[str]:
+    """A temporary directory the agent's sessions work in."""
+    with tempfile.TemporaryDirectory(prefix="acp-check-") as path:
+        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as file:
+            file.write("A temporary workspace of acp_trio check-agent.\n")
+        yield os.path.realpath(path)
+
+
+#: The levels ``require`` may name.
+GROUPS: Final = tuple(level.value for level in Level if level is not Level.REQUIRED)
+
+
+def promoted_levels(strict: bool, require: Iterable[str] = ()) -> frozenset[Level]:
+    """The levels counted as required besides :attr:`Level.REQUIRED`."""
+    if strict:
+        return frozenset(level for level in Level if level is not Level.REQUIRED)
+    out: set[Level] = set()
+    for name in require:
+        try:
+            level = Level(name)
+        except ValueError:
+            raise ValueError(
+                f"unknown check group {name!r} (groups: {', '.join(GROUPS)})"
+            ) from None
+        if level is not Level.REQUIRED:
+            out.add(level)
+    return frozenset(out)
+
+
+async def check_agent(
+    command: Sequence[str],
+    *,
+    only: Iterable[str] | None = None,
+    scenario: bool | None = None,
+    timeout: float = 5.0,  # noqa: ASYNC109 - a per-check budget, not the caller's deadline
+    schema: str | os.PathLike[str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    cancel_prompt: str = "wait_for_cancel",
+    strict: bool = False,
+    require: Iterable[str] = (),
+    allow_skips: bool = False,
+    permissions: str = "allow",
+    terminals: bool = False,
+    init_timeout: float | None = None,
+    hold_prompt: str | None = None,
+) -> CheckReport:
+    """Run the conformance checks against the stdio agent ``command``.
+
+    ``only`` names the checks to run (``initialize`` and ``session-new``
+    always run: the others need them). ``scenario``: ``None`` runs the
+    scenario checks if the agent answers ``echo <token>``, ``True`` forces
+    them, ``False`` skips them. ``timeout`` bounds every wait, in seconds,
+    but the answer to ``initialize`` (a process's first answer: real agents
+    take seconds to start), which ``init_timeout`` bounds (default: 3 x
+    ``timeout``, at least 15).
+    ``schema`` is the ACP v1 ``schema.json`` to validate every message with
+    ``jsonschema`` (``ValueError`` if it does not exist); by default the one
+    :func:`find_schema` finds, else the generated types of
+    :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
+    ``cwd`` and ``env`` are the agent's.
+    ``cancel_prompt`` is the prompt ``session-cancel`` sends, then cancels:
+    it must keep the agent busy for a moment.
+    ``hold_prompt``, for agents that do not speak the scenario vocabulary, is
+    a prompt on which the agent sends the client a request (a permission, a
+    file, a terminal): the checker holds every such request unanswered, so
+    the turn keeps running, and ``session-cancel`` and the cancellation
+    checks but ``deadline`` run on it (each held request must be cancelled
+    on the wire once the turn is cancelled).
+
+    The verdict (:attr:`CheckReport.status`): required checks decide it;
+    ``strict`` counts the recommended and cancellation checks as required
+    too, ``require`` names the levels to count (``"recommended"``,
+    ``"cancellation"``). A required check that could not run makes the run
+    INCOMPLETE, unless ``allow_skips``.
+
+    The checker answers the agent's requests as an editor would:
+    ``permissions`` is ``"allow"`` (the first allow option), ``"reject"``
+    (the first reject option) or ``"cancel"``; files are read and written in
+    a temporary workspace, which is also the sessions' ``cwd``; terminal
+    commands run there only with ``terminals``, else they are refused. (In
+    the cancellation checks it plays the scenario's test client instead.)
+
+    Never raises for a misbehaving agent: every problem is a verdict in the
+    report. Raises ``ValueError`` for an empty command, an unknown check or group;
+    other errors (of the checker's environment, such as a working directory
+    that is gone) come out as one plain exception.
+    """
+    if not command:
+        raise ValueError("command must not be empty")
+    selected = _selected(only)
+    promoted = promoted_levels(strict, require)
+    if permissions not in PERMISSION_POLICIES:
+        raise ValueError(
+            f"permissions must be one of {', '.join(PERMISSION_POLICIES)}, not {permissions!r}"
+        )
+    validator = load_validator(schema)
+    start = trio.current_time()
+    results: list[CheckResult] = []
+    with plain_exceptions(), _workspace() as workspace:
+        # The agent's working directory (ours by default) must exist.
+        os.stat(cwd if cwd is not None else os.getcwd())
+        policy = EditorPolicy(permissions, os.fspath(workspace), terminals)
+        async with trio.open_nursery() as nursery:
+            runner = _Runner(
+                nursery,
+                command,
+                timeout=timeout,
+                scenario=scenario,
+                schema=schema,
+                cwd=cwd,
+                env=env,
+                cancel_prompt=cancel_prompt,
+                promoted=promoted,
+                policy=policy,
+                validator=validator,
+                init_timeout=init_timeout,
+                hold_prompt=hold_prompt,
+            )
+            try:
+                for info, func in selected:
+                    results.append(await runner.run(info, func))
+            finally:
+                await runner.close_all()
+    init = runner.init_result if isinstance(runner.init_result, dict) else {}
+    return CheckReport(
+        command=tuple(command),
+        results=tuple(results),
+        scenario=bool(runner.scenario),
+        scenario_reason=runner.scenario_reason,
+        agent_info=init.get("agentInfo"),
+        protocol_version=init.get("protocolVersion"),
+        duration=trio.current_time() - start,
+        promoted=promoted,
+        allow_skips=allow_skips,
+        auth_required=runner.auth_required,
+        validator=validator.description,
+    )

@@ -1,0 +1,170 @@
+"""Checks of the lifecycle: initialize, version, agent info, sessions, prompts, session/cancel."""
+
+from __future__ import annotations
+
+import trio
+
+from acp_trio.testing._check._base import (
+    RECOMMENDED,
+    REQUIRED,
+    STOP_REASONS,
+    _brief,
+    _check,
+    _Fail,
+    _Pass,
+    _Skip,
+)
+from acp_trio.testing._check._runner import _Runner
+
+
+@_check("initialize", REQUIRED, "initialize asking protocol version 1 is answered with 1")
+async def _initialize(r: _Runner) -> _Pass:
+    try:
+        session = r.main = await r.spawn()
+        reply = await r.initialize(session, 1)
+        version = reply.result.get("protocolVersion")
+        if type(version) is not int:
+            raise _Fail(f"protocolVersion is {_brief(version)}, not an integer")
+        if version != 1:
+            raise _Fail(
+                f"a client asking protocol version 1 got {version}: an agent that speaks "
+                "version 1 must answer 1 (this checker speaks only 1)"
+            )
+    except _Fail as exc:
+        r.setup_error = "initialize failed"
+        raise _Fail(exc.reason) from None
+    r.init_result = reply.result
+    auth = reply.result.get("authMethods")
+    note = f"; authMethods: {_brief(auth, 60)}" if auth else ""
+    return _Pass(f"protocolVersion 1{note}", reply.latency)
+
+
+@_check(
+    "version-negotiation",
+    REQUIRED,
+    "initialize asking version 65535 is answered with the agent's own latest, not an echo",
+)
+async def _version_negotiation(r: _Runner) -> _Pass:
+    if r.setup_error is not None:
+        raise _Skip(f"needs a working initialize ({r.setup_error})")
+    session = await r.spawn()
+    try:
+        reply = await r.initialize(session, 65535)
+    finally:
+        await session.aclose()
+    version = reply.result.get("protocolVersion")
+    if type(version) is not int:
+        raise _Fail(f"protocolVersion is {_brief(version)}, not an integer")
+    if version == 65535:
+        raise _Fail(
+            "echoed protocolVersion 65535: an agent that does not support the version "
+            "asked for must answer its own latest version"
+        )
+    if not 1 <= version < 65535:
+        raise _Fail(f"answered protocolVersion {version}, not a version it can speak")
+    return _Pass(f"asked 65535, answered {version}", reply.latency)
+
+
+@_check("agent-info", RECOMMENDED, "initialize result names the agent (agentInfo)")
+async def _agent_info(r: _Runner) -> _Pass:
+    if r.init_result is None:
+        raise _Skip(f"needs a working initialize ({r.setup_error})")
+    info = r.init_result.get("agentInfo")
+    if not isinstance(info, dict):
+        raise _Fail("no agentInfo in the initialize result (name and version should be sent)")
+    name, version = info.get("name"), info.get("version")
+    if not isinstance(name, str) or not isinstance(version, str):
+        raise _Fail(f"agentInfo {_brief(info)} lacks a string name or version")
+    return _Pass(f"{name} {version}")
+
+
+@_check("session-new", REQUIRED, "session/new returns a sessionId, a new one each time")
+async def _session_new(r: _Runner) -> _Pass:
+    session = await r.ensure_main(need_session=False)
+    try:
+        first, latency = await r.new_session(session)
+        second, _ = await r.new_session(session)
+    except (_Fail, _Skip) as exc:
+        r.session_error = "session/new failed" if isinstance(exc, _Fail) else exc.reason
+        raise
+    if first == second:
+        r.session_error = "session/new failed"
+        raise _Fail(f"two session/new calls returned the same sessionId {first!r}")
+    session.session_id = first
+    return _Pass(f"sessionId {first!r}, then {second!r}", latency)
+
+
+@_check(
+    "prompt", REQUIRED, "a prompt is answered with a valid stopReason; updates name its session"
+)
+async def _prompt_check(r: _Runner) -> _Pass:
+    session = await r.ensure_main()
+    assert session.session_id is not None
+    mark = r.transcript.mark()
+    reply, _ = await r.echo(session, session.session_id)
+    if reply.error is not None:
+        raise _Fail(f"the prompt `echo ...` was answered with {_brief(reply.error)}")
+    if reply.stop_reason not in STOP_REASONS:
+        raise _Fail(
+            f"the prompt was answered with {_brief(reply.result)}: stopReason must be one "
+            f"of {', '.join(sorted(STOP_REASONS))}"
+        )
+    updates = r.updates(session, None, mark)
+    foreign = [u for u in updates if u.params.get("sessionId") != session.session_id]
+    if foreign:
+        raise _Fail(
+            f"a session/update of the turn names another session: {_brief(foreign[0].data)}"
+        )
+    return _Pass(
+        f"stopReason {reply.stop_reason!r} after {len(updates)} session/update", reply.latency
+    )
+
+
+@_check("session-cancel", REQUIRED, "session/cancel of a running turn answers stopReason cancelled")
+async def _session_cancel(r: _Runner) -> _Pass:
+    held = r.held_mode()
+    session, session_id = await r.fresh_session(hold_all=held)
+    conn = session.connection
+    text = r.hold_prompt if r.hold_prompt is not None and held else r.cancel_prompt
+    async with r.open_prompt(session, session_id, text) as pending:
+        if held:
+            await r.held_requests(session, session_id, pending)
+        else:
+            await trio.sleep(0.2)
+        if pending.done:
+            early = await r.outcome(session, pending.result, "answer")
+            raise _Skip(
+                f"the turn ended ({early.describe() if early else '?'}) before it could be "
+                f"cancelled; the prompt {r.cancel_prompt!r} has to keep the agent busy "
+                "(choose another with cancel_prompt / --cancel-prompt)"
+            )
+        mark = r.transcript.mark()
+        await conn.notify("session/cancel", {"sessionId": session_id})
+        session.client.cancel_permissions(session_id)
+        reply = await r.outcome(session, pending.result, "answer after session/cancel")
+        if reply is None:
+            raise _Fail(f"no answer within {r.timeout:g} s (--timeout) after session/cancel")
+    if reply.error is not None:
+        raise _Fail(
+            f"the cancelled turn was answered with {_brief(reply.error)}: ACP requires the "
+            'result stopReason "cancelled", not an error'
+        )
+    if reply.stop_reason != "cancelled":
+        raise _Fail(
+            f'answered {reply.describe()} after session/cancel: ACP requires stopReason "cancelled"'
+        )
+    await trio.sleep(0.1)
+    answer = r.reply_entry(session, pending.id)
+    if answer is not None:
+        late = [u for u in r.updates(session, session_id, mark) if u.time > answer.time]
+        if late:
+            raise _Fail(
+                f"{len(late)} session/update arrived after the turn's answer; all updates "
+                "of a turn come before it"
+            )
+    stray = r.stray_replies(session, mark)
+    if stray:
+        raise _Fail(f"the session/cancel notification was answered: {_brief(stray[0].data)}")
+    return _Pass(
+        f"stopReason 'cancelled' {reply.latency * 1000:.0f} ms after session/cancel", reply.latency
+    )
