@@ -124,6 +124,13 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "and runs session-cancel and the cancellation checks (but deadline) on that turn",
     )
     check.add_argument(
+        "--hold-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="with --hold-prompt: the agent's own time limit on that turn; the deadline check "
+        "then requires the turn to end by itself with -32800, the held requests cancelled",
+    )
+    check.add_argument(
         "--permissions",
         choices=("allow", "reject", "cancel"),
         default="allow",
@@ -302,6 +309,8 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         except ValueError as exc:
             parser.error(str(exc))
     require = _names(args.require) or []
+    if args.hold_deadline is not None and (args.hold_prompt is None or args.hold_deadline <= 0):
+        parser.error("--hold-deadline needs --hold-prompt, and a positive number of seconds")
     try:
         promoted_levels(args.strict, require)
     except ValueError as exc:
@@ -320,6 +329,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         schema=args.schema,
         cancel_prompt=args.cancel_prompt,
         hold_prompt=args.hold_prompt,
+        hold_deadline=args.hold_deadline,
         strict=args.strict,
         require=require,
         allow_skips=args.allow_skips,

@@ -3,11 +3,15 @@
 Each turn: a plan, a thought, streamed text, then a tool call that reads a
 file, proposes an edit as a diff, asks permission, writes the file, and
 runs a check in the client's terminal. Cancellation (``session/cancel``, a
-deadline, the client going away) needs no code here: the turn's scope is
-cancelled, the open tool call reports ``failed``, the terminal is released,
-and the SDK answers ``stopReason: "cancelled"``.
+``$/cancel_request``, the client going away) needs no code here: the turn's
+scope is cancelled, the open tool call reports ``failed``, the terminal is
+released, and the SDK answers ``stopReason: "cancelled"``. A turn also has
+a time limit (``--turn-limit``): past it the turn is cancelled the same
+way, each request it still waits on is cancelled on the wire, and the
+prompt answers ``-32800``.
 
-    python examples/coding_agent.py          # an ACP agent on stdio
+    python examples/coding_agent.py                   # an ACP agent on stdio
+    python examples/coding_agent.py --turn-limit 30   # turns of at most 30 s
 
 The prompt names the file to fix (an absolute path in the client's
 workspace): ``fix /path/to/file.py``.
@@ -15,6 +19,7 @@ workspace): ``fix /path/to/file.py``.
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import trio
@@ -32,11 +37,16 @@ def fake_model(source: str) -> tuple[list[str], str]:
 
 class CodingAgent(acp_trio.Agent):
     info = schema.Implementation(name="acp_trio-coding-agent", version="1.0")
+    turn_limit = 300.0  # seconds
 
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         return schema.NewSessionResponse(session_id=f"session-{os.urandom(4).hex()}")
 
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        with trio.fail_after(self.turn_limit):  # at the limit: -32800, nested requests cancelled
+            return await self.turn(params)
+
+    async def turn(self, params: schema.PromptRequest) -> schema.PromptResponse:
         sid, client = params.session_id, self.client
         text = " ".join(b.text for b in params.prompt if isinstance(b, schema.TextContent))
         path = text.removeprefix("fix ").strip()
@@ -70,4 +80,7 @@ class CodingAgent(acp_trio.Agent):
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="A coding agent (fake model) on stdio")
+    parser.add_argument("--turn-limit", type=float, default=300.0, metavar="SECONDS")
+    CodingAgent.turn_limit = parser.parse_args().turn_limit
     trio.run(acp_trio.run_agent, CodingAgent)

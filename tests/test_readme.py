@@ -8,6 +8,9 @@ from pathlib import Path
 
 import trio
 
+import acp_trio
+import acp_trio.testing
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -63,3 +66,53 @@ async def test_the_tool_call_example_runs(tmp_path: Path) -> None:
         "ToolCallUpdate completed",
         "AgentMessageChunk",
     ]
+
+
+def all_python_blocks() -> list[str]:
+    """Every python block of the README, in order."""
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+
+async def test_every_python_block_type_checks(tmp_path: Path) -> None:
+    blocks = all_python_blocks()
+    assert len(blocks) >= 6
+    names = []
+    for index, code in enumerate(blocks):
+        name = f"readme_block_{index}.py"
+        (tmp_path / name).write_text(code)
+        names.append(name)
+    argv = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *names]
+    with trio.fail_after(180):
+        result = await trio.run_process(argv, cwd=tmp_path, capture_stdout=True, check=False)
+    assert result.returncode == 0, result.stdout.decode()
+
+
+async def test_the_files_and_terminals_example_runs(tmp_path: Path) -> None:
+    script = tmp_path / "files.py"
+    script.write_text(python_blocks()["Serving an agent's files and terminals safely"])
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            [sys.executable, str(script)], capture_stdout=True, capture_stderr=True
+        )
+    assert result.stdout.decode().strip().splitlines() == [
+        "refused: path is outside the workspace roots",
+        "ok",
+    ]
+
+
+async def test_the_proxy_example_adds_its_note_in_a_chain(tmp_path: Path) -> None:
+    proxy = tmp_path / "context_proxy.py"
+    proxy.write_text(python_blocks()["Proxy chains (draft RFD): `python -m acp_trio conduct`"])
+    root = README.parent
+    agent = [sys.executable, str(root / "tests" / "proxies" / "echo_all_agent.py")]
+    command = [sys.executable, "-m", "acp_trio", "conduct", "--", sys.executable, str(proxy)]
+    client = acp_trio.testing.ScenarioClient()
+    with trio.fail_after(60):
+        async with acp_trio.connect_to_agent(
+            client, [*command, "--", *agent], stderr="capture"
+        ) as conn:
+            await conn.initialize(client.initialize_request())
+            session = (await conn.new_session("/")).session_id
+            reply = await conn.prompt_text(session, "hello")
+    assert reply.stop_reason == "end_turn"
+    assert "".join(client.texts(session)) == "hello | Project conventions: trio, attrs."

@@ -23,6 +23,7 @@ OPTIONS = (
     ("--acp-require", {"metavar": "GROUPS", "help": "levels to count as required (a,b)"}),
     ("--acp-allow-skips", {"action": "store_true", "help": "a required check may skip"}),
     ("--acp-hold-prompt", {"metavar": "TEXT", "help": "see check-agent --hold-prompt"}),
+    ("--acp-hold-deadline", {"type": float, "help": "see check-agent --hold-deadline"}),
     ("--acp-timeout", {"type": float, "default": 5.0, "help": "seconds per wait (5)"}),
 )
 
@@ -55,6 +56,7 @@ def _report(config: pytest.Config) -> Any:
                 require=[g.strip() for g in require.split(",") if g.strip()],
                 allow_skips=config.getoption("--acp-allow-skips"),
                 hold_prompt=config.getoption("--acp-hold-prompt"),
+                hold_deadline=config.getoption("--acp-hold-deadline"),
                 timeout=config.getoption("--acp-timeout"),
             )
 

@@ -12,6 +12,7 @@ the permission outcome read from its union.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 from typing import Any
@@ -40,6 +41,8 @@ def fake_model(source: str) -> tuple[list[str], str]:
 
 
 class CodingAgent:
+    turn_limit = 300.0  # seconds
+
     def __init__(self) -> None:
         self.conn: Any = None
         self.turns: dict[str, asyncio.Task[Any]] = {}
@@ -65,7 +68,10 @@ class CodingAgent:
         turn = asyncio.ensure_future(self.run(session_id, text.removeprefix("fix ").strip()))
         self.turns[session_id] = turn
         try:
-            await turn
+            async with asyncio.timeout(self.turn_limit):
+                await turn
+        except TimeoutError:
+            raise acp.RequestError(-32800, "Request cancelled", {"reason": "turn limit"}) from None
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not turn.cancelled() or (current is not None and current.cancelling()):
@@ -132,4 +138,7 @@ class CodingAgent:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="A coding agent (fake model) on stdio")
+    parser.add_argument("--turn-limit", type=float, default=300.0, metavar="SECONDS")
+    CodingAgent.turn_limit = parser.parse_args().turn_limit
     asyncio.run(acp.run_agent(CodingAgent()))

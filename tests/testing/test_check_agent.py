@@ -337,6 +337,9 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     code, _, err = await run_cli("check-agent")
     assert code == 2
     assert "give the agent's command after --" in err
+    code, _, err = await run_cli("check-agent", "--hold-deadline", "1", "--", "true")
+    assert code == 2
+    assert "--hold-deadline needs --hold-prompt" in err
     code, out, _ = await run_cli("check-agent", "--list")
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == ALL_CHECKS

@@ -27,9 +27,76 @@ async def test_a_plain_agent_gets_its_cancellation_checked_on_a_held_request() -
     for name in HELD:
         assert report[name].verdict is Verdict.PASS, report[name].reason
     assert "fs/read_text_file" in report["nested-session-cancel"].reason
-    # The one check that needs the vocabulary: the agent's own deadline.
+    # The one check that needs more: the agent's own deadline.
     assert [r.name for r in report.results if r.verdict is Verdict.SKIP] == ["deadline"]
+    assert "--hold-deadline" in report["deadline"].reason
     assert report.status is Status.INCOMPLETE
+
+
+async def test_the_coding_agent_with_a_turn_limit_conforms_strictly() -> None:
+    # Its turn limit is the agent's own deadline: the held read is cancelled
+    # on the wire and the prompt answers -32800, so every check runs.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(
+            [*CODING_AGENT, "--turn-limit", "1.5"],
+            hold_prompt="fix /nowhere/x.py",
+            hold_deadline=1.5,
+            strict=True,
+            timeout=CHECK_TIMEOUT,
+        )
+    assert report["deadline"].verdict is Verdict.PASS, report["deadline"].reason
+    assert "fs/read_text_file" in report["deadline"].reason
+    assert [r.name for r in report.results if r.verdict is not Verdict.PASS] == []
+    assert report.status is Status.CONFORMS
+
+
+@pytest.mark.parametrize(
+    ("agent", "verdict", "reason"),
+    [
+        ("clean", Verdict.PASS, "1 held request(s) cancelled on the wire"),
+        ("deadline_no_cancel", Verdict.FAIL, "never cancelled on the wire"),
+        ("end_turn_after_cancel", Verdict.PASS, "-32800 at its own"),
+    ],
+)
+async def test_held_deadline_needs_minus_32800_and_the_held_requests_cancelled(
+    agent: str, verdict: Verdict, reason: str
+) -> None:
+    # The planted agents' `deadline 300` in held mode: the read of /hold is
+    # held; at 300 ms the agent must end the turn itself.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(
+            agent_command(agent),
+            hold_prompt="deadline 300",
+            hold_deadline=0.3,
+            only=["deadline"],
+            strict=True,
+            timeout=CHECK_TIMEOUT,
+        )
+    result = report["deadline"]
+    assert result.verdict is verdict, result.reason
+    assert reason in result.reason
+
+
+async def test_held_deadline_fails_an_agent_that_never_ends_the_turn() -> None:
+    # The coding agent without a limit of its own keeps waiting on the read.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(
+            CODING_AGENT,
+            hold_prompt="fix /nowhere/x.py",
+            hold_deadline=0.2,
+            only=["deadline"],
+            timeout=1.0,
+        )
+    result = report["deadline"]
+    assert result.verdict is Verdict.FAIL
+    assert "0.2 s limit (--hold-deadline) passed and no answer came" in result.reason
+
+
+async def test_a_hold_deadline_needs_a_hold_prompt_and_a_positive_limit() -> None:
+    with pytest.raises(ValueError, match="hold_deadline needs hold_prompt"):
+        await check_agent(CODING_AGENT, hold_deadline=1.0)
+    with pytest.raises(ValueError, match="positive"):
+        await check_agent(CODING_AGENT, hold_prompt="fix /x.py", hold_deadline=0)
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,7 @@ async def check_agent(
     terminals: bool = False,
     init_timeout: float | None = None,
     hold_prompt: str | None = None,
+    hold_deadline: float | None = None,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
@@ -174,7 +175,10 @@ async def check_agent(
     file, a terminal): the checker holds every such request unanswered, so
     the turn keeps running, and ``session-cancel`` and the cancellation
     checks but ``deadline`` run on it (each held request must be cancelled
-    on the wire once the turn is cancelled).
+    on the wire once the turn is cancelled). ``hold_deadline`` (seconds) is
+    the agent's own time limit on that turn, if it has one: ``deadline``
+    then runs too, and requires the turn to end by itself at that limit
+    with ``-32800``, every held request cancelled on the wire.
 
     The verdict (:attr:`CheckReport.status`): required checks decide it;
     ``strict`` counts the recommended and cancellation checks as required
@@ -196,6 +200,8 @@ async def check_agent(
     """
     if not command:
         raise ValueError("command must not be empty")
+    if hold_deadline is not None and (hold_prompt is None or not hold_deadline > 0):
+        raise ValueError("hold_deadline needs hold_prompt, and must be a positive number")
     selected = _selected(only)
     promoted = promoted_levels(strict, require)
     if permissions not in PERMISSION_POLICIES:
@@ -224,6 +230,7 @@ async def check_agent(
                 validator=validator,
                 init_timeout=init_timeout,
                 hold_prompt=hold_prompt,
+                hold_deadline=hold_deadline,
             )
             try:
                 for info, func in selected:

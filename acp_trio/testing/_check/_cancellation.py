@@ -14,6 +14,7 @@ from acp_trio.testing._check._base import (
     _check,
     _Fail,
     _Pass,
+    _Skip,
 )
 from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check_wire import (
@@ -180,6 +181,13 @@ async def _nested_cancel_request(r: _Runner) -> _Pass:
     "`deadline 200`: the nested read is cancelled on the wire and the prompt answers -32800",
 )
 async def _deadline(r: _Runner) -> _Pass:
+    if r.held_mode():
+        if r.hold_deadline is None:
+            raise _Skip(
+                "the agent's own deadline: with --hold-prompt, give --hold-deadline SECONDS "
+                "(the agent's time limit on that turn) to check it"
+            )
+        return await _held_deadline(r, r.hold_deadline)
     await r.require_scenario()
     session, session_id = await r.fresh_session(hold=True)
     start = r.transcript.mark()
@@ -230,5 +238,50 @@ async def _deadline(r: _Runner) -> _Pass:
         )
     return _Pass(
         f"-32800 after {reply.latency * 1000:.0f} ms; the read was cancelled on the wire",
+        reply.latency,
+    )
+
+
+async def _held_deadline(r: _Runner, deadline: float) -> _Pass:
+    """``deadline`` on ``--hold-prompt``: every request of the agent is held;
+    at its own time limit (``--hold-deadline``) the agent must end the turn
+    with ``-32800`` and cancel each held request on the wire."""
+    assert r.hold_prompt is not None
+    session, session_id = await r.fresh_session(hold_all=True)
+    start = r.transcript.mark()
+    async with r.open_prompt(session, session_id, r.hold_prompt) as pending:
+        held = await r.held_requests(session, session_id, pending)
+        reply = await r.outcome(
+            session, pending.result, "the turn to end at its deadline", deadline + r.timeout
+        )
+        if reply is None:
+            seen = r.transcript.cancels_received(session.index, start)
+            kept = [q for q in held if not any(same_id(q.id, c) for c in seen)]
+            what = (
+                f"the held requests were never cancelled on the wire: {_cancel_report(kept)}"
+                if kept
+                else "the held requests were cancelled, but the prompt was not answered"
+            )
+            raise _Fail(
+                f"the turn's {deadline:g} s limit (--hold-deadline) passed and no answer came "
+                f"within {r.timeout:g} s (--timeout) more; {what}"
+            )
+    if reply.error is None or reply.error.code != CANCELLED:
+        raise _Fail(
+            f"answered {reply.describe()} at its own deadline: internal cancellation must "
+            "answer -32800, as a $/cancel_request does"
+        )
+    must = [request for request in held if request.answered != "cancelled"]
+    missing = await r.wait_cancelled(session, must, start)
+    if missing:
+        raise _Fail(
+            "answered -32800, but these held requests were never cancelled on the wire "
+            f"($/cancel_request): {_cancel_report(missing)}",
+            r.transcript.since(start, session.index),
+        )
+    methods = ", ".join(sorted({request.method for request in held}))
+    return _Pass(
+        f"-32800 at its own {deadline:g} s limit; {len(held)} held request(s) cancelled "
+        f"on the wire ({methods})",
         reply.latency,
     )

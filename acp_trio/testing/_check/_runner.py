@@ -67,10 +67,12 @@ class _Runner:
         validator: MessageValidator | TypedValidator | None = None,
         init_timeout: float | None = None,
         hold_prompt: str | None = None,
+        hold_deadline: float | None = None,
     ) -> None:
         self.nursery = nursery
         self.cancel_prompt = cancel_prompt
         self.hold_prompt = hold_prompt
+        self.hold_deadline = hold_deadline
         self.command = tuple(command)
         self.timeout = timeout
         self.force_scenario = scenario
