@@ -23,7 +23,6 @@ This module only re-exports.
 from acp_trio import build as build
 from acp_trio._agent import AGENT_METHODS as AGENT_METHODS
 from acp_trio._agent import Agent as Agent
-from acp_trio._agent import ClientProxy as ClientProxy
 from acp_trio._agent import open_agent as open_agent
 from acp_trio._agent import run_agent as run_agent
 from acp_trio._agent import serve_agent as serve_agent
@@ -32,6 +31,7 @@ from acp_trio._client import AgentProxy as AgentProxy
 from acp_trio._client import Client as Client
 from acp_trio._client import connect_to_agent as connect_to_agent
 from acp_trio._client import open_client as open_client
+from acp_trio._client_proxy import ClientProxy as ClientProxy
 from acp_trio._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
 from acp_trio._connection import Connection as Connection
 from acp_trio._connection import ConnectionConfig as ConnectionConfig

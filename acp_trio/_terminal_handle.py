@@ -41,7 +41,7 @@ from acp_trio.schema import (
 )
 
 if TYPE_CHECKING:
-    from acp_trio._agent import ClientProxy
+    from acp_trio._client_proxy import ClientProxy
     from acp_trio._requests import PendingRequest
 
 __all__ = ["TerminalHandle", "open_terminal"]

@@ -128,7 +128,7 @@ def test_the_walk_sees_functions_methods_properties_and_async_ones() -> None:
     schema = [name for name in names if name.startswith("acp_trio.schema")]
     assert all(name.startswith("acp_trio.schema._generated_proxies.") for name in schema)
     # The proxies' methods, generated ones included.
-    assert "acp_trio._client.AgentProxy.cancel_turn" in names
+    assert "acp_trio._agent_proxy.AgentProxy.cancel_turn" in names
     assert any(name.endswith("AgentProxyMethods.new_session") for name in names)
 
 
