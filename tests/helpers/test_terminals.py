@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from acp_trio import RequestError
-from acp_trio._terminals import TerminalManager, _render_output, open_terminal_manager
+from acp_trio._terminal_output import render_output
+from acp_trio._terminals import TerminalManager, open_terminal_manager
 from acp_trio.schema import (
     CreateTerminalRequest,
     EnvVariable,
@@ -310,22 +311,22 @@ async def test_max_terminals() -> None:
 def test_render_output_cuts_on_character_boundaries() -> None:
     euro = "€".encode()  # 3 bytes
     data = b"a" + euro * 3  # 10 bytes
-    assert _render_output(data, 100, False, True) == ("a€€€", False)
-    assert _render_output(data, 9, False, True) == ("€€€", True)
-    assert _render_output(data, 8, False, True) == ("€€", True)  # 2 of 3 bytes dropped
-    assert _render_output(data, 7, False, True) == ("€€", True)
-    assert _render_output(data, 2, False, True) == ("", True)
-    assert _render_output(data, 0, False, True) == ("", True)
+    assert render_output(data, 100, False, True) == ("a€€€", False)
+    assert render_output(data, 9, False, True) == ("€€€", True)
+    assert render_output(data, 8, False, True) == ("€€", True)  # 2 of 3 bytes dropped
+    assert render_output(data, 7, False, True) == ("€€", True)
+    assert render_output(data, 2, False, True) == ("", True)
+    assert render_output(data, 0, False, True) == ("", True)
     emoji = "😀".encode()  # 4 bytes
-    assert _render_output(emoji * 2, 7, False, True) == ("😀", True)
+    assert render_output(emoji * 2, 7, False, True) == ("😀", True)
     # The buffer was already cut at a byte limit: its front is cleaned too.
-    assert _render_output(euro[1:] + b"ok", 100, True, True) == ("ok", True)
+    assert render_output(euro[1:] + b"ok", 100, True, True) == ("ok", True)
     # While the command runs, a character still being written is held back.
-    assert _render_output(b"ok" + euro[:2], 100, False, False) == ("ok", False)
-    assert _render_output(b"ok" + euro[:2], 100, False, True) == ("ok\ufffd", False)
-    assert _render_output(b"ok" + euro, 100, False, False) == ("ok€", False)
+    assert render_output(b"ok" + euro[:2], 100, False, False) == ("ok", False)
+    assert render_output(b"ok" + euro[:2], 100, False, True) == ("ok\ufffd", False)
+    assert render_output(b"ok" + euro, 100, False, False) == ("ok€", False)
     # Invalid bytes become U+FFFD, and the result still fits the limit.
-    text, truncated = _render_output(b"\xff" * 4, 4, False, True)
+    text, truncated = render_output(b"\xff" * 4, 4, False, True)
     assert len(text.encode()) <= 4
     assert truncated
     assert set(text) == {"\ufffd"}
