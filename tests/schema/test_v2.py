@@ -197,3 +197,38 @@ def test_unstable_v2_state_update_as_a_field_and_as_a_session_update() -> None:
     obj = conv_u.structure(note, v2_unstable.UpdateSessionNotification)
     assert type(obj.update) is v2_unstable.IdleStateUpdate
     assert conv_u.unstructure(obj) == note
+
+
+UPSERTS = [
+    ("ToolCallUpdate", {"toolCallId": "t"}, "title"),
+    ("TerminalUpdate", {"terminalId": "x"}, "command"),
+    ("AgentMessage", {"messageId": "m"}, "content"),
+    ("UserMessage", {"messageId": "m"}, "content"),
+    ("AgentThought", {"messageId": "m"}, "content"),
+    ("SessionInfoUpdate", {}, "title"),
+    ("CompactionUpdate", {"compactionId": "c", "status": "completed"}, "summary"),
+]
+
+
+@pytest.mark.parametrize(("name", "base", "wire"), UPSERTS)
+def test_v2_upserts_keep_omitted_null_and_value_apart(
+    name: str, base: dict[str, Any], wire: str
+) -> None:
+    cls = getattr(v2, name)
+    omitted = v2.converter.structure(dict(base), cls)
+    cleared = v2.converter.structure({**base, wire: None}, cls)
+    assert getattr(omitted, _attr(wire)) is v2.UNSET
+    assert getattr(cleared, _attr(wire)) is None
+    # Each comes back out as it came in: absent stays absent, null stays null.
+    assert wire not in v2.converter.unstructure(omitted)
+    assert v2.converter.unstructure(cleared)[wire] is None
+
+
+def _attr(wire: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in wire)
+
+
+def test_v1_tool_call_update_still_treats_null_as_absent() -> None:
+    update = v1.converter.structure({"toolCallId": "t", "title": None}, v1.ToolCallUpdate)
+    assert update.title is None
+    assert v1.converter.structure({"toolCallId": "t"}, v1.ToolCallUpdate).title is None

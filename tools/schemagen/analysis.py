@@ -49,6 +49,24 @@ NULL_CLEARS: frozenset[tuple[str, str]] = frozenset(
     }
 )
 
+# v2 session updates that are upserts: every optional field has patch
+# semantics (omitted: unchanged, ``null``: cleared, a value: replaced), as
+# their descriptions say; all of them get an UNSET default (v2 only: the v1
+# defs of the same names treat absent and ``null`` alike).
+V2_UPSERTS: frozenset[str] = frozenset(
+    {
+        "ToolCallUpdate",
+        "UserMessage",
+        "AgentMessage",
+        "AgentThought",
+        "TerminalUpdate",
+        "SessionInfoUpdate",
+        "CompactionUpdate",
+        "SubagentUpdate",
+        "SessionMessage",
+    }
+)
+
 
 def ref_name(node: dict[str, Any]) -> str | None:
     """The def a property points at: ``{$ref}`` or ``{allOf: [{$ref}]}``."""
@@ -294,7 +312,12 @@ class Analyzer:
                 nullable=nullable,
                 lenient=bool(p.get("x-deserialize-default-on-error")),
                 skip=bool(p.get("x-deserialize-skip-invalid-items")),
-                null_clears=(owner, wire) in NULL_CLEARS,
+                null_clears=(owner, wire) in NULL_CLEARS
+                or (
+                    self.model.protocol_version >= 2
+                    and owner in V2_UPSERTS
+                    and wire not in required
+                ),
                 null_default=bool(p.get("x-deserialize-default-on-null")) and not nullable,
             )
             if "default" in p:

@@ -39,6 +39,8 @@ class CodecEmitter(ValueCodec):
 
         def guarded(body: list[str], fallback: str) -> list[str]:
             """``body`` with the field's leniency applied."""
+            if not body and not f.skip:
+                return []  # nothing to check (any JSON value): nothing to fall back from
             if not f.lenient and f.skip and rt.kind == "list" and rt.item is not None:
                 # skip-invalid-items alone (v2): the list itself must still be a list
                 conv = self.s_fn(rt.item)
@@ -114,6 +116,8 @@ class CodecEmitter(ValueCodec):
         if f.null_clears:
             inner = guarded(check, "UNSET")
             head = [f"{v} = d.get({q(f.wire)}, UNSET)", f"if {v} is not UNSET:", "    n += 1"]
+            if not inner:
+                return head
             if len(inner) == 2 and inner[0].startswith("if "):  # one test: merge the ifs
                 return [
                     *head,

@@ -3123,11 +3123,7 @@ _set_UserMessage_message_id = setter(UserMessage, "message_id")
 _set_UserMessage_content = setter(UserMessage, "content")
 _set_UserMessage_meta = setter(UserMessage, "meta")
 _set_UserMessage_extra = setter(UserMessage, "extra_")
-_R_UserMessage: ResidueSpec = (
-    frozenset({"_meta", "content", "messageId"}),
-    frozenset({"_meta", "content"}),
-    {},
-)
+_R_UserMessage: ResidueSpec = (frozenset({"_meta", "content", "messageId"}), frozenset({}), {})
 
 
 def _s_UserMessage(d: Any, t: str | None = None) -> UserMessage:
@@ -3140,29 +3136,30 @@ def _s_UserMessage(d: Any, t: str | None = None) -> UserMessage:
             raise Invalid
         o = _new(UserMessage)
         _set_UserMessage_message_id(o, v_message_id)
-        _set_UserMessage_content(o, None)
-        _set_UserMessage_meta(o, None)
+        _set_UserMessage_content(o, UNSET)
+        _set_UserMessage_meta(o, UNSET)
         _set_UserMessage_extra(o, EMPTY)
         return o
     v_message_id = d["messageId"]
     if type(v_message_id) is not str:
         raise Invalid
     n += 1
-    v_content = d.get("content")
-    if v_content is not None:
+    v_content = d.get("content", UNSET)
+    if v_content is not UNSET:
         n += 1
-        if type(v_content) is not list:
-            v_content = lenient("UserMessage.content", v_content, None)
-        else:
-            try:
-                v_content = [_s_ContentBlock(i) for i in v_content]
-            except ERRORS:
-                v_content = skip_items(v_content, _s_ContentBlock, "UserMessage.content")
-    v_meta = d.get("_meta")
-    if v_meta is not None:
+        if v_content is not None:
+            if type(v_content) is not list:
+                v_content = lenient("UserMessage.content", v_content, UNSET)
+            else:
+                try:
+                    v_content = [_s_ContentBlock(i) for i in v_content]
+                except ERRORS:
+                    v_content = skip_items(v_content, _s_ContentBlock, "UserMessage.content")
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("UserMessage._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("UserMessage._meta", v_meta, UNSET)
     o = _new(UserMessage)
     _set_UserMessage_message_id(o, v_message_id)
     _set_UserMessage_content(o, v_content)
@@ -3182,11 +3179,11 @@ def _h_UserMessage(d: Any) -> UserMessage:
 def _f_UserMessage(o: UserMessage, d: dict[str, Any]) -> dict[str, Any]:
     d["messageId"] = o.message_id
     v_content = o.content
-    if v_content is not None:
-        d["content"] = [_u_ContentBlock(i) for i in v_content]
+    if v_content is not UNSET:
+        d["content"] = None if v_content is None else [_u_ContentBlock(i) for i in v_content]
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)
@@ -3282,11 +3279,7 @@ _set_AgentMessage_message_id = setter(AgentMessage, "message_id")
 _set_AgentMessage_content = setter(AgentMessage, "content")
 _set_AgentMessage_meta = setter(AgentMessage, "meta")
 _set_AgentMessage_extra = setter(AgentMessage, "extra_")
-_R_AgentMessage: ResidueSpec = (
-    frozenset({"_meta", "content", "messageId"}),
-    frozenset({"_meta", "content"}),
-    {},
-)
+_R_AgentMessage: ResidueSpec = (frozenset({"_meta", "content", "messageId"}), frozenset({}), {})
 
 
 def _s_AgentMessage(d: Any, t: str | None = None) -> AgentMessage:
@@ -3299,29 +3292,30 @@ def _s_AgentMessage(d: Any, t: str | None = None) -> AgentMessage:
             raise Invalid
         o = _new(AgentMessage)
         _set_AgentMessage_message_id(o, v_message_id)
-        _set_AgentMessage_content(o, None)
-        _set_AgentMessage_meta(o, None)
+        _set_AgentMessage_content(o, UNSET)
+        _set_AgentMessage_meta(o, UNSET)
         _set_AgentMessage_extra(o, EMPTY)
         return o
     v_message_id = d["messageId"]
     if type(v_message_id) is not str:
         raise Invalid
     n += 1
-    v_content = d.get("content")
-    if v_content is not None:
+    v_content = d.get("content", UNSET)
+    if v_content is not UNSET:
         n += 1
-        if type(v_content) is not list:
-            v_content = lenient("AgentMessage.content", v_content, None)
-        else:
-            try:
-                v_content = [_s_ContentBlock(i) for i in v_content]
-            except ERRORS:
-                v_content = skip_items(v_content, _s_ContentBlock, "AgentMessage.content")
-    v_meta = d.get("_meta")
-    if v_meta is not None:
+        if v_content is not None:
+            if type(v_content) is not list:
+                v_content = lenient("AgentMessage.content", v_content, UNSET)
+            else:
+                try:
+                    v_content = [_s_ContentBlock(i) for i in v_content]
+                except ERRORS:
+                    v_content = skip_items(v_content, _s_ContentBlock, "AgentMessage.content")
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("AgentMessage._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("AgentMessage._meta", v_meta, UNSET)
     o = _new(AgentMessage)
     _set_AgentMessage_message_id(o, v_message_id)
     _set_AgentMessage_content(o, v_content)
@@ -3341,11 +3335,11 @@ def _h_AgentMessage(d: Any) -> AgentMessage:
 def _f_AgentMessage(o: AgentMessage, d: dict[str, Any]) -> dict[str, Any]:
     d["messageId"] = o.message_id
     v_content = o.content
-    if v_content is not None:
-        d["content"] = [_u_ContentBlock(i) for i in v_content]
+    if v_content is not UNSET:
+        d["content"] = None if v_content is None else [_u_ContentBlock(i) for i in v_content]
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)
@@ -3441,11 +3435,7 @@ _set_AgentThought_message_id = setter(AgentThought, "message_id")
 _set_AgentThought_content = setter(AgentThought, "content")
 _set_AgentThought_meta = setter(AgentThought, "meta")
 _set_AgentThought_extra = setter(AgentThought, "extra_")
-_R_AgentThought: ResidueSpec = (
-    frozenset({"_meta", "content", "messageId"}),
-    frozenset({"_meta", "content"}),
-    {},
-)
+_R_AgentThought: ResidueSpec = (frozenset({"_meta", "content", "messageId"}), frozenset({}), {})
 
 
 def _s_AgentThought(d: Any, t: str | None = None) -> AgentThought:
@@ -3458,29 +3448,30 @@ def _s_AgentThought(d: Any, t: str | None = None) -> AgentThought:
             raise Invalid
         o = _new(AgentThought)
         _set_AgentThought_message_id(o, v_message_id)
-        _set_AgentThought_content(o, None)
-        _set_AgentThought_meta(o, None)
+        _set_AgentThought_content(o, UNSET)
+        _set_AgentThought_meta(o, UNSET)
         _set_AgentThought_extra(o, EMPTY)
         return o
     v_message_id = d["messageId"]
     if type(v_message_id) is not str:
         raise Invalid
     n += 1
-    v_content = d.get("content")
-    if v_content is not None:
+    v_content = d.get("content", UNSET)
+    if v_content is not UNSET:
         n += 1
-        if type(v_content) is not list:
-            v_content = lenient("AgentThought.content", v_content, None)
-        else:
-            try:
-                v_content = [_s_ContentBlock(i) for i in v_content]
-            except ERRORS:
-                v_content = skip_items(v_content, _s_ContentBlock, "AgentThought.content")
-    v_meta = d.get("_meta")
-    if v_meta is not None:
+        if v_content is not None:
+            if type(v_content) is not list:
+                v_content = lenient("AgentThought.content", v_content, UNSET)
+            else:
+                try:
+                    v_content = [_s_ContentBlock(i) for i in v_content]
+                except ERRORS:
+                    v_content = skip_items(v_content, _s_ContentBlock, "AgentThought.content")
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("AgentThought._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("AgentThought._meta", v_meta, UNSET)
     o = _new(AgentThought)
     _set_AgentThought_message_id(o, v_message_id)
     _set_AgentThought_content(o, v_content)
@@ -3500,11 +3491,11 @@ def _h_AgentThought(d: Any) -> AgentThought:
 def _f_AgentThought(o: AgentThought, d: dict[str, Any]) -> dict[str, Any]:
     d["messageId"] = o.message_id
     v_content = o.content
-    if v_content is not None:
-        d["content"] = [_u_ContentBlock(i) for i in v_content]
+    if v_content is not UNSET:
+        d["content"] = None if v_content is None else [_u_ContentBlock(i) for i in v_content]
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)
@@ -3626,20 +3617,7 @@ _R_ToolCallUpdate: ResidueSpec = (
             "toolCallId",
         }
     ),
-    frozenset(
-        {
-            "_meta",
-            "capabilities",
-            "content",
-            "kind",
-            "locations",
-            "name",
-            "rawInput",
-            "rawOutput",
-            "status",
-            "title",
-        }
-    ),
+    frozenset({}),
     {},
 )
 
@@ -3654,84 +3632,88 @@ def _s_ToolCallUpdate(d: Any, t: str | None = None) -> ToolCallUpdate:
             raise Invalid
         o = _new(ToolCallUpdate)
         _set_ToolCallUpdate_tool_call_id(o, v_tool_call_id)
-        _set_ToolCallUpdate_name(o, None)
-        _set_ToolCallUpdate_title(o, None)
-        _set_ToolCallUpdate_kind(o, None)
-        _set_ToolCallUpdate_status(o, None)
-        _set_ToolCallUpdate_content(o, None)
-        _set_ToolCallUpdate_locations(o, None)
-        _set_ToolCallUpdate_raw_input(o, None)
-        _set_ToolCallUpdate_raw_output(o, None)
-        _set_ToolCallUpdate_capabilities(o, None)
-        _set_ToolCallUpdate_meta(o, None)
+        _set_ToolCallUpdate_name(o, UNSET)
+        _set_ToolCallUpdate_title(o, UNSET)
+        _set_ToolCallUpdate_kind(o, UNSET)
+        _set_ToolCallUpdate_status(o, UNSET)
+        _set_ToolCallUpdate_content(o, UNSET)
+        _set_ToolCallUpdate_locations(o, UNSET)
+        _set_ToolCallUpdate_raw_input(o, UNSET)
+        _set_ToolCallUpdate_raw_output(o, UNSET)
+        _set_ToolCallUpdate_capabilities(o, UNSET)
+        _set_ToolCallUpdate_meta(o, UNSET)
         _set_ToolCallUpdate_extra(o, EMPTY)
         return o
     v_tool_call_id = d["toolCallId"]
     if type(v_tool_call_id) is not str:
         raise Invalid
     n += 1
-    v_name = d.get("name")
-    if v_name is not None:
+    v_name = d.get("name", UNSET)
+    if v_name is not UNSET:
         n += 1
-        if type(v_name) is not str:
-            v_name = lenient("ToolCallUpdate.name", v_name, None)
-    v_title = d.get("title")
-    if v_title is not None:
+    if v_name is not UNSET and v_name is not None and (type(v_name) is not str):
+        v_name = lenient("ToolCallUpdate.name", v_name, UNSET)
+    v_title = d.get("title", UNSET)
+    if v_title is not UNSET:
         n += 1
-        if type(v_title) is not str:
-            v_title = lenient("ToolCallUpdate.title", v_title, None)
-    v_kind = d.get("kind")
-    if v_kind is not None:
+    if v_title is not UNSET and v_title is not None and (type(v_title) is not str):
+        v_title = lenient("ToolCallUpdate.title", v_title, UNSET)
+    v_kind = d.get("kind", UNSET)
+    if v_kind is not UNSET:
         n += 1
-        try:
-            v_kind = _s_ToolKind(v_kind)
-        except ERRORS:
-            v_kind = lenient("ToolCallUpdate.kind", v_kind, None)
-    v_status = d.get("status")
-    if v_status is not None:
-        n += 1
-        if type(v_status) is not str:
-            v_status = lenient("ToolCallUpdate.status", v_status, None)
-    v_content = d.get("content")
-    if v_content is not None:
-        n += 1
-        if type(v_content) is not list:
-            v_content = lenient("ToolCallUpdate.content", v_content, None)
-        else:
+        if v_kind is not None:
             try:
-                v_content = [_s_ToolCallContent(i) for i in v_content]
+                v_kind = _s_ToolKind(v_kind)
             except ERRORS:
-                v_content = skip_items(v_content, _s_ToolCallContent, "ToolCallUpdate.content")
-    v_locations = d.get("locations")
-    if v_locations is not None:
+                v_kind = lenient("ToolCallUpdate.kind", v_kind, UNSET)
+    v_status = d.get("status", UNSET)
+    if v_status is not UNSET:
         n += 1
-        if type(v_locations) is not list:
-            v_locations = lenient("ToolCallUpdate.locations", v_locations, None)
-        else:
+    if v_status is not UNSET and v_status is not None and (type(v_status) is not str):
+        v_status = lenient("ToolCallUpdate.status", v_status, UNSET)
+    v_content = d.get("content", UNSET)
+    if v_content is not UNSET:
+        n += 1
+        if v_content is not None:
+            if type(v_content) is not list:
+                v_content = lenient("ToolCallUpdate.content", v_content, UNSET)
+            else:
+                try:
+                    v_content = [_s_ToolCallContent(i) for i in v_content]
+                except ERRORS:
+                    v_content = skip_items(v_content, _s_ToolCallContent, "ToolCallUpdate.content")
+    v_locations = d.get("locations", UNSET)
+    if v_locations is not UNSET:
+        n += 1
+        if v_locations is not None:
+            if type(v_locations) is not list:
+                v_locations = lenient("ToolCallUpdate.locations", v_locations, UNSET)
+            else:
+                try:
+                    v_locations = [_s_ToolCallLocation(i) for i in v_locations]
+                except ERRORS:
+                    v_locations = skip_items(
+                        v_locations, _s_ToolCallLocation, "ToolCallUpdate.locations"
+                    )
+    v_raw_input = d.get("rawInput", UNSET)
+    if v_raw_input is not UNSET:
+        n += 1
+    v_raw_output = d.get("rawOutput", UNSET)
+    if v_raw_output is not UNSET:
+        n += 1
+    v_capabilities = d.get("capabilities", UNSET)
+    if v_capabilities is not UNSET:
+        n += 1
+        if v_capabilities is not None:
             try:
-                v_locations = [_s_ToolCallLocation(i) for i in v_locations]
+                v_capabilities = _s_ToolCallCapabilities(v_capabilities)
             except ERRORS:
-                v_locations = skip_items(
-                    v_locations, _s_ToolCallLocation, "ToolCallUpdate.locations"
-                )
-    v_raw_input = d.get("rawInput")
-    if v_raw_input is not None:
+                v_capabilities = lenient("ToolCallUpdate.capabilities", v_capabilities, UNSET)
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-    v_raw_output = d.get("rawOutput")
-    if v_raw_output is not None:
-        n += 1
-    v_capabilities = d.get("capabilities")
-    if v_capabilities is not None:
-        n += 1
-        try:
-            v_capabilities = _s_ToolCallCapabilities(v_capabilities)
-        except ERRORS:
-            v_capabilities = lenient("ToolCallUpdate.capabilities", v_capabilities, None)
-    v_meta = d.get("_meta")
-    if v_meta is not None:
-        n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("ToolCallUpdate._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("ToolCallUpdate._meta", v_meta, UNSET)
     o = _new(ToolCallUpdate)
     _set_ToolCallUpdate_tool_call_id(o, v_tool_call_id)
     _set_ToolCallUpdate_name(o, v_name)
@@ -3751,35 +3733,39 @@ def _s_ToolCallUpdate(d: Any, t: str | None = None) -> ToolCallUpdate:
 def _f_ToolCallUpdate(o: ToolCallUpdate, d: dict[str, Any]) -> dict[str, Any]:
     d["toolCallId"] = o.tool_call_id
     v_name = o.name
-    if v_name is not None:
-        d["name"] = v_name
+    if v_name is not UNSET:
+        d["name"] = None if v_name is None else v_name
     v_title = o.title
-    if v_title is not None:
-        d["title"] = v_title
+    if v_title is not UNSET:
+        d["title"] = None if v_title is None else v_title
     v_kind = o.kind
-    if v_kind is not None:
-        d["kind"] = v_kind
+    if v_kind is not UNSET:
+        d["kind"] = None if v_kind is None else v_kind
     v_status = o.status
-    if v_status is not None:
-        d["status"] = v_status
+    if v_status is not UNSET:
+        d["status"] = None if v_status is None else v_status
     v_content = o.content
-    if v_content is not None:
-        d["content"] = [_u_ToolCallContent(i) for i in v_content]
+    if v_content is not UNSET:
+        d["content"] = None if v_content is None else [_u_ToolCallContent(i) for i in v_content]
     v_locations = o.locations
-    if v_locations is not None:
-        d["locations"] = [_u_ToolCallLocation(i) for i in v_locations]
+    if v_locations is not UNSET:
+        d["locations"] = (
+            None if v_locations is None else [_u_ToolCallLocation(i) for i in v_locations]
+        )
     v_raw_input = o.raw_input
-    if v_raw_input is not None:
-        d["rawInput"] = v_raw_input
+    if v_raw_input is not UNSET:
+        d["rawInput"] = None if v_raw_input is None else v_raw_input
     v_raw_output = o.raw_output
-    if v_raw_output is not None:
-        d["rawOutput"] = v_raw_output
+    if v_raw_output is not UNSET:
+        d["rawOutput"] = None if v_raw_output is None else v_raw_output
     v_capabilities = o.capabilities
-    if v_capabilities is not None:
-        d["capabilities"] = _u_ToolCallCapabilities(v_capabilities)
+    if v_capabilities is not UNSET:
+        d["capabilities"] = (
+            None if v_capabilities is None else _u_ToolCallCapabilities(v_capabilities)
+        )
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)
@@ -3803,7 +3789,7 @@ _R_TerminalUpdate: ResidueSpec = (
     frozenset(
         {"_meta", "capabilities", "command", "cwd", "exitStatus", "output", "size", "terminalId"}
     ),
-    frozenset({"_meta", "capabilities", "command", "cwd", "exitStatus", "output", "size"}),
+    frozenset({}),
     {},
 )
 
@@ -3818,62 +3804,66 @@ def _s_TerminalUpdate(d: Any, t: str | None = None) -> TerminalUpdate:
             raise Invalid
         o = _new(TerminalUpdate)
         _set_TerminalUpdate_terminal_id(o, v_terminal_id)
-        _set_TerminalUpdate_command(o, None)
-        _set_TerminalUpdate_cwd(o, None)
-        _set_TerminalUpdate_output(o, None)
-        _set_TerminalUpdate_exit_status(o, None)
-        _set_TerminalUpdate_size(o, None)
-        _set_TerminalUpdate_capabilities(o, None)
-        _set_TerminalUpdate_meta(o, None)
+        _set_TerminalUpdate_command(o, UNSET)
+        _set_TerminalUpdate_cwd(o, UNSET)
+        _set_TerminalUpdate_output(o, UNSET)
+        _set_TerminalUpdate_exit_status(o, UNSET)
+        _set_TerminalUpdate_size(o, UNSET)
+        _set_TerminalUpdate_capabilities(o, UNSET)
+        _set_TerminalUpdate_meta(o, UNSET)
         _set_TerminalUpdate_extra(o, EMPTY)
         return o
     v_terminal_id = d["terminalId"]
     if type(v_terminal_id) is not str:
         raise Invalid
     n += 1
-    v_command = d.get("command")
-    if v_command is not None:
+    v_command = d.get("command", UNSET)
+    if v_command is not UNSET:
         n += 1
-        if type(v_command) is not str:
-            v_command = lenient("TerminalUpdate.command", v_command, None)
-    v_cwd = d.get("cwd")
-    if v_cwd is not None:
+    if v_command is not UNSET and v_command is not None and (type(v_command) is not str):
+        v_command = lenient("TerminalUpdate.command", v_command, UNSET)
+    v_cwd = d.get("cwd", UNSET)
+    if v_cwd is not UNSET:
         n += 1
-        if type(v_cwd) is not str:
-            v_cwd = lenient("TerminalUpdate.cwd", v_cwd, None)
-    v_output = d.get("output")
-    if v_output is not None:
+    if v_cwd is not UNSET and v_cwd is not None and (type(v_cwd) is not str):
+        v_cwd = lenient("TerminalUpdate.cwd", v_cwd, UNSET)
+    v_output = d.get("output", UNSET)
+    if v_output is not UNSET:
         n += 1
-        try:
-            v_output = _s_TerminalOutput(v_output)
-        except ERRORS:
-            v_output = lenient("TerminalUpdate.output", v_output, None)
-    v_exit_status = d.get("exitStatus")
-    if v_exit_status is not None:
+        if v_output is not None:
+            try:
+                v_output = _s_TerminalOutput(v_output)
+            except ERRORS:
+                v_output = lenient("TerminalUpdate.output", v_output, UNSET)
+    v_exit_status = d.get("exitStatus", UNSET)
+    if v_exit_status is not UNSET:
         n += 1
-        try:
-            v_exit_status = _s_TerminalExitStatus(v_exit_status)
-        except ERRORS:
-            v_exit_status = lenient("TerminalUpdate.exitStatus", v_exit_status, None)
-    v_size = d.get("size")
-    if v_size is not None:
+        if v_exit_status is not None:
+            try:
+                v_exit_status = _s_TerminalExitStatus(v_exit_status)
+            except ERRORS:
+                v_exit_status = lenient("TerminalUpdate.exitStatus", v_exit_status, UNSET)
+    v_size = d.get("size", UNSET)
+    if v_size is not UNSET:
         n += 1
-        try:
-            v_size = _s_TerminalSize(v_size)
-        except ERRORS:
-            v_size = lenient("TerminalUpdate.size", v_size, None)
-    v_capabilities = d.get("capabilities")
-    if v_capabilities is not None:
+        if v_size is not None:
+            try:
+                v_size = _s_TerminalSize(v_size)
+            except ERRORS:
+                v_size = lenient("TerminalUpdate.size", v_size, UNSET)
+    v_capabilities = d.get("capabilities", UNSET)
+    if v_capabilities is not UNSET:
         n += 1
-        try:
-            v_capabilities = _s_TerminalCapabilities(v_capabilities)
-        except ERRORS:
-            v_capabilities = lenient("TerminalUpdate.capabilities", v_capabilities, None)
-    v_meta = d.get("_meta")
-    if v_meta is not None:
+        if v_capabilities is not None:
+            try:
+                v_capabilities = _s_TerminalCapabilities(v_capabilities)
+            except ERRORS:
+                v_capabilities = lenient("TerminalUpdate.capabilities", v_capabilities, UNSET)
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("TerminalUpdate._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("TerminalUpdate._meta", v_meta, UNSET)
     o = _new(TerminalUpdate)
     _set_TerminalUpdate_terminal_id(o, v_terminal_id)
     _set_TerminalUpdate_command(o, v_command)
@@ -3898,26 +3888,28 @@ def _h_TerminalUpdate(d: Any) -> TerminalUpdate:
 def _f_TerminalUpdate(o: TerminalUpdate, d: dict[str, Any]) -> dict[str, Any]:
     d["terminalId"] = o.terminal_id
     v_command = o.command
-    if v_command is not None:
-        d["command"] = v_command
+    if v_command is not UNSET:
+        d["command"] = None if v_command is None else v_command
     v_cwd = o.cwd
-    if v_cwd is not None:
-        d["cwd"] = v_cwd
+    if v_cwd is not UNSET:
+        d["cwd"] = None if v_cwd is None else v_cwd
     v_output = o.output
-    if v_output is not None:
-        d["output"] = _u_TerminalOutput(v_output)
+    if v_output is not UNSET:
+        d["output"] = None if v_output is None else _u_TerminalOutput(v_output)
     v_exit_status = o.exit_status
-    if v_exit_status is not None:
-        d["exitStatus"] = _u_TerminalExitStatus(v_exit_status)
+    if v_exit_status is not UNSET:
+        d["exitStatus"] = None if v_exit_status is None else _u_TerminalExitStatus(v_exit_status)
     v_size = o.size
-    if v_size is not None:
-        d["size"] = _u_TerminalSize(v_size)
+    if v_size is not UNSET:
+        d["size"] = None if v_size is None else _u_TerminalSize(v_size)
     v_capabilities = o.capabilities
-    if v_capabilities is not None:
-        d["capabilities"] = _u_TerminalCapabilities(v_capabilities)
+    if v_capabilities is not UNSET:
+        d["capabilities"] = (
+            None if v_capabilities is None else _u_TerminalCapabilities(v_capabilities)
+        )
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)
@@ -4187,11 +4179,7 @@ _set_SessionInfoUpdate_title = setter(SessionInfoUpdate, "title")
 _set_SessionInfoUpdate_updated_at = setter(SessionInfoUpdate, "updated_at")
 _set_SessionInfoUpdate_meta = setter(SessionInfoUpdate, "meta")
 _set_SessionInfoUpdate_extra = setter(SessionInfoUpdate, "extra_")
-_R_SessionInfoUpdate: ResidueSpec = (
-    frozenset({"_meta", "title", "updatedAt"}),
-    frozenset({"_meta"}),
-    {},
-)
+_R_SessionInfoUpdate: ResidueSpec = (frozenset({"_meta", "title", "updatedAt"}), frozenset({}), {})
 
 
 def _s_SessionInfoUpdate(d: Any, t: str | None = None) -> SessionInfoUpdate:
@@ -4202,7 +4190,7 @@ def _s_SessionInfoUpdate(d: Any, t: str | None = None) -> SessionInfoUpdate:
         o = _new(SessionInfoUpdate)
         _set_SessionInfoUpdate_title(o, UNSET)
         _set_SessionInfoUpdate_updated_at(o, UNSET)
-        _set_SessionInfoUpdate_meta(o, None)
+        _set_SessionInfoUpdate_meta(o, UNSET)
         _set_SessionInfoUpdate_extra(o, EMPTY)
         return o
     v_title = d.get("title", UNSET)
@@ -4215,11 +4203,11 @@ def _s_SessionInfoUpdate(d: Any, t: str | None = None) -> SessionInfoUpdate:
         n += 1
     if v_updated_at is not UNSET and v_updated_at is not None and (type(v_updated_at) is not str):
         v_updated_at = lenient("SessionInfoUpdate.updatedAt", v_updated_at, UNSET)
-    v_meta = d.get("_meta")
-    if v_meta is not None:
+    v_meta = d.get("_meta", UNSET)
+    if v_meta is not UNSET:
         n += 1
-        if type(v_meta) is not dict:
-            v_meta = lenient("SessionInfoUpdate._meta", v_meta, None)
+    if v_meta is not UNSET and v_meta is not None and (type(v_meta) is not dict):
+        v_meta = lenient("SessionInfoUpdate._meta", v_meta, UNSET)
     o = _new(SessionInfoUpdate)
     _set_SessionInfoUpdate_title(o, v_title)
     _set_SessionInfoUpdate_updated_at(o, v_updated_at)
@@ -4244,8 +4232,8 @@ def _f_SessionInfoUpdate(o: SessionInfoUpdate, d: dict[str, Any]) -> dict[str, A
     if v_updated_at is not UNSET:
         d["updatedAt"] = None if v_updated_at is None else v_updated_at
     v_meta = o.meta
-    if v_meta is not None:
-        d["_meta"] = v_meta
+    if v_meta is not UNSET:
+        d["_meta"] = None if v_meta is None else v_meta
     x = o.extra_
     if x:
         merge_extra(d, x)

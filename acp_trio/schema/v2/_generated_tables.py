@@ -505,10 +505,10 @@ CLASSES: Mapping[type, ClassSpec] = {
         ("sessionUpdate", "user_message"),
         (
             FieldSpec("messageId", "message_id", ("str", None), 1),
-            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 14),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 30),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
-        (frozenset({"_meta", "content", "messageId"}), frozenset({"_meta", "content"}), {}),
+        (frozenset({"_meta", "content", "messageId"}), frozenset({}), {}),
     ),
     AgentMessageChunk: ClassSpec(
         AgentMessageChunk,
@@ -525,10 +525,10 @@ CLASSES: Mapping[type, ClassSpec] = {
         ("sessionUpdate", "agent_message"),
         (
             FieldSpec("messageId", "message_id", ("str", None), 1),
-            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 14),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 30),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
-        (frozenset({"_meta", "content", "messageId"}), frozenset({"_meta", "content"}), {}),
+        (frozenset({"_meta", "content", "messageId"}), frozenset({}), {}),
     ),
     AgentThoughtChunk: ClassSpec(
         AgentThoughtChunk,
@@ -545,10 +545,10 @@ CLASSES: Mapping[type, ClassSpec] = {
         ("sessionUpdate", "agent_thought"),
         (
             FieldSpec("messageId", "message_id", ("str", None), 1),
-            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 14),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("content", "content", ("list", ("union", "ContentBlock")), 30),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
-        (frozenset({"_meta", "content", "messageId"}), frozenset({"_meta", "content"}), {}),
+        (frozenset({"_meta", "content", "messageId"}), frozenset({}), {}),
     ),
     ToolCallContentChunk: ClassSpec(
         ToolCallContentChunk,
@@ -565,16 +565,16 @@ CLASSES: Mapping[type, ClassSpec] = {
         None,
         (
             FieldSpec("toolCallId", "tool_call_id", ("str", None), 1),
-            FieldSpec("name", "name", ("str", None), 6),
-            FieldSpec("title", "title", ("str", None), 6),
-            FieldSpec("kind", "kind", ("union", "ToolKind"), 6),
-            FieldSpec("status", "status", ("str", None), 6),
-            FieldSpec("content", "content", ("list", ("union", "ToolCallContent")), 14),
-            FieldSpec("locations", "locations", ("list", ("class", ToolCallLocation)), 14),
-            FieldSpec("rawInput", "raw_input", ("any",), 6),
-            FieldSpec("rawOutput", "raw_output", ("any",), 6),
-            FieldSpec("capabilities", "capabilities", ("class", ToolCallCapabilities), 6),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("name", "name", ("str", None), 22),
+            FieldSpec("title", "title", ("str", None), 22),
+            FieldSpec("kind", "kind", ("union", "ToolKind"), 22),
+            FieldSpec("status", "status", ("str", None), 22),
+            FieldSpec("content", "content", ("list", ("union", "ToolCallContent")), 30),
+            FieldSpec("locations", "locations", ("list", ("class", ToolCallLocation)), 30),
+            FieldSpec("rawInput", "raw_input", ("any",), 22),
+            FieldSpec("rawOutput", "raw_output", ("any",), 22),
+            FieldSpec("capabilities", "capabilities", ("class", ToolCallCapabilities), 22),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
         (
             frozenset(
@@ -592,20 +592,7 @@ CLASSES: Mapping[type, ClassSpec] = {
                     "toolCallId",
                 }
             ),
-            frozenset(
-                {
-                    "_meta",
-                    "capabilities",
-                    "content",
-                    "kind",
-                    "locations",
-                    "name",
-                    "rawInput",
-                    "rawOutput",
-                    "status",
-                    "title",
-                }
-            ),
+            frozenset({}),
             {},
         ),
     ),
@@ -614,13 +601,13 @@ CLASSES: Mapping[type, ClassSpec] = {
         ("sessionUpdate", "terminal_update"),
         (
             FieldSpec("terminalId", "terminal_id", ("str", None), 1),
-            FieldSpec("command", "command", ("str", None), 6),
-            FieldSpec("cwd", "cwd", ("str", None), 6),
-            FieldSpec("output", "output", ("class", TerminalOutput), 6),
-            FieldSpec("exitStatus", "exit_status", ("class", TerminalExitStatus), 6),
-            FieldSpec("size", "size", ("class", TerminalSize), 6),
-            FieldSpec("capabilities", "capabilities", ("class", TerminalCapabilities), 6),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("command", "command", ("str", None), 22),
+            FieldSpec("cwd", "cwd", ("str", None), 22),
+            FieldSpec("output", "output", ("class", TerminalOutput), 22),
+            FieldSpec("exitStatus", "exit_status", ("class", TerminalExitStatus), 22),
+            FieldSpec("size", "size", ("class", TerminalSize), 22),
+            FieldSpec("capabilities", "capabilities", ("class", TerminalCapabilities), 22),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
         (
             frozenset(
@@ -635,7 +622,7 @@ CLASSES: Mapping[type, ClassSpec] = {
                     "terminalId",
                 }
             ),
-            frozenset({"_meta", "capabilities", "command", "cwd", "exitStatus", "output", "size"}),
+            frozenset({}),
             {},
         ),
     ),
@@ -689,9 +676,9 @@ CLASSES: Mapping[type, ClassSpec] = {
         (
             FieldSpec("title", "title", ("str", None), 22),
             FieldSpec("updatedAt", "updated_at", ("str", None), 22),
-            FieldSpec("_meta", "meta", ("obj",), 6),
+            FieldSpec("_meta", "meta", ("obj",), 22),
         ),
-        (frozenset({"_meta", "title", "updatedAt"}), frozenset({"_meta"}), {}),
+        (frozenset({"_meta", "title", "updatedAt"}), frozenset({}), {}),
     ),
     UsageUpdate: ClassSpec(
         UsageUpdate,

@@ -864,8 +864,8 @@ class UserMessage:
     """
 
     message_id: MessageId
-    content: list[ContentBlock] | None = None
-    meta: dict[str, Any] | None = None
+    content: list[ContentBlock] | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -885,8 +885,8 @@ class AgentMessage:
     """
 
     message_id: MessageId
-    content: list[ContentBlock] | None = None
-    meta: dict[str, Any] | None = None
+    content: list[ContentBlock] | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -906,8 +906,8 @@ class AgentThought:
     """
 
     message_id: MessageId
-    content: list[ContentBlock] | None = None
-    meta: dict[str, Any] | None = None
+    content: list[ContentBlock] | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -932,16 +932,16 @@ class ToolCallUpdate:
     """
 
     tool_call_id: ToolCallId
-    name: str | None = None
-    title: str | None = None
-    kind: ToolKind | None = None
-    status: ToolCallStatus | None = None
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    raw_input: Any = None
-    raw_output: Any = None
-    capabilities: ToolCallCapabilities | None = None
-    meta: dict[str, Any] | None = None
+    name: str | UnsetType | None = UNSET
+    title: str | UnsetType | None = UNSET
+    kind: ToolKind | UnsetType | None = UNSET
+    status: ToolCallStatus | UnsetType | None = UNSET
+    content: list[ToolCallContent] | UnsetType | None = UNSET
+    locations: list[ToolCallLocation] | UnsetType | None = UNSET
+    raw_input: Any | UnsetType | None = UNSET
+    raw_output: Any | UnsetType | None = UNSET
+    capabilities: ToolCallCapabilities | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -953,13 +953,13 @@ class TerminalUpdate:
     """
 
     terminal_id: TerminalId
-    command: str | None = None
-    cwd: AbsolutePath | None = None
-    output: TerminalOutput | None = None
-    exit_status: TerminalExitStatus | None = None
-    size: TerminalSize | None = None
-    capabilities: TerminalCapabilities | None = None
-    meta: dict[str, Any] | None = None
+    command: str | UnsetType | None = UNSET
+    cwd: AbsolutePath | UnsetType | None = UNSET
+    output: TerminalOutput | UnsetType | None = UNSET
+    exit_status: TerminalExitStatus | UnsetType | None = UNSET
+    size: TerminalSize | UnsetType | None = UNSET
+    capabilities: TerminalCapabilities | UnsetType | None = UNSET
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -1021,7 +1021,7 @@ class SessionInfoUpdate:
 
     title: str | UnsetType | None = UNSET
     updated_at: str | UnsetType | None = UNSET
-    meta: dict[str, Any] | None = None
+    meta: dict[str, Any] | UnsetType | None = UNSET
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
