@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-MODULES = ["acp_trio", "acp_trio.testing", "acp_trio.contrib", "acp_trio.build", "acp_trio.proxy"]
+MODULES = [
+    "acp_trio",
+    "acp_trio.testing",
+    "acp_trio.contrib",
+    "acp_trio.contrib.v2",
+    "acp_trio.build",
+    "acp_trio.proxy",
+]
 
 # Classes whose members are not checked.
 EXCLUDED_MEMBERS_OF: set[str] = set()

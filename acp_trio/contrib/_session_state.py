@@ -24,11 +24,12 @@ synchronous code: no I/O, no Trio; feed it from ``Client.session_update``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
 
+from acp_trio.contrib._keyed import KeyedStates
 from acp_trio.schema import (
     UNSET,
     AgentMessageChunk,
@@ -253,7 +254,7 @@ class SessionAccumulator:
         return [c for c in self.tool_calls.values() if c.status not in ("completed", "failed")]
 
 
-class SessionStates:
+class SessionStates(KeyedStates[SessionAccumulator, SessionNotification, ChangeCallback]):
     """One :class:`SessionAccumulator` per session, made on first use::
 
     class MyClient(acp_trio.Client):
@@ -262,41 +263,11 @@ class SessionStates:
 
         async def session_update(self, params):
             self.states.apply(params)
+
+    ``states[session_id]`` is that session's accumulator, ``apply`` folds an
+    update in and returns it, ``on_change`` registers a callback for every
+    session, ``forget`` drops a session's state.
     """
 
-    def __init__(self) -> None:
-        self._states: dict[str, SessionAccumulator] = {}
-        self._callbacks: list[ChangeCallback] = []
-
-    def __getitem__(self, session_id: str) -> SessionAccumulator:
-        state = self._states.get(session_id)
-        if state is None:
-            state = self._states[session_id] = SessionAccumulator(session_id)
-            for callback in self._callbacks:
-                state.on_change(callback)
-        return state
-
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._states
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._states)
-
-    def __len__(self) -> int:
-        return len(self._states)
-
-    def apply(self, notification: SessionNotification) -> SessionAccumulator:
-        """Fold the update into its session's state; return that state."""
-        state = self[notification.session_id]
-        state.apply(notification)
-        return state
-
-    def on_change(self, callback: ChangeCallback) -> None:
-        """Call ``callback(state, update)`` after each update of any session."""
-        self._callbacks.append(callback)
-        for state in self._states.values():
-            state.on_change(callback)
-
-    def forget(self, session_id: str) -> None:
-        """Drop a session's state (closed or deleted)."""
-        self._states.pop(session_id, None)
+    def _new(self, session_id: str) -> SessionAccumulator:
+        return SessionAccumulator(session_id)
