@@ -1,10 +1,11 @@
-"""One accumulator per session id, made on first use: the part of
-:class:`~acp_trio.contrib.SessionStates` that is the same for ACP v1 and v2."""
+"""What the v1 and v2 session accumulators share: applying a session's
+notifications with change callbacks (:class:`Folding`), and one accumulator
+per session id, made on first use (:class:`KeyedStates`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 N_contra = TypeVar("N_contra", contravariant=True)
 C_contra = TypeVar("C_contra", contravariant=True)
@@ -19,6 +20,43 @@ class _Accumulates(Protocol[N_contra, C_contra]):
 class _HasSession(Protocol):
     @property
     def session_id(self) -> str: ...
+
+
+U = TypeVar("U")
+
+
+class Folding(Generic[U]):
+    """Applies one session's notifications: :meth:`_fold` folds each update."""
+
+    def __init__(self, session_id: str | None = None) -> None:
+        #: The session; ``None`` takes it from the first update applied.
+        self.session_id = session_id
+        #: How many updates were applied.
+        self.updates = 0
+        # (Any: a Self-typed list cannot hold callbacks for a subclass's Self)
+        self._callbacks: list[Callable[[Any, U], None]] = []
+
+    def _fold(self, update: U) -> None:
+        raise NotImplementedError
+
+    def on_change(self, callback: Callable[[Self, U], None]) -> Callable[[], None]:
+        """Call ``callback(accumulator, update)`` after each update; returns
+        a function that unregisters it."""
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback)
+
+    def _apply(self, session_id: str, update: U) -> None:
+        if self.session_id is None:
+            self.session_id = session_id
+        elif session_id != self.session_id:
+            raise ValueError(
+                f"an update of session {session_id!r} applied to the state "
+                f"of session {self.session_id!r}"
+            )
+        self._fold(update)
+        self.updates += 1
+        for callback in list(self._callbacks):
+            callback(self, update)
 
 
 A = TypeVar("A", bound=_Accumulates[Any, Any])

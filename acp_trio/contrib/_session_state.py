@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import attrs
 
-from acp_trio.contrib._keyed import KeyedStates
+from acp_trio.contrib._keyed import Folding, KeyedStates
 from acp_trio.schema import (
     UNSET,
     AgentMessageChunk,
@@ -111,12 +111,11 @@ _CHUNK_KINDS: dict[type, MessageKind] = {
 }
 
 
-class SessionAccumulator:
+class SessionAccumulator(Folding[SessionUpdate]):
     """The state of one session, from its updates (see the module)."""
 
     def __init__(self, session_id: str | None = None) -> None:
-        #: The session; ``None`` takes it from the first update applied.
-        self.session_id = session_id
+        super().__init__(session_id)
         self.messages: list[Message] = []
         self.tool_calls: dict[str, ToolCallState] = {}
         self.plan: list[PlanEntry] = []
@@ -130,31 +129,12 @@ class SessionAccumulator:
         self.compactions: dict[str, Compaction] = {}
         #: Updates of kinds this SDK does not know, in order.
         self.unknown: list[UnknownSessionUpdate] = []
-        #: How many updates were applied.
-        self.updates = 0
-        self._callbacks: list[ChangeCallback] = []
         self._message_ended = False
 
-    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
-        """Call ``callback(accumulator, update)`` after each update; returns
-        a function that unregisters it."""
-        self._callbacks.append(callback)
-        return lambda: self._callbacks.remove(callback)
-
     def apply(self, notification: SessionNotification) -> None:
-        """Fold one update in. Raises ``ValueError`` for another session's."""
-        if self.session_id is None:
-            self.session_id = notification.session_id
-        elif notification.session_id != self.session_id:
-            raise ValueError(
-                f"an update of session {notification.session_id!r} applied to the state "
-                f"of session {self.session_id!r}"
-            )
-        update = notification.update
-        self._fold(update)
-        self.updates += 1
-        for callback in list(self._callbacks):
-            callback(self, update)
+        """Fold one update in, then call the :meth:`on_change` callbacks.
+        Raises ``ValueError`` for another session's."""
+        self._apply(notification.session_id, notification.update)
 
     def _fold(self, update: SessionUpdate) -> None:
         if isinstance(update, (UserMessageChunk, AgentMessageChunk, AgentThoughtChunk)):

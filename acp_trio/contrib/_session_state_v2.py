@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from acp_trio.contrib._keyed import KeyedStates
+from acp_trio.contrib._keyed import Folding, KeyedStates
 from acp_trio.schema.v2 import (
     UNSET,
     AgentMessage,
@@ -203,12 +203,11 @@ _STATES: dict[type, str] = {
 }
 
 
-class SessionAccumulator:
+class SessionAccumulator(Folding[SessionUpdate]):
     """The state of one v2 session, from its updates (see the module)."""
 
     def __init__(self, session_id: str | None = None) -> None:
-        #: The session; ``None`` takes it from the first update applied.
-        self.session_id = session_id
+        super().__init__(session_id)
         #: Messages by id, in order of first appearance.
         self.messages: dict[str, Message] = {}
         self.tool_calls: dict[str, ToolCallState] = {}
@@ -235,30 +234,11 @@ class SessionAccumulator:
         #: Updates (and state or plan contents) this SDK does not know, in order.
         self.unknown: list[UnknownSessionUpdate | UnknownStateUpdate | UnknownPlanUpdateContent]
         self.unknown = []
-        #: How many updates were applied.
-        self.updates = 0
-        self._callbacks: list[ChangeCallback] = []
-
-    def on_change(self, callback: ChangeCallback) -> Callable[[], None]:
-        """Call ``callback(accumulator, update)`` after each update; returns
-        a function that unregisters it."""
-        self._callbacks.append(callback)
-        return lambda: self._callbacks.remove(callback)
 
     def apply(self, notification: UpdateSessionNotification) -> None:
-        """Fold one update in. Raises ``ValueError`` for another session's."""
-        if self.session_id is None:
-            self.session_id = notification.session_id
-        elif notification.session_id != self.session_id:
-            raise ValueError(
-                f"an update of session {notification.session_id!r} applied to the state "
-                f"of session {self.session_id!r}"
-            )
-        update = notification.update
-        self._fold(update)
-        self.updates += 1
-        for callback in list(self._callbacks):
-            callback(self, update)
+        """Fold one update in, then call the :meth:`on_change` callbacks.
+        Raises ``ValueError`` for another session's."""
+        self._apply(notification.session_id, notification.update)
 
     def _fold(self, update: SessionUpdate) -> None:
         if isinstance(update, (UserMessageChunk, AgentMessageChunk, AgentThoughtChunk)):
@@ -315,16 +295,10 @@ class SessionAccumulator:
             self.unknown.append(update)
 
     def _message(self, kind: MessageKind, message_id: str) -> Message:
-        message = self.messages.get(message_id)
-        if message is None:
-            message = self.messages[message_id] = Message(kind, message_id)
-        return message
+        return _entity(self.messages, message_id, lambda: Message(kind, message_id))
 
     def _tool_call(self, tool_call_id: str) -> ToolCallState:
-        call = self.tool_calls.get(tool_call_id)
-        if call is None:
-            call = self.tool_calls[tool_call_id] = ToolCallState(tool_call_id)
-        return call
+        return _entity(self.tool_calls, tool_call_id, lambda: ToolCallState(tool_call_id))
 
     def _tool_call_update(self, update: ToolCallUpdate) -> None:
         call = self._tool_call(update.tool_call_id)
@@ -342,10 +316,7 @@ class SessionAccumulator:
         call.meta = patch_meta(call.meta, update.meta)
 
     def _terminal(self, terminal_id: str) -> TerminalState:
-        terminal = self.terminals.get(terminal_id)
-        if terminal is None:
-            terminal = self.terminals[terminal_id] = TerminalState(terminal_id)
-        return terminal
+        return _entity(self.terminals, terminal_id, lambda: TerminalState(terminal_id))
 
     def _terminal_update(self, update: TerminalUpdate) -> None:
         terminal = self._terminal(update.terminal_id)
@@ -359,10 +330,7 @@ class SessionAccumulator:
         terminal.meta = patch_meta(terminal.meta, update.meta)
 
     def _compaction(self, compaction_id: str) -> Compaction:
-        compaction = self.compactions.get(compaction_id)
-        if compaction is None:
-            compaction = self.compactions[compaction_id] = Compaction(compaction_id)
-        return compaction
+        return _entity(self.compactions, compaction_id, lambda: Compaction(compaction_id))
 
     def agent_text(self) -> str:
         """The text of every agent message, in order."""
@@ -372,6 +340,14 @@ class SessionAccumulator:
         """Tool calls not ``completed``, ``failed`` or ``cancelled``."""
         ended = ("completed", "failed", "cancelled")
         return [c for c in self.tool_calls.values() if c.status not in ended]
+
+
+def _entity(entities: dict[str, T], key: str, make: Callable[[], T]) -> T:
+    """The entity of an upsert: the stored one, or a new one (the first update)."""
+    entity = entities.get(key)
+    if entity is None:
+        entity = entities[key] = make()
+    return entity
 
 
 def _bytes(data: str) -> bytes:
