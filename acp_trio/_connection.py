@@ -87,6 +87,7 @@ from acp_trio._jsonrpc import (
     request,
     response,
 )
+from acp_trio._message_stream import MessageFramedStream, MessageStream
 from acp_trio._outbox import Inbox, Outbox
 from acp_trio._requests import (
     _WAITING,
@@ -272,13 +273,15 @@ class Connection:
 
     def __init__(
         self,
-        stream: trio.abc.Stream | FramedStream,
+        stream: trio.abc.Stream | FramedStream | MessageStream,
         handler: HandlerArg = None,
         config: ConnectionConfig | None = None,
     ) -> None:
         self.config = config = config or ConnectionConfig()
         if isinstance(stream, FramedStream):
             self._stream = stream
+        elif isinstance(stream, MessageStream):
+            self._stream = MessageFramedStream(stream)
         else:
             self._stream = FramedStream(stream, stream, max_message_size=config.max_message_size)
         if handler is None:
@@ -1546,7 +1549,7 @@ def _check_params(params: Any) -> None:
 
 
 async def serve_connection(
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
@@ -1566,7 +1569,7 @@ async def serve_connection(
 
 async def connect_connection(
     nursery: trio.Nursery,
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
@@ -1582,7 +1585,7 @@ async def connect_connection(
 
 @asynccontextmanager
 async def open_connection(
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     handler: HandlerArg = None,
     *,
     config: ConnectionConfig | None = None,
