@@ -1,46 +1,42 @@
 """acp_trio: an Agent Client Protocol SDK for Trio.
 
-Layers, bottom to top:
+The everyday names are here: :class:`Agent` and :class:`Client` with their
+peer proxies, the functions that serve and connect them, the author's kit
+(:mod:`acp_trio.build`, tool-call / terminal handles, :class:`AgentSessions`)
+and the errors. The rest lives in namespaces, one per layer:
 
-- ``acp_trio._jsonrpc``: the sans-IO JSON-RPC 2.0 core (framing, message
-  classification, request bookkeeping). No Trio, no schema.
-- ``acp_trio._connection``: the Trio connection. The request tree is the
-  nursery tree: each incoming request runs in its own cancel scope, and
-  cancelling it cancels every nested outgoing request on the wire.
-- ``acp_trio._transports``: stdio (agent side), spawning an agent (client
-  side), TCP.
-- ``acp_trio._agent``, ``acp_trio._client``: the typed Agent and Client APIs
-  (schema classes in and out, ``session/cancel`` built in, capability
-  checks), over the connection.
-- ``acp_trio._workspace``, ``acp_trio._terminals``: safe handlers a client
-  can serve an agent's file and terminal requests with.
-- ``acp_trio.schema``: attrs classes generated from the ACP JSON Schema and the
-  cattrs converter that maps them to and from wire JSON.
+- :mod:`acp_trio.schema`: attrs classes generated from the ACP JSON Schema
+  and the cattrs converter for them (``acp_trio.schema.v2`` for ACP v2).
+- :mod:`acp_trio.lowlevel`: the JSON-level :class:`~acp_trio.lowlevel.Connection`
+  (each incoming request in its own cancel scope; the request tree is the
+  nursery tree), byte-stream transports and the message-stream seam.
+- :mod:`acp_trio.contrib`: application helpers (safe workspace files,
+  terminals, session state, permission broker).
+- :mod:`acp_trio.testing`: the test kit (scenario agent and client, fakes,
+  ``check-agent`` / ``check-client``, pytest plugin).
+
+Under them, private modules: ``_jsonrpc`` (the sans-IO JSON-RPC core: no
+Trio, no schema), ``_connection`` and its parts (the Trio core),
+``_transports``, and the typed layer (``_dispatch``, ``_agent``,
+``_client``, the proxies).
 
 This module only re-exports.
 """
 
 from acp_trio import build as build
-from acp_trio._agent import AGENT_METHODS as AGENT_METHODS
+from acp_trio import contrib as contrib
+from acp_trio import lowlevel as lowlevel
+from acp_trio import schema as schema
 from acp_trio._agent import Agent as Agent
 from acp_trio._agent import open_agent as open_agent
 from acp_trio._agent import run_agent as run_agent
 from acp_trio._agent import serve_agent as serve_agent
-from acp_trio._client import CLIENT_METHODS as CLIENT_METHODS
 from acp_trio._client import AgentProxy as AgentProxy
 from acp_trio._client import Client as Client
-from acp_trio._client import connect_to_agent as connect_to_agent
 from acp_trio._client import open_client as open_client
+from acp_trio._client import open_spawned_agent as open_spawned_agent
 from acp_trio._client_proxy import ClientProxy as ClientProxy
-from acp_trio._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
-from acp_trio._connection import Connection as Connection
 from acp_trio._connection import ConnectionConfig as ConnectionConfig
-from acp_trio._connection import ConnectionStatistics as ConnectionStatistics
-from acp_trio._connection import Handler as Handler
-from acp_trio._connection import RequestNode as RequestNode
-from acp_trio._connection import connect_connection as connect_connection
-from acp_trio._connection import open_connection as open_connection
-from acp_trio._connection import serve_connection as serve_connection
 from acp_trio._exceptions import ACPError as ACPError
 from acp_trio._exceptions import CapabilityError as CapabilityError
 from acp_trio._exceptions import ConnectionClosed as ConnectionClosed
@@ -52,27 +48,77 @@ from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
-from acp_trio._framed import FramedStream as FramedStream
-from acp_trio._jsonrpc._messages import json_backend as json_backend
-from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
 from acp_trio._pair import open_agent_client_pair as open_agent_client_pair
-from acp_trio._requests import CancelCause as CancelCause
-from acp_trio._requests import PendingRequest as PendingRequest
-from acp_trio._requests import RequestContext as RequestContext
-from acp_trio._requests import current_request as current_request
 from acp_trio._sessions import AgentSessions as AgentSessions
 from acp_trio._terminal_handle import TerminalHandle as TerminalHandle
-from acp_trio._terminals import ApproveFunc as ApproveFunc
-from acp_trio._terminals import TerminalManager as TerminalManager
-from acp_trio._terminals import TerminalsMixin as TerminalsMixin
-from acp_trio._terminals import open_terminal_manager as open_terminal_manager
 from acp_trio._tool_calls import ToolCallHandle as ToolCallHandle
-from acp_trio._transports import AgentProcess as AgentProcess
-from acp_trio._transports import open_agent_process as open_agent_process
-from acp_trio._transports import open_stdio_stream as open_stdio_stream
-from acp_trio._transports import open_tcp_stream as open_tcp_stream
 from acp_trio._transports import serve_tcp as serve_tcp
-from acp_trio._workspace import WorkspaceFiles as WorkspaceFiles
-from acp_trio._workspace import WorkspaceFilesMixin as WorkspaceFilesMixin
 
 __version__ = "0.1.0.dev0"
+
+
+# Names that moved to a namespace: still importable from here, with a
+# DeprecationWarning, until the next release.
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "AGENT_METHODS",
+            "CLIENT_METHODS",
+            "CANCEL_REQUEST_METHOD",
+            "Connection",
+            "ConnectionStatistics",
+            "Handler",
+            "RequestNode",
+            "connect_connection",
+            "open_connection",
+            "serve_connection",
+            "FramedStream",
+            "json_backend",
+            "use_json_backend",
+            "CancelCause",
+            "PendingRequest",
+            "RequestContext",
+            "current_request",
+            "AgentProcess",
+            "open_agent_process",
+            "open_stdio_stream",
+            "open_tcp_stream",
+        ],
+        "acp_trio.lowlevel",
+    ),
+    **dict.fromkeys(
+        [
+            "ApproveFunc",
+            "TerminalManager",
+            "TerminalsMixin",
+            "open_terminal_manager",
+            "WorkspaceFiles",
+            "WorkspaceFilesMixin",
+        ],
+        "acp_trio.contrib",
+    ),
+}
+_RENAMED: dict[str, str] = {"connect_to_agent": "open_spawned_agent"}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+    import warnings
+
+    if name in _MOVED:
+        where = _MOVED[name]
+        warnings.warn(
+            f"acp_trio.{name} moved to {where}.{name}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(where), name)
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(
+            f"acp_trio.{name} is now acp_trio.{new}; the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new]
+    raise AttributeError(f"module 'acp_trio' has no attribute {name!r}")

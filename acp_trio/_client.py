@@ -91,7 +91,7 @@ from acp_trio.schema import (
 )
 from acp_trio.schema._generated_proxies import CLIENT_METHOD_NAMES
 
-__all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "connect_to_agent", "open_client"]
+__all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "open_client", "open_spawned_agent"]
 
 #: Wire name -> :class:`Client` method name, for every method a client handles.
 CLIENT_METHODS: Final[dict[str, str]] = dict(CLIENT_METHOD_NAMES)
@@ -172,7 +172,7 @@ class Client(Extensible):
 
     async def read_text_file(self, params: ReadTextFileRequest) -> ReadTextFileResponse:
         """``fs/read_text_file``: answer a text file's content (``line`` and
-        ``limit`` select lines). :class:`~acp_trio.WorkspaceFilesMixin` serves it
+        ``limit`` select lines). :class:`~acp_trio.contrib.WorkspaceFilesMixin` serves it
         safely from a workspace.
 
         Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
@@ -183,7 +183,7 @@ class Client(Extensible):
         raise _not_found("fs/read_text_file")
 
     async def write_text_file(self, params: WriteTextFileRequest) -> WriteTextFileResponse | None:
-        """``fs/write_text_file``: write a text file. :class:`~acp_trio.WorkspaceFilesMixin`
+        """``fs/write_text_file``: write a text file. :class:`~acp_trio.contrib.WorkspaceFilesMixin`
         serves it safely into a workspace.
 
         Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
@@ -195,7 +195,7 @@ class Client(Extensible):
 
     async def create_terminal(self, params: CreateTerminalRequest) -> CreateTerminalResponse:
         """``terminal/create``: start a command and answer its terminal id.
-        :class:`~acp_trio.TerminalsMixin` serves the terminal methods safely.
+        :class:`~acp_trio.contrib.TerminalsMixin` serves the terminal methods safely.
 
         Default: ``-32601`` (method not found). A :class:`~acp_trio.RequestError`
         raised is answered.
@@ -416,7 +416,7 @@ async def open_client(
 
 
 @asynccontextmanager
-async def connect_to_agent(
+async def open_spawned_agent(
     client: Client,
     command: Sequence[str],
     *,

@@ -1,6 +1,6 @@
 """From JSON-level messages to typed handler calls, and back.
 
-:class:`TypedHandler` is the :class:`~acp_trio.Handler` behind both the
+:class:`TypedHandler` is the :class:`~acp_trio.lowlevel.Handler` behind both the
 Agent and the Client APIs. It owns the policy that is the same on both
 sides:
 

@@ -1,6 +1,6 @@
 """A framed, message-level view of Trio byte streams.
 
-:class:`FramedStream` is what a :class:`~acp_trio.Connection` reads from and
+:class:`FramedStream` is what a :class:`~acp_trio.lowlevel.Connection` reads from and
 writes to: whole NDJSON frames, over any ``trio.abc.ReceiveStream`` and
 ``trio.abc.SendStream`` (a socket, a pair of pipes, a memory stream).
 The sans-IO :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.

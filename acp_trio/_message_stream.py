@@ -4,7 +4,7 @@ rather than a byte stream.
 
 A :class:`MessageStream` carries one JSON-RPC message (a JSON text, no line
 end) per call. NDJSON over a byte stream is the other side of the seam
-(:class:`~acp_trio._framed.FramedStream`); a :class:`~acp_trio.Connection`
+(:class:`~acp_trio._framed.FramedStream`); a :class:`~acp_trio.lowlevel.Connection`
 takes either. Transports enforce the connection's size cap the same way on
 both sides: a message over ``max_message_size`` bytes is not handed on
 whole but as an :class:`~acp_trio._jsonrpc.OversizedFrame` (its size, its

@@ -18,7 +18,7 @@ gets ``grace`` seconds before it is stopped), or on SIGTERM, SIGINT or
 SIGHUP. Stopping the agent is the usual escalation on its whole process
 group: its stdin is closed, then SIGTERM, then SIGKILL, and it is reaped
 before we exit. After a signal to us the waits are short (under a second in
-all), because whoever sent it may SIGKILL us soon after (``connect_to_agent``
+all), because whoever sent it may SIGKILL us soon after (``open_spawned_agent``
 does after 2 s) and the agent, in a session of its own, would outlive us.
 The exit status is the agent's (128 + N for a signal N); the ``exit`` line
 names the signal we received, if any.

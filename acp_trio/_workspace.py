@@ -178,7 +178,7 @@ class WorkspaceFiles:
     :class:`~acp_trio.Client`'s methods::
 
         class MyClient(acp_trio.Client):
-            def __init__(self, files: acp_trio.WorkspaceFiles) -> None:
+            def __init__(self, files: acp_trio.contrib.WorkspaceFiles) -> None:
                 super().__init__()
                 self.files = files
 
@@ -437,10 +437,10 @@ class WorkspaceFilesMixin:
     ``fs/read_text_file`` and ``fs/write_text_file`` through
     :attr:`files`, which the subclass sets::
 
-        class MyClient(acp_trio.WorkspaceFilesMixin, acp_trio.Client):
+        class MyClient(acp_trio.contrib.WorkspaceFilesMixin, acp_trio.Client):
             def __init__(self, root: str) -> None:
                 super().__init__()
-                self.files = acp_trio.WorkspaceFiles([root])
+                self.files = acp_trio.contrib.WorkspaceFiles([root])
 
     Put it before :class:`~acp_trio.Client` in the bases.
     """

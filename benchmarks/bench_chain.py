@@ -42,7 +42,7 @@ def chain_command(proxies: int | None) -> list[str]:
 
 async def reads_per_second(proxies: int | None, reads: int) -> float:
     client = ScenarioClient()
-    async with acp_trio.connect_to_agent(client, chain_command(proxies)) as agent:
+    async with acp_trio.open_spawned_agent(client, chain_command(proxies)) as agent:
         await agent.initialize(client.initialize_request())
         session = (await agent.new_session("/")).session_id
         await agent.prompt_text(session, "read 10 /x")  # warm up every hop

@@ -39,7 +39,8 @@ import trio
 import trio.testing
 
 import acp_trio
-from acp_trio import Connection, ConnectionConfig, Handler, RequestContext
+from acp_trio import ConnectionConfig
+from acp_trio.lowlevel import Connection, Handler, RequestContext
 
 Pair = Callable[[Handler, Handler], AbstractAsyncContextManager[tuple[Connection, Connection]]]
 
@@ -93,8 +94,8 @@ def _config() -> ConnectionConfig:
 async def memory_pair(a: Handler, b: Handler) -> AsyncIterator[tuple[Connection, Connection]]:
     left, right = trio.testing.memory_stream_pair()
     async with (
-        acp_trio.open_connection(left, a, config=_config()) as ca,
-        acp_trio.open_connection(right, b, config=_config()) as cb,
+        acp_trio.lowlevel.open_connection(left, a, config=_config()) as ca,
+        acp_trio.lowlevel.open_connection(right, b, config=_config()) as cb,
     ):
         yield ca, cb
 
@@ -107,8 +108,8 @@ async def pipe_pair(a: Handler, b: Handler) -> AsyncIterator[tuple[Connection, C
     left = trio.StapledStream(fd(w1), fd(r2))
     right = trio.StapledStream(fd(w2), fd(r1))
     async with (
-        acp_trio.open_connection(left, a, config=_config()) as ca,
-        acp_trio.open_connection(right, b, config=_config()) as cb,
+        acp_trio.lowlevel.open_connection(left, a, config=_config()) as ca,
+        acp_trio.lowlevel.open_connection(right, b, config=_config()) as cb,
     ):
         yield ca, cb
 
@@ -231,9 +232,9 @@ class _ClientServer(Server):
 
 async def serve_cascade_peer() -> None:
     """``--cascade-peer``: the agent process of :func:`cascade_two_processes`."""
-    async with acp_trio.open_stdio_stream() as stream:
+    async with acp_trio.lowlevel.open_stdio_stream() as stream:
         handler = _PeerServer()
-        async with acp_trio.open_connection(stream, handler, config=_config()) as conn:
+        async with acp_trio.lowlevel.open_connection(stream, handler, config=_config()) as conn:
             handler.conn = conn
             await conn.wait_closed()
 
@@ -254,7 +255,7 @@ async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
     out: list[float] = []
     try:
         stream = trio.StapledStream(process.stdin, process.stdout)
-        async with acp_trio.open_connection(stream, handler, config=_config()) as client:
+        async with acp_trio.lowlevel.open_connection(stream, handler, config=_config()) as client:
             for _ in range(runs):
                 handler.bottom = trio.Event()
                 start = 0.0
@@ -336,7 +337,7 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
 
     # Serving side, fed by raw frames.
     raw, server_stream = trio.testing.memory_stream_pair()
-    async with acp_trio.open_connection(server_stream, Hold(), config=_config()) as server:
+    async with acp_trio.lowlevel.open_connection(server_stream, Hold(), config=_config()) as server:
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
@@ -360,7 +361,7 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
 
         nursery.start_soon(drain)
         async with (
-            acp_trio.open_connection(client_stream, config=_config()) as client,
+            acp_trio.lowlevel.open_connection(client_stream, config=_config()) as client,
             AsyncExitStack() as stack,
         ):
             gc.collect()

@@ -80,7 +80,9 @@ async def measure(command: list[str], runs: int) -> list[float]:
     client = FirstChunk()
     config = acp_trio.ConnectionConfig(trace=trace)
     latencies: list[float] = []
-    async with acp_trio.connect_to_agent(client, command, config=config, stderr="discard") as agent:
+    async with acp_trio.open_spawned_agent(
+        client, command, config=config, stderr="discard"
+    ) as agent:
         await agent.initialize()
         new = schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[])
         session_id = (await agent.new_session(new)).session_id

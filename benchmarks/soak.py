@@ -125,8 +125,8 @@ async def open_agent(
 ) -> AsyncIterator[tuple[AgentProxy, int | None]]:
     """The client's proxy and the agent's pid (``None`` in-process)."""
     if not in_process:
-        # What connect_to_agent does, keeping the process at hand.
-        async with acp_trio.open_agent_process(SCENARIO_AGENT_COMMAND) as process:
+        # What open_spawned_agent does, keeping the process at hand.
+        async with acp_trio.lowlevel.open_agent_process(SCENARIO_AGENT_COMMAND) as process:
             config = ConnectionConfig(exit_details=process.exit_details)
             async with acp_trio.open_client(client, process.stream, config=config) as agent:
                 yield agent, process.pid

@@ -123,7 +123,7 @@ def show(direction: str, frame: bytes) -> None:
         what = msg["method"]
         if "id" in msg:
             what += f" (request id {msg['id']})"
-        if msg["method"] == acp_trio.CANCEL_REQUEST_METHOD:
+        if msg["method"] == acp_trio.lowlevel.CANCEL_REQUEST_METHOD:
             what += f" for request id {msg['params']['requestId']}"
     elif "error" in msg:
         what = f"error {msg['error']['code']} {msg['error']['message']!r} for id {msg['id']}"
@@ -147,7 +147,7 @@ async def run_client() -> None:
     config = acp_trio.ConnectionConfig(trace=show)
     client = DemoClient()
     with trio.fail_after(30):
-        async with acp_trio.connect_to_agent(
+        async with acp_trio.open_spawned_agent(
             client, AGENT_COMMAND, stderr="inherit", config=config
         ) as agent:
             print("1. initialize and open a session")

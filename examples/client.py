@@ -26,7 +26,7 @@ class PrintingClient(acp_trio.Client):
 
 
 async def main(prompt: str, command: list[str]) -> None:
-    async with acp_trio.connect_to_agent(PrintingClient(), command) as agent:
+    async with acp_trio.open_spawned_agent(PrintingClient(), command) as agent:
         await agent.initialize()
         session = await agent.new_session(os.getcwd())
         result = await agent.prompt_text(session.session_id, prompt)

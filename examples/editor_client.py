@@ -33,12 +33,12 @@ def say(text: str) -> None:
 
 class Editor(
     contrib.PermissionBrokerMixin,
-    acp_trio.WorkspaceFilesMixin,
-    acp_trio.TerminalsMixin,
+    acp_trio.contrib.WorkspaceFilesMixin,
+    acp_trio.contrib.TerminalsMixin,
     acp_trio.Client,
 ):
-    def __init__(self, root: Path, terminals: acp_trio.TerminalManager, yes: bool) -> None:
-        self.files = acp_trio.WorkspaceFiles([root])
+    def __init__(self, root: Path, terminals: acp_trio.contrib.TerminalManager, yes: bool) -> None:
+        self.files = acp_trio.contrib.WorkspaceFiles([root])
         self.terminals = terminals
         self.states = contrib.SessionStates()
         self.states.on_change(self.render)
@@ -104,9 +104,9 @@ async def main(root: Path, prompts: list[str], command: list[str], yes: bool) ->
         say(f"\nrunning {params.command} {' '.join(params.args or ())}")
         return True
 
-    async with acp_trio.open_terminal_manager(approve, cwd=root) as terminals:
+    async with acp_trio.contrib.open_terminal_manager(approve, cwd=root) as terminals:
         editor = Editor(root, terminals, yes)
-        async with acp_trio.connect_to_agent(editor, command) as agent:
+        async with acp_trio.open_spawned_agent(editor, command) as agent:
             await agent.initialize()
             sid = (await agent.new_session(str(root))).session_id
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:

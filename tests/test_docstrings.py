@@ -127,7 +127,7 @@ def test_every_public_item_is_documented() -> None:
 
 def test_the_walk_sees_functions_methods_properties_and_async_ones() -> None:
     names = {name: raw for name, raw, _ in documented_items(MODULES)}
-    assert is_async(names["acp_trio._client.connect_to_agent"])  # async context manager
+    assert is_async(names["acp_trio._client.open_spawned_agent"])  # async context manager
     assert is_async(names["acp_trio._terminal_handle.TerminalHandle.wait_for_exit"])
     assert not is_async(names["acp_trio.build.text"])
     assert "acp_trio._workspace.WorkspaceFiles.roots" in names  # a property

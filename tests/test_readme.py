@@ -108,7 +108,7 @@ async def test_the_proxy_example_adds_its_note_in_a_chain(tmp_path: Path) -> Non
     command = [sys.executable, "-m", "acp_trio", "conduct", "--", sys.executable, str(proxy)]
     client = acp_trio.testing.ScenarioClient()
     with trio.fail_after(60):
-        async with acp_trio.connect_to_agent(
+        async with acp_trio.open_spawned_agent(
             client, [*command, "--", *agent], stderr="capture"
         ) as conn:
             await conn.initialize(client.initialize_request())

@@ -1,5 +1,13 @@
 """Client-side helpers built on the typed API, for applications.
 
+- :class:`WorkspaceFiles` / :class:`WorkspaceFilesMixin`: an agent's
+  ``fs/*`` requests served from a workspace folder, safely (no path leaves
+  it, symlinks included).
+- :class:`TerminalManager` / :class:`TerminalsMixin` /
+  :func:`open_terminal_manager`: an agent's ``terminal/*`` requests served
+  by real processes, each killed and reaped on release, cancellation or
+  close (an :data:`ApproveFunc` may refuse a command).
+
 - :class:`SessionAccumulator` / :class:`SessionStates`: a session's state
   (messages, tool calls, plan, mode, usage, ...) folded from its
   ``session/update`` notifications.
@@ -9,6 +17,12 @@
   ``session/cancel`` applied.
 """
 
+from acp_trio._terminals import ApproveFunc as ApproveFunc
+from acp_trio._terminals import TerminalManager as TerminalManager
+from acp_trio._terminals import TerminalsMixin as TerminalsMixin
+from acp_trio._terminals import open_terminal_manager as open_terminal_manager
+from acp_trio._workspace import WorkspaceFiles as WorkspaceFiles
+from acp_trio._workspace import WorkspaceFilesMixin as WorkspaceFilesMixin
 from acp_trio.contrib._permissions import Approver as Approver
 from acp_trio.contrib._permissions import PendingPermission as PendingPermission
 from acp_trio.contrib._permissions import PermissionBroker as PermissionBroker

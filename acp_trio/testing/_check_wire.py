@@ -1,7 +1,7 @@
 """What ``check_agent`` uses to talk to an agent and watch the wire.
 
 Each agent process the checker starts is an :class:`AgentSession`: the
-process (stderr captured), a JSON-level :class:`~acp_trio.Connection` whose
+process (stderr captured), a JSON-level :class:`~acp_trio.lowlevel.Connection` whose
 handler plays the matching test client of the scenario vocabulary, and a way
 to write raw bytes between the connection's frames (for malformed input).
 Every line both ways goes into one :class:`Transcript`, so that checks can
@@ -193,9 +193,9 @@ class CheckerClient(Handler):
 
     By policy: permission requests are answered at once (see
     :data:`PERMISSION_POLICIES`); files are read and written in the
-    temporary workspace (:class:`acp_trio.WorkspaceFiles`: other paths are
+    temporary workspace (:class:`acp_trio.contrib.WorkspaceFiles`: other paths are
     refused); terminals are refused unless the policy allows them (then run
-    by :class:`acp_trio.TerminalManager` in the workspace).
+    by :class:`acp_trio.contrib.TerminalManager` in the workspace).
 
     In a held session, reads of ``/hold``, ``terminal/create`` and
     ``session/request_permission`` wait until the agent cancels them (the

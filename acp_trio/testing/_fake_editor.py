@@ -6,7 +6,7 @@ policy, fake terminals, and a record of everything the agent sent.
 :meth:`~ScenarioClient.texts` and :meth:`~ScenarioClient.received` work)
 that an agent under test talks to, in memory
 (:func:`~acp_trio.testing.open_memory_pair`) or as a process
-(:func:`~acp_trio.connect_to_agent`)::
+(:func:`~acp_trio.open_spawned_agent`)::
 
     editor = FakeEditor({"main.py": "prnt('hi')\\n"}, permission="allow")
     async with open_memory_pair(MyAgent, editor) as pair:
@@ -141,7 +141,7 @@ class FakeEditor(ScenarioClient):
       :attr:`permissions` broker (default ``"allow"``).
     - ``read``, ``write``, ``terminal``: the capabilities advertised by
       :meth:`initialize_request` (``open_memory_pair`` sends it; with
-      ``connect_to_agent``, pass it to ``agent.initialize()``); a method
+      ``open_spawned_agent``, pass it to ``agent.initialize()``); a method
       not advertised answers ``-32601``.
     - ``commands``: what each terminal's command does (a
       :class:`FakeCommand` per ``terminal/create``; default: exits 0 at

@@ -422,10 +422,10 @@ async def open_scripted_process(
     """Spawn the agent ``command`` and play its client, byte by byte. The
     peer's :attr:`~ScriptedPeer.process` is the :class:`AgentProcess`
     (exit code, stderr tail). Leaving the block shuts the agent down, as
-    :func:`~acp_trio.open_agent_process` does: shielded from cancellation
+    :func:`~acp_trio.lowlevel.open_agent_process` does: shielded from cancellation
     and bounded in time. Raises ``OSError`` if it cannot be started.
 
-    Unlike :func:`~acp_trio.connect_to_agent`, the default is ``"capture"``:
+    Unlike :func:`~acp_trio.open_spawned_agent`, the default is ``"capture"``:
     tests assert on the tail (``peer.process.stderr_tail()``) and agents
     under test are often made to crash or flood on purpose; pass
     ``"forward"`` to see the lines.

@@ -1,5 +1,5 @@
 """The acp_trio benchmark client (typed API: :class:`acp_trio.Client`,
-:func:`acp_trio.connect_to_agent`). Workloads and output: ``_common.py``.
+:func:`acp_trio.open_spawned_agent`). Workloads and output: ``_common.py``.
 
 Held requests (the read of ``/hold``, ``terminal/create``, permission) wait
 until they are cancelled: by the agent's ``$/cancel_request`` (the SDK
@@ -74,7 +74,7 @@ class BenchClient(acp_trio.Client):
 async def main() -> None:
     args = parse_args()
     client = BenchClient()
-    async with acp_trio.connect_to_agent(client, args.command, stderr="inherit") as agent:
+    async with acp_trio.open_spawned_agent(client, args.command, stderr="inherit") as agent:
         await agent.initialize(
             schema.InitializeRequest(
                 protocol_version=schema.PROTOCOL_VERSION,

@@ -37,12 +37,14 @@ def route(method: str, params: Any) -> tuple[str, Any]:
     return SUCCESSOR, {"method": method, "params": params}
 
 
-class LoggingProxy(acp_trio.Handler):
+class LoggingProxy(acp_trio.lowlevel.Handler):
     def __init__(self) -> None:
-        self.connection: acp_trio.Connection | None = None
+        self.connection: acp_trio.lowlevel.Connection | None = None
         self.connected = trio.Event()
 
-    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
         out, out_params = route(method, params)
         log(f"request {ctx.id!r} {method} -> {out}")
         try:
@@ -63,8 +65,8 @@ class LoggingProxy(acp_trio.Handler):
 async def main() -> None:
     proxy = LoggingProxy()
     async with (
-        acp_trio.open_stdio_stream() as stream,
-        acp_trio.open_connection(stream, proxy) as connection,
+        acp_trio.lowlevel.open_stdio_stream() as stream,
+        acp_trio.lowlevel.open_connection(stream, proxy) as connection,
     ):
         proxy.connection = connection
         proxy.connected.set()

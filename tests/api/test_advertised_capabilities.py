@@ -16,6 +16,8 @@ from acp_trio import (
     CapabilityError,
     Client,
     RequestError,
+)
+from acp_trio.contrib import (
     TerminalsMixin,
     WorkspaceFiles,
     WorkspaceFilesMixin,

@@ -77,7 +77,7 @@ def assert_plain(exc: BaseException, kind: type[BaseException], match: str) -> N
 
 
 async def test_serve_connection(autojump_clock: Any) -> None:
-    exc = await raised_by(lambda: acp_trio.serve_connection(BuggyStream()))
+    exc = await raised_by(lambda: acp_trio.lowlevel.serve_connection(BuggyStream()))
     assert_plain(exc, RuntimeError, "stream bug")
 
 
@@ -88,7 +88,7 @@ async def test_serve_agent(autojump_clock: Any) -> None:
 
 def open_side(side: str, stream: trio.abc.Stream) -> AbstractAsyncContextManager[Any]:
     if side == "connection":
-        return acp_trio.open_connection(stream)
+        return acp_trio.lowlevel.open_connection(stream)
     if side == "agent":
         return acp_trio.open_agent(ScriptedAgent(), stream)
     return acp_trio.open_client(RecordingClient(), stream)
@@ -140,7 +140,7 @@ async def test_run_agent(autojump_clock: Any, monkeypatch: pytest.MonkeyPatch) -
 async def test_connect_to_agent_with_a_buggy_trace_hook() -> None:
     async def run() -> None:
         config = ConnectionConfig(trace=raising_trace)
-        async with acp_trio.connect_to_agent(
+        async with acp_trio.open_spawned_agent(
             RecordingClient(), SCENARIO_AGENT_COMMAND, config=config
         ) as agent:
             await agent.initialize(INIT)
@@ -159,8 +159,8 @@ async def test_serve_tcp_with_one_agent_object_for_two_connections() -> None:
             listeners = await nursery.start(acp_trio.serve_tcp, handle, 0)
             port = listeners[0].socket.getsockname()[1]
             async with (
-                await acp_trio.open_tcp_stream("127.0.0.1", port),
-                await acp_trio.open_tcp_stream("127.0.0.1", port),
+                await acp_trio.lowlevel.open_tcp_stream("127.0.0.1", port),
+                await acp_trio.lowlevel.open_tcp_stream("127.0.0.1", port),
             ):
                 await trio.sleep_forever()
 
@@ -198,7 +198,7 @@ async def test_release_session_of_the_terminal_manager(monkeypatch: pytest.Monke
         raise OSError("planted")
 
     with trio.fail_after(REAL_LIMIT):
-        async with acp_trio.open_terminal_manager(approve) as manager:
+        async with acp_trio.contrib.open_terminal_manager(approve) as manager:
             await manager.create_terminal(
                 CreateTerminalRequest(session_id="s1", command="sleep", args=["30"])
             )
@@ -215,7 +215,7 @@ async def test_connect_connection_puts_one_plain_error_in_the_callers_nursery(
 ) -> None:
     async def run() -> None:
         async with trio.open_nursery() as nursery:
-            await acp_trio.connect_connection(nursery, BuggyStream())
+            await acp_trio.lowlevel.connect_connection(nursery, BuggyStream())
             await trio.sleep_forever()
 
     exc = await raised_by(run)

@@ -1,5 +1,5 @@
 """A typed client driving a typed agent in a real subprocess
-(``connect_to_agent`` + ``run_agent``): a normal session, and an agent that
+(``open_spawned_agent`` + ``run_agent``): a normal session, and an agent that
 dies in the middle of a prompt. Real clock, real time limits."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ async def test_a_normal_session_in_a_subprocess(
 ) -> None:
     client = RecordingClient()
     with trio.fail_after(REAL_LIMIT):
-        async with acp_trio.connect_to_agent(client, agent_command) as agent:
+        async with acp_trio.open_spawned_agent(client, agent_command) as agent:
             init = await agent.initialize(INIT)
             assert agent.agent_info is not None
             assert agent.agent_info.name == "sub"
@@ -103,7 +103,7 @@ async def test_agent_crashing_mid_prompt(
 ) -> None:
     client = RecordingClient()
     with trio.fail_after(REAL_LIMIT):
-        async with acp_trio.connect_to_agent(client, agent_command) as agent:
+        async with acp_trio.open_spawned_agent(client, agent_command) as agent:
             init = await agent.initialize(INIT)
             assert init.meta is not None
             pid = init.meta["pid"]

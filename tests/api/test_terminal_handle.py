@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import CapabilityError, Client, RequestError, TerminalsMixin, open_terminal_manager
+from acp_trio import CapabilityError, Client, RequestError
+from acp_trio.contrib import TerminalsMixin, open_terminal_manager
 from acp_trio.schema import (
     ClientCapabilities,
     CreateTerminalRequest,

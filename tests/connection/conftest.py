@@ -6,7 +6,7 @@ everything timed, and a ``trio.fail_after`` on every test (virtual seconds).
 - :class:`Wire` records what a connection wrote and read (its ``trace`` hook).
 - :class:`RawPeer` is a scripted peer: it writes exact bytes and parses what
   comes back, with its own tiny line splitter (not the code under test).
-- :class:`FnHandler` builds a :class:`~acp_trio.Handler` from plain functions.
+- :class:`FnHandler` builds a :class:`~acp_trio.lowlevel.Handler` from plain functions.
 - :func:`raw_connection` and :func:`connection_pair` set up the two shapes.
 """
 
@@ -23,11 +23,13 @@ import trio
 import trio.testing
 
 from acp_trio import (
-    Connection,
     ConnectionConfig,
+    RequestError,
+)
+from acp_trio.lowlevel import (
+    Connection,
     Handler,
     RequestContext,
-    RequestError,
     open_connection,
 )
 

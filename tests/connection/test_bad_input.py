@@ -14,9 +14,9 @@ from acp_trio import (
     LocalProtocolError,
     MessageTooLarge,
     RemoteProtocolError,
-    RequestContext,
     RequestError,
 )
+from acp_trio.lowlevel import RequestContext
 
 from .conftest import (
     LIMIT,

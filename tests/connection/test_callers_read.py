@@ -40,19 +40,21 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from acp_trio import (
-    CancelCause,
-    Connection,
     ConnectionClosed,
     ConnectionConfig,
-    Handler,
     LocalProtocolError,
     MessageTooLarge,
     RemoteProtocolError,
-    RequestContext,
     RequestError,
-    open_connection,
 )
 from acp_trio._connection import _CALLER, _FREE, _READER
+from acp_trio.lowlevel import (
+    CancelCause,
+    Connection,
+    Handler,
+    RequestContext,
+    open_connection,
+)
 
 from .conftest import (
     LIMIT,

@@ -17,7 +17,8 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import ConnectionConfig, RequestContext, open_connection
+from acp_trio import ConnectionConfig
+from acp_trio.lowlevel import RequestContext, open_connection
 
 from .conftest import (
     LIMIT,

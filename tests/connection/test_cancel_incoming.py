@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-from acp_trio import CancelCause, RequestContext
+from acp_trio.lowlevel import CancelCause, RequestContext
 
 from .conftest import (
     LIMIT,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import CancelCause, RequestContext, RequestError, RequestNode
+from acp_trio import RequestError
+from acp_trio.lowlevel import CancelCause, RequestContext, RequestNode
 
 from .conftest import (
     LIMIT,

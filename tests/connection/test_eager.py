@@ -23,7 +23,8 @@ import trio
 import trio.lowlevel
 
 import acp_trio._connection
-from acp_trio import CancelCause, RequestContext, RequestError, current_request
+from acp_trio import RequestError
+from acp_trio.lowlevel import CancelCause, RequestContext, current_request
 
 from .conftest import (
     LIMIT,

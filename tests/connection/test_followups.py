@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import CancelCause, LocalProtocolError, RequestContext
+from acp_trio import LocalProtocolError
+from acp_trio.lowlevel import CancelCause, RequestContext
 
 from .conftest import LIMIT, FnHandler, cancelled, raw_connection, req
 

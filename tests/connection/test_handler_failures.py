@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import RequestContext, RequestError, open_connection
+from acp_trio import RequestError
+from acp_trio.lowlevel import RequestContext, open_connection
 
 from .conftest import (
     LIMIT,

@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 import acp_trio._connection as connection_module
-from acp_trio import Connection, RequestContext, RequestError
+from acp_trio import RequestError
+from acp_trio.lowlevel import Connection, RequestContext
 
 from .conftest import FnHandler, raw_connection, req
 

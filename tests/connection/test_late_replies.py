@@ -18,7 +18,8 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import LocalProtocolError, RequestContext
+from acp_trio import LocalProtocolError
+from acp_trio.lowlevel import RequestContext
 
 from .conftest import (
     LIMIT,

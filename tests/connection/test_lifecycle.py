@@ -12,10 +12,12 @@ import trio
 import trio.testing
 
 from acp_trio import (
-    CancelCause,
-    Connection,
     ConnectionClosed,
     ConnectionConfig,
+)
+from acp_trio.lowlevel import (
+    CancelCause,
+    Connection,
     ConnectionStatistics,
     RequestContext,
     connect_connection,

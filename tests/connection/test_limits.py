@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from acp_trio import RequestContext
+from acp_trio.lowlevel import RequestContext
 
 from .conftest import (
     LIMIT,

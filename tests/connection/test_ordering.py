@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import RequestContext
+from acp_trio.lowlevel import RequestContext
 
 from .conftest import (
     LIMIT,

@@ -34,8 +34,10 @@ from hypothesis import strategies as st
 from acp_trio import (
     ConnectionClosed,
     ConnectionConfig,
-    RequestContext,
     RequestError,
+)
+from acp_trio.lowlevel import (
+    RequestContext,
     open_connection,
 )
 

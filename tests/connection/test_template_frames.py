@@ -19,7 +19,6 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_trio import RequestContext
 from acp_trio._jsonrpc import (
     TEMPLATE_FRAME_MAX,
     cancel_request_frame,
@@ -27,6 +26,7 @@ from acp_trio._jsonrpc import (
     match_cancel_request,
     match_cancelled_reply,
 )
+from acp_trio.lowlevel import RequestContext
 
 from .conftest import (
     LIMIT,

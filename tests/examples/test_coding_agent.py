@@ -14,8 +14,8 @@ import pytest
 import trio
 
 import acp_trio
-from acp_trio import TerminalsMixin, WorkspaceFiles, WorkspaceFilesMixin, schema
-from acp_trio.contrib import SessionStates
+from acp_trio import schema
+from acp_trio.contrib import SessionStates, TerminalsMixin, WorkspaceFiles, WorkspaceFilesMixin
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = {
@@ -38,7 +38,9 @@ LIMIT = 60  # real seconds: a real process and pipes
 
 
 class Editor(WorkspaceFilesMixin, TerminalsMixin, acp_trio.Client):
-    def __init__(self, root: Path, terminals: acp_trio.TerminalManager, answer: str) -> None:
+    def __init__(
+        self, root: Path, terminals: acp_trio.contrib.TerminalManager, answer: str
+    ) -> None:
         self.files = WorkspaceFiles([root])
         self.terminals = terminals
         self.answer = answer
@@ -67,9 +69,9 @@ async def run_turn(
     target = tmp_path / "main.py"
     target.write_text("prnt('hi')\n")
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_terminal_manager(approve, cwd=tmp_path) as terminals:
+        async with acp_trio.contrib.open_terminal_manager(approve, cwd=tmp_path) as terminals:
             editor = Editor(tmp_path, terminals, answer)
-            async with acp_trio.connect_to_agent(editor, AGENTS[which]) as agent:
+            async with acp_trio.open_spawned_agent(editor, AGENTS[which]) as agent:
                 await agent.initialize()
                 new = schema.NewSessionRequest(cwd=str(tmp_path), mcp_servers=[])
                 sid = (await agent.new_session(new)).session_id

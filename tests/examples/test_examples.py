@@ -110,7 +110,7 @@ async def test_deadline_agent_cancels_its_file_read_at_the_deadline(
     assert result.stop_reason == "end_turn"
     assert client.said == "the client took too long"
     assert 2.0 <= elapsed < 2.1
-    cancels = [f for f in frames if f.get("method") == acp_trio.CANCEL_REQUEST_METHOD]
+    cancels = [f for f in frames if f.get("method") == acp_trio.lowlevel.CANCEL_REQUEST_METHOD]
     reads = [f for f in frames if f.get("method") == "fs/read_text_file"]
     assert len(reads) == 1
     assert cancels == [

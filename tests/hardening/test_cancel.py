@@ -132,7 +132,7 @@ async def test_caller_deadline_cancels_the_turn_and_the_late_answer_is_consumed(
     client = ScenarioClient()
     caplog.set_level(logging.DEBUG, logger="acp_trio")
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_agent_process([*AGENT]) as process:
+        async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(
                 exit_details=process.exit_details,
                 trace=lambda direction, frame: frames.append((direction, json.loads(frame))),

@@ -127,7 +127,7 @@ async def test_agent_killed_by_sigkill_mid_prompt() -> None:
     signal's exit code (-9); later calls fail the same way."""
     client = ScenarioClient()
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_agent_process([*AGENT]) as process:
+        async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(exit_details=process.exit_details)
             async with acp_trio.open_client(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())
@@ -234,7 +234,7 @@ async def test_client_leaving_during_a_burst_closes_promptly() -> None:
     the backlog (until ``close_timeout``) before the block ends."""
     client = SlowUi()
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_agent_process([*AGENT]) as process:
+        async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(exit_details=process.exit_details, close_timeout=1.5)
             async with acp_trio.open_client(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())

@@ -362,7 +362,7 @@ async def test_slow_client_under_a_burst_gets_backpressure_not_a_close() -> None
 
     client = SlowClient()
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_agent_process([*AGENT]) as process:
+        async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(
                 exit_details=process.exit_details, max_queued_notifications=64
             )

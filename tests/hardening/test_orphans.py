@@ -1,7 +1,7 @@
 """No orphan processes: an agent started through an npx/uvx-style wrapper
 (a shell or Python process that runs the real agent as its child and waits),
 with a grandchild of its own, is gone entirely (wrapper, agent, grandchild)
-when the client leaves ``connect_to_agent``: normally, by cancellation, or
+when the client leaves ``open_spawned_agent``: normally, by cancellation, or
 by an error. Zombies waiting for init to reap them do not count (see
 ``_group_running_sync``). The same holds for an agent behind the trace proxy
 (``python -m acp_trio trace``), which runs its agent in a session of its own:
@@ -42,7 +42,7 @@ class AppError(Exception):
 async def run_client(command: list[str], how: str, meta: dict[str, Any]) -> None:
     client = ScenarioClient()
     with trio.CancelScope() as outer:
-        async with acp_trio.connect_to_agent(client, command) as agent:
+        async with acp_trio.open_spawned_agent(client, command) as agent:
             init = await agent.initialize(client.initialize_request())
             assert init.meta is not None
             meta.update(init.meta)
@@ -134,7 +134,7 @@ def killing_leftovers(meta: dict[str, Any]) -> Iterator[None]:
 async def test_an_agent_behind_the_trace_proxy_is_stopped_with_it(
     stubborn: str, tmp_path: Path
 ) -> None:
-    """connect_to_agent closes the proxy's stdin, then SIGTERMs it after its
+    """open_spawned_agent closes the proxy's stdin, then SIGTERMs it after its
     grace (2 s, the proxy's own grace too), then SIGKILLs it: the proxy must
     stop its agent in that time."""
     log = tmp_path / "trace.jsonl"
@@ -156,7 +156,9 @@ async def test_a_signalled_trace_proxy_stops_its_agent_and_logs_its_exit(
     with killing_leftovers(meta):
         with trio.fail_after(LIMIT):
             async with (
-                acp_trio.open_agent_process(traced(log, *AGENT, *STUBBORN["term"])) as proxy,
+                acp_trio.lowlevel.open_agent_process(
+                    traced(log, *AGENT, *STUBBORN["term"])
+                ) as proxy,
                 acp_trio.open_client(client, proxy.stream) as agent,
             ):
                 init = await agent.initialize(client.initialize_request())

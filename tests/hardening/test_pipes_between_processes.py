@@ -54,7 +54,7 @@ class EditorClient(acp_trio.Client):
 async def test_a_permission_request_never_overtakes_its_tool_call() -> None:
     client = EditorClient()
     with trio.fail_after(120):
-        async with acp_trio.connect_to_agent(client, TOOL_CALL_AGENT) as agent:
+        async with acp_trio.open_spawned_agent(client, TOOL_CALL_AGENT) as agent:
             await agent.initialize()
             session = await agent.new_session(
                 schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[])

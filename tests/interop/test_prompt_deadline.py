@@ -4,7 +4,7 @@ call (never ``$/cancel_request``, which the official Python SDK answers
 "Method not found"), the agent stops streaming and answers ``cancelled``,
 acp_trio consumes that late reply, and the next prompt on the session works.
 
-Agents, each spawned with ``acp_trio.connect_to_agent`` and streaming until
+Agents, each spawned with ``acp_trio.open_spawned_agent`` and streaming until
 cancelled (``stream 100000000 8``):
 
 - the official Python SDK's (``benchmarks/peers/official_agent.py``, needs
@@ -83,7 +83,7 @@ async def test_prompt_deadline_cancels_a_streaming_turn(
         trace=lambda direction, frame: frames.append((direction, json.loads(frame)))
     )
     with trio.fail_after(60):
-        async with acp_trio.connect_to_agent(client, AGENTS[name], config=config) as agent:
+        async with acp_trio.open_spawned_agent(client, AGENTS[name], config=config) as agent:
             await agent.initialize()
             new = schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[])
             session_id = (await agent.new_session(new)).session_id

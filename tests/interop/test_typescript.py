@@ -48,7 +48,7 @@ else:
 
 pytestmark = pytest.mark.skipif(bool(_skip_reason), reason=_skip_reason)
 
-CANCEL = acp_trio.CANCEL_REQUEST_METHOD
+CANCEL = acp_trio.lowlevel.CANCEL_REQUEST_METHOD
 HELD = {"terminal/create", "session/request_permission", "fs/read_text_file"}
 
 
@@ -205,7 +205,7 @@ async def ts_agent_session() -> AsyncIterator[TsAgent]:
     wire = Wire()
     client = ScenarioClient()
     config = acp_trio.ConnectionConfig(trace=wire.trace)
-    async with acp_trio.connect_to_agent(
+    async with acp_trio.open_spawned_agent(
         client, [NODE or "node", str(TS_AGENT)], config=config
     ) as agent:
         ts = TsAgent(agent, client, wire)

@@ -36,7 +36,6 @@ from connection.conftest import FnHandler, connection_pair
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_trio import RequestContext
 from acp_trio._jsonrpc import _messages
 from acp_trio._jsonrpc._messages import (
     InvalidMessage,
@@ -48,6 +47,7 @@ from acp_trio._jsonrpc._messages import (
     parse_frame,
     use_json_backend,
 )
+from acp_trio.lowlevel import RequestContext
 
 HAVE_ORJSON = importlib.util.find_spec("orjson") is not None
 needs_orjson = pytest.mark.skipif(not HAVE_ORJSON, reason="orjson is not installed")

@@ -16,7 +16,9 @@ import acp_trio
 
 
 class CrashProxy(logging_proxy.LoggingProxy):
-    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
         if method == "session/prompt":
             os._exit(7)
         return await super().handle_request(ctx, method, params)
@@ -25,8 +27,8 @@ class CrashProxy(logging_proxy.LoggingProxy):
 async def main() -> None:
     proxy = CrashProxy()
     async with (
-        acp_trio.open_stdio_stream() as stream,
-        acp_trio.open_connection(stream, proxy) as connection,
+        acp_trio.lowlevel.open_stdio_stream() as stream,
+        acp_trio.lowlevel.open_connection(stream, proxy) as connection,
     ):
         proxy.connection = connection
         proxy.connected.set()

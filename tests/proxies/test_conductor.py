@@ -87,12 +87,14 @@ async def test_the_scenario_passes_through_the_chain(proxies: int) -> None:
             ]
 
 
-class RawClient(acp_trio.Handler):
+class RawClient(acp_trio.lowlevel.Handler):
     def __init__(self) -> None:
         self.cancelled: list[str] = []
         self.arrived: list[str] = []
 
-    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
         self.arrived.append(method)
         try:
             await trio.sleep_forever()
@@ -112,7 +114,7 @@ async def test_cancel_request_of_a_prompt_is_per_hop(proxies: int) -> None:
                     right, components, stderr="capture", task_status=task_status
                 )
             )
-            async with acp_trio.open_connection(left, handler) as conn:
+            async with acp_trio.lowlevel.open_connection(left, handler) as conn:
                 caps = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
                 await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
                 session = (await conn.call("session/new", {"cwd": "/", "mcpServers": []}))[
@@ -155,7 +157,7 @@ async def test_the_command_line_serves_the_chain_on_stdio() -> None:
     command += list(SCENARIO_AGENT_COMMAND)
     client = ScenarioClient()
     with trio.fail_after(LIMIT):
-        async with acp_trio.connect_to_agent(client, command, stderr="capture") as agent:
+        async with acp_trio.open_spawned_agent(client, command, stderr="capture") as agent:
             await agent.initialize(client.initialize_request())
             session = (await agent.new_session("/")).session_id
             reply = await agent.prompt_text(session, "echo over stdio")

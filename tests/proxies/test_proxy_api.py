@@ -14,13 +14,15 @@ from acp_trio import schema
 from acp_trio.proxy import Proxy, serve_proxy
 
 
-class Conductor(acp_trio.Handler):
+class Conductor(acp_trio.lowlevel.Handler):
     """Answers what the proxy sends: records it, echoes the envelope back."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, Any]] = []
 
-    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
         self.seen.append((method, params))
         if method == "proxy/successor" and params["method"] == "initialize":
             return {"protocolVersion": 1}
@@ -42,7 +44,7 @@ async def run_with(proxy: Proxy, conductor: Conductor, body: Any) -> None:
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(serve_proxy, proxy, right)
-            async with acp_trio.open_connection(left, conductor) as conn:
+            async with acp_trio.lowlevel.open_connection(left, conductor) as conn:
                 await body(conn)
             nursery.cancel_scope.cancel()
 
@@ -50,7 +52,7 @@ async def run_with(proxy: Proxy, conductor: Conductor, body: Any) -> None:
 async def test_messages_pass_through_the_envelope_both_ways() -> None:
     conductor = Conductor()
 
-    async def body(conn: acp_trio.Connection) -> None:
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
         assert await conn.call("proxy/initialize", {"protocolVersion": 1}) == {"protocolVersion": 1}
         prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
         assert await conn.call("session/prompt", prompt) == {"stopReason": "end_turn"}
@@ -78,7 +80,7 @@ async def test_messages_pass_through_the_envelope_both_ways() -> None:
 
 
 async def test_ill_typed_params_of_an_overridden_method_get_invalid_params() -> None:
-    async def body(conn: acp_trio.Connection) -> None:
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
         with pytest.raises(acp_trio.RequestError) as caught:
             await conn.call("session/prompt", {"sessionId": 3})
         assert caught.value.code == -32602

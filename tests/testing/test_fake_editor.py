@@ -270,7 +270,7 @@ async def test_overrides_are_recorded_and_waits_work(
 async def test_against_the_coding_agent_as_a_process() -> None:
     editor = FakeEditor({"main.py": BROKEN})
     with trio.fail_after(REAL_LIMIT):
-        async with acp_trio.connect_to_agent(editor, [sys.executable, str(EXAMPLE)]) as agent:
+        async with acp_trio.open_spawned_agent(editor, [sys.executable, str(EXAMPLE)]) as agent:
             await agent.initialize(editor.initialize_request())
             new = schema.NewSessionRequest(cwd=editor.cwd, mcp_servers=[])
             sid = (await agent.new_session(new)).session_id

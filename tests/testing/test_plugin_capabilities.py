@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import Agent, Client, WorkspaceFiles, WorkspaceFilesMixin
+from acp_trio import Agent, Client
+from acp_trio.contrib import WorkspaceFiles, WorkspaceFilesMixin
 from acp_trio.schema import (
     ClientCapabilities,
     FileSystemCapabilities,

@@ -10,7 +10,8 @@ from typing import Any
 
 import trio
 
-from acp_trio import ConnectionConfig, open_agent_process, open_client
+from acp_trio import ConnectionConfig, open_client
+from acp_trio.lowlevel import open_agent_process
 from acp_trio.schema import NewSessionRequest, PromptResponse
 from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient, open_scripted_process
 

@@ -9,9 +9,9 @@ from typing import Any
 import trio
 import trio.testing
 
-from acp_trio import Handler, RequestContext, open_connection
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._message_stream import MessageStream
+from acp_trio.lowlevel import Handler, RequestContext, open_connection
 
 
 class MemoryMessages:

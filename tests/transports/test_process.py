@@ -21,7 +21,7 @@ AGENT = textwrap.dedent(
     """
     import os, subprocess, sys, trio, acp_trio
 
-    class Agent(acp_trio.Handler):
+    class Agent(acp_trio.lowlevel.Handler):
         async def handle_request(self, ctx, method, params):
             if method == "echo":
                 print("stray print from the agent")
@@ -38,8 +38,8 @@ AGENT = textwrap.dedent(
             return await super().handle_request(ctx, method, params)
 
     async def main():
-        async with acp_trio.open_stdio_stream() as stream:
-            async with acp_trio.open_connection(stream, Agent()) as conn:
+        async with acp_trio.lowlevel.open_stdio_stream() as stream:
+            async with acp_trio.lowlevel.open_connection(stream, Agent()) as conn:
                 await conn.wait_closed()
 
     trio.run(main)
@@ -83,8 +83,8 @@ def process_gone(pid: int) -> bool:
 async def test_stray_stdout_writes_do_not_corrupt_the_stream(agent_script: list[str]) -> None:
     with trio.fail_after(20):
         async with (
-            acp_trio.open_agent_process(agent_script) as agent,
-            acp_trio.open_connection(agent.stream) as conn,
+            acp_trio.lowlevel.open_agent_process(agent_script) as agent,
+            acp_trio.lowlevel.open_connection(agent.stream) as conn,
         ):
             for i in range(3):
                 assert await conn.call("echo", {"n": i}) == {"n": i}
@@ -100,9 +100,9 @@ async def test_agent_crash_fails_pending_calls_with_exit_code_and_stderr(
     agent_script: list[str],
 ) -> None:
     with trio.fail_after(20):
-        async with acp_trio.open_agent_process(agent_script) as agent:
+        async with acp_trio.lowlevel.open_agent_process(agent_script) as agent:
             config = ConnectionConfig(exit_details=agent.exit_details)
-            async with acp_trio.open_connection(agent.stream, config=config) as conn:
+            async with acp_trio.lowlevel.open_connection(agent.stream, config=config) as conn:
                 with pytest.raises(ConnectionClosed) as info:
                     await conn.call("crash")
                 with pytest.raises(ConnectionClosed):
@@ -118,8 +118,8 @@ async def test_teardown_kills_what_the_agent_left_in_its_group(
 ) -> None:
     with trio.fail_after(20):
         async with (
-            acp_trio.open_agent_process(agent_script, terminate_grace=1.0) as agent,
-            acp_trio.open_connection(agent.stream) as conn,
+            acp_trio.lowlevel.open_agent_process(agent_script, terminate_grace=1.0) as agent,
+            acp_trio.lowlevel.open_connection(agent.stream) as conn,
         ):
             child = (await conn.call("spawn"))["pid"]
             assert group_alive(agent.pid)
@@ -132,7 +132,7 @@ async def test_agent_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "stubborn.py"
     path.write_text(STUBBORN)
     with trio.fail_after(20):
-        async with acp_trio.open_agent_process(
+        async with acp_trio.lowlevel.open_agent_process(
             [sys.executable, str(path)], shutdown_grace=0.2, terminate_grace=0.3
         ) as agent:
             pass
@@ -143,7 +143,7 @@ async def test_agent_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
 async def test_cancelled_client_still_reaps_the_agent(agent_script: list[str]) -> None:
     with trio.fail_after(20):
         with trio.move_on_after(0.5):
-            async with acp_trio.open_agent_process(agent_script) as agent:
+            async with acp_trio.lowlevel.open_agent_process(agent_script) as agent:
                 await trio.sleep_forever()
     assert agent.returncode is not None
     assert not group_alive(agent.pid)
@@ -151,7 +151,7 @@ async def test_cancelled_client_still_reaps_the_agent(agent_script: list[str]) -
 
 async def test_a_program_that_does_not_exist() -> None:
     with pytest.raises(FileNotFoundError):
-        async with acp_trio.open_agent_process(["/nonexistent/agent"]):
+        async with acp_trio.lowlevel.open_agent_process(["/nonexistent/agent"]):
             pass
 
 
@@ -192,6 +192,6 @@ async def test_agent_stdio_on_non_pipes_ends_cleanly(tmp_path: Path, stdin_kind:
 
 async def test_an_error_in_the_block_comes_out_plain(agent_script: list[str]) -> None:
     with trio.fail_after(20), pytest.raises(KeyError, match="boom"):
-        async with acp_trio.open_agent_process(agent_script) as agent:
+        async with acp_trio.lowlevel.open_agent_process(agent_script) as agent:
             raise KeyError("boom")
     assert agent.returncode is not None

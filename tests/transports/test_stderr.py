@@ -37,7 +37,7 @@ AGENT = textwrap.dedent(
         while view:
             view = view[os.write(2, view):]
 
-    class Agent(acp_trio.Handler):
+    class Agent(acp_trio.lowlevel.Handler):
         async def handle_request(self, ctx, method, params):
             if method == "echo":
                 return params
@@ -60,8 +60,8 @@ AGENT = textwrap.dedent(
             return await super().handle_request(ctx, method, params)
 
     async def main():
-        async with acp_trio.open_stdio_stream() as stream:
-            async with acp_trio.open_connection(stream, Agent()) as conn:
+        async with acp_trio.lowlevel.open_stdio_stream() as stream:
+            async with acp_trio.lowlevel.open_connection(stream, Agent()) as conn:
                 await conn.wait_closed()
 
     trio.run(main)
@@ -119,7 +119,9 @@ def noticed(messages: list[str]) -> int:
     return sum(int(m.split("[acp_trio: ")[1].split()[0]) for m in messages if is_notice(m))
 
 
-async def caught_up(process: acp_trio.AgentProcess, conn: acp_trio.Connection) -> None:
+async def caught_up(
+    process: acp_trio.lowlevel.AgentProcess, conn: acp_trio.lowlevel.Connection
+) -> None:
     """Until every stderr byte the agent wrote so far is read and every line
     queued is written: a marker the agent writes shows in the tail, then the
     pump is idle. (A request's answer on stdout can overtake its stderr.)
@@ -162,8 +164,8 @@ async def test_lines_are_forwarded_to_our_stderr_in_order_with_a_prefix(
     with trio.fail_after(LIMIT):
         # The default: forward.
         async with (
-            acp_trio.open_agent_process(agent) as process,
-            acp_trio.open_connection(process.stream) as conn,
+            acp_trio.lowlevel.open_agent_process(agent) as process,
+            acp_trio.lowlevel.open_connection(process.stream) as conn,
         ):
             assert await conn.call("say", {"lines": hexes(*SAID)}) == "said"
             assert await conn.call("echo", {"n": 1}) == {"n": 1}
@@ -191,8 +193,10 @@ async def test_lines_become_log_records(
     mode: StderrMode | logging.Logger = "log" if how == "log" else private_logger
     with trio.fail_after(LIMIT):
         async with (
-            acp_trio.open_agent_process(agent, stderr=mode, stderr_prefix="[agent] ") as process,
-            acp_trio.open_connection(process.stream) as conn,
+            acp_trio.lowlevel.open_agent_process(
+                agent, stderr=mode, stderr_prefix="[agent] "
+            ) as process,
+            acp_trio.lowlevel.open_connection(process.stream) as conn,
         ):
             assert await conn.call("say", {"lines": hexes(*SAID)}) == "said"
     if how == "log":
@@ -211,9 +215,9 @@ async def test_connect_to_agent_takes_the_same_options(
     # A typed client over the same pipes: a raw "say" through its connection.
     caplog.set_level(logging.INFO, logger="acp_trio.agent_stderr")
     with trio.fail_after(LIMIT):
-        async with acp_trio.connect_to_agent(acp_trio.Client(), agent, stderr="log") as proxy:
+        async with acp_trio.open_spawned_agent(acp_trio.Client(), agent, stderr="log") as proxy:
             await proxy.connection.call("say", {"lines": hexes(b"via the logger\n")})
-        async with acp_trio.connect_to_agent(acp_trio.Client(), agent) as proxy:
+        async with acp_trio.open_spawned_agent(acp_trio.Client(), agent) as proxy:
             await proxy.connection.call("say", {"lines": hexes(b"via our stderr\n")})
     records = [r for r in caplog.records if r.name == "acp_trio.agent_stderr"]
     assert [r.getMessage().split(": ", 1)[1] for r in records] == ["via the logger"]
@@ -224,9 +228,9 @@ async def test_the_tail_is_still_in_connection_closed(
     agent: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with trio.fail_after(LIMIT):
-        async with acp_trio.open_agent_process(agent) as process:
+        async with acp_trio.lowlevel.open_agent_process(agent) as process:
             config = ConnectionConfig(exit_details=process.exit_details)
-            async with acp_trio.open_connection(process.stream, config=config) as conn:
+            async with acp_trio.lowlevel.open_connection(process.stream, config=config) as conn:
                 with pytest.raises(ConnectionClosed) as info:
                     await conn.call("crash")
     assert info.value.exit_code == 3
@@ -250,8 +254,8 @@ async def test_a_50_mb_flood_blocks_nobody_and_memory_stays_bounded(
     try:
         with trio.fail_after(LIMIT):
             async with (
-                acp_trio.open_agent_process(agent, stderr=private_logger) as process,
-                acp_trio.open_connection(process.stream) as conn,
+                acp_trio.lowlevel.open_agent_process(agent, stderr=private_logger) as process,
+                acp_trio.lowlevel.open_connection(process.stream) as conn,
             ):
                 assert await conn.call("echo", {"n": 0}) == {"n": 0}
                 tracemalloc.reset_peak()
@@ -285,8 +289,8 @@ async def test_a_destination_that_blocks_does_not_block_the_protocol(
     try:
         with trio.fail_after(LIMIT):
             async with (
-                acp_trio.open_agent_process(agent, stderr=private_logger) as process,
-                acp_trio.open_connection(process.stream) as conn,
+                acp_trio.lowlevel.open_agent_process(agent, stderr=private_logger) as process,
+                acp_trio.lowlevel.open_connection(process.stream) as conn,
             ):
                 flood = await conn.call("flood", {"total": 5 * 1024 * 1024, "width": 100})
                 for n in range(3):
@@ -331,8 +335,8 @@ async def test_our_stderr_a_pipe_nobody_reads(
     try:
         with trio.fail_after(LIMIT):
             async with (
-                acp_trio.open_agent_process(agent) as process,
-                acp_trio.open_connection(process.stream) as conn,
+                acp_trio.lowlevel.open_agent_process(agent) as process,
+                acp_trio.lowlevel.open_connection(process.stream) as conn,
             ):
                 await conn.call("flood", {"total": 5 * 1024 * 1024, "width": 100})
                 for n in range(3):
@@ -358,5 +362,5 @@ def test_the_default_prefix_names_the_program() -> None:
 
 async def test_an_unknown_mode_is_refused(agent: list[str]) -> None:
     with pytest.raises(ValueError, match="stderr must be"):
-        async with acp_trio.open_agent_process(agent, stderr="loud"):  # type: ignore[arg-type]
+        async with acp_trio.lowlevel.open_agent_process(agent, stderr="loud"):  # type: ignore[arg-type]
             pass

@@ -24,7 +24,7 @@ async def test_a_client_talks_to_an_agent_over_tcp() -> None:
             listeners = await nursery.start(acp_trio.serve_tcp, serve_one, 0)
             host, port = listeners[0].socket.getsockname()[:2]
             assert host == "127.0.0.1"
-            stream = await acp_trio.open_tcp_stream(host, port)
+            stream = await acp_trio.lowlevel.open_tcp_stream(host, port)
             client = ScenarioClient()
             async with acp_trio.open_client(client, stream) as agent:
                 await agent.initialize(client.initialize_request())
@@ -44,7 +44,7 @@ async def test_a_factory_serves_each_tcp_connection_its_own_agent() -> None:
         return made[-1]
 
     async def talk(port: int, text: str, texts: dict[str, list[str]]) -> None:
-        stream = await acp_trio.open_tcp_stream("127.0.0.1", port)
+        stream = await acp_trio.lowlevel.open_tcp_stream("127.0.0.1", port)
         client = ScenarioClient()
         async with acp_trio.open_client(client, stream) as agent:
             await agent.initialize(client.initialize_request())

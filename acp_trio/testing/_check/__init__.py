@@ -1,8 +1,8 @@
 """``check_agent``: conformance checks for any stdio ACP agent, any SDK.
 
-The checker spawns the agent with :func:`acp_trio.open_agent_process`
+The checker spawns the agent with :func:`acp_trio.lowlevel.open_agent_process`
 (stderr captured) and talks to it mostly through a JSON-level
-:class:`acp_trio.Connection` whose handler plays the matching test client of
+:class:`acp_trio.lowlevel.Connection` whose handler plays the matching test client of
 the scenario vocabulary; malformed input is written as raw bytes between the
 connection's frames. Every line both ways is kept in one transcript: checks
 wait on it, and the last checks (stdout hygiene, schema, one reply per

@@ -12,7 +12,7 @@ Programs (the first argument):
   the updates received for it, or the error), then the connection's
   statistics, then it closes. A :class:`ScenarioClient` answers the agent's
   requests (reads of ``/hold`` are held until cancelled).
-- ``spawn -- AGENT_CMD...``: spawn the agent with ``connect_to_agent``,
+- ``spawn -- AGENT_CMD...``: spawn the agent with ``open_spawned_agent``,
   initialize, open a session, start a ``permission`` prompt, and once the
   agent asks for permission (so the prompt runs) report the agent's
   ``_meta``; then wait forever (the test kills us).
@@ -51,7 +51,7 @@ async def prompts(args: argparse.Namespace) -> None:
         max_message_size=args.max_message_size or acp_trio.ConnectionConfig().max_message_size
     )
     async with (
-        acp_trio.open_stdio_stream() as stream,
+        acp_trio.lowlevel.open_stdio_stream() as stream,
         acp_trio.open_client(client, stream, config=config) as agent,
     ):
         try:
@@ -91,7 +91,7 @@ async def prompts(args: argparse.Namespace) -> None:
 async def spawn(args: argparse.Namespace) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     client = ScenarioClient()
-    async with acp_trio.connect_to_agent(client, command, stderr="discard") as agent:
+    async with acp_trio.open_spawned_agent(client, command, stderr="discard") as agent:
         init = await agent.initialize(client.initialize_request())
         session = await agent.new_session(NewSessionRequest(cwd=os.sep, mcp_servers=[]))
         async with trio.open_nursery() as nursery:

@@ -1,4 +1,4 @@
-"""A small scenario agent on the raw JSON-level ``acp_trio.Connection``,
+"""A small scenario agent on the raw JSON-level ``acp_trio.lowlevel.Connection``,
 with one planted fault chosen by name.
 
 It speaks just enough of the scenario vocabulary for ``check-agent``:
@@ -39,7 +39,13 @@ from typing import Any
 import trio
 
 import acp_trio
-from acp_trio import Connection, FramedStream, Handler, RequestContext, RequestError
+from acp_trio import RequestError
+from acp_trio.lowlevel import (
+    Connection,
+    FramedStream,
+    Handler,
+    RequestContext,
+)
 
 FAULTS = {
     "",
@@ -247,9 +253,9 @@ class MiniAgent(Handler):
 
 async def serve(fault: str) -> None:
     assert fault in FAULTS, fault
-    async with acp_trio.open_stdio_stream() as stdio:
+    async with acp_trio.lowlevel.open_stdio_stream() as stdio:
         stream = FaultyStream(stdio, fault)
-        await acp_trio.serve_connection(stream, lambda conn: MiniAgent(conn, stream))
+        await acp_trio.lowlevel.serve_connection(stream, lambda conn: MiniAgent(conn, stream))
 
 
 def main(fault: str = "") -> None:

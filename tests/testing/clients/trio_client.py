@@ -35,7 +35,7 @@ from acp_trio.schema import (
 CUE = "check-client: cancel now"
 
 
-class CheckedClient(acp_trio.TerminalsMixin, acp_trio.Client):
+class CheckedClient(acp_trio.contrib.TerminalsMixin, acp_trio.Client):
     async def session_update(self, params: SessionNotification) -> None:
         update = params.update
         if (
@@ -69,8 +69,8 @@ async def approve(params: object) -> bool:
 async def main(command: list[str]) -> None:
     client = CheckedClient()
     async with (
-        acp_trio.open_terminal_manager(approve) as client.terminals,
-        acp_trio.connect_to_agent(client, command) as agent,
+        acp_trio.contrib.open_terminal_manager(approve) as client.terminals,
+        acp_trio.open_spawned_agent(client, command) as agent,
     ):
         await agent.initialize()
         session = await agent.new_session(NewSessionRequest(cwd=str(Path.cwd()), mcp_servers=[]))
