@@ -49,6 +49,7 @@ from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
 from acp_trio._pair import open_agent_client_pair as open_agent_client_pair
+from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._sessions import AgentSessions as AgentSessions
 from acp_trio._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._tool_calls import ToolCallHandle as ToolCallHandle
@@ -56,6 +57,8 @@ from acp_trio._transports import serve_tcp as serve_tcp
 
 __version__ = "0.1.0.dev0"
 
+
+_fix_module_names("acp_trio", globals())
 
 # Names that moved to a namespace: still importable from here, with a
 # DeprecationWarning, until the next release.

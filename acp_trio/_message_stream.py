@@ -47,7 +47,9 @@ class MessageStream(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Close the stream; the peer sees the end. Idempotent."""
+        """Close the stream; the peer sees the end. Idempotent; cancelled,
+        it still closes the stream (as Trio's ``aclose`` does), then raises
+        ``trio.Cancelled``."""
         ...
 
 

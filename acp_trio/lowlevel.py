@@ -23,6 +23,7 @@ from acp_trio._framed import FramedStream as FramedStream
 from acp_trio._jsonrpc._messages import json_backend as json_backend
 from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
 from acp_trio._message_stream import MessageStream as MessageStream
+from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._requests import CancelCause as CancelCause
 from acp_trio._requests import PendingRequest as PendingRequest
 from acp_trio._requests import RequestContext as RequestContext
@@ -31,3 +32,5 @@ from acp_trio._transports import AgentProcess as AgentProcess
 from acp_trio._transports import open_agent_process as open_agent_process
 from acp_trio._transports import open_stdio_stream as open_stdio_stream
 from acp_trio._transports import open_tcp_stream as open_tcp_stream
+
+_fix_module_names("acp_trio.lowlevel", globals())

@@ -23,6 +23,7 @@ import pytest
 
 MODULES = [
     "acp_trio",
+    "acp_trio.lowlevel",
     "acp_trio.testing",
     "acp_trio.contrib",
     "acp_trio.contrib.v2",
@@ -127,15 +128,15 @@ def test_every_public_item_is_documented() -> None:
 
 def test_the_walk_sees_functions_methods_properties_and_async_ones() -> None:
     names = {name: raw for name, raw, _ in documented_items(MODULES)}
-    assert is_async(names["acp_trio._client.open_spawned_agent"])  # async context manager
-    assert is_async(names["acp_trio._terminal_handle.TerminalHandle.wait_for_exit"])
+    assert is_async(names["acp_trio.open_spawned_agent"])  # async context manager
+    assert is_async(names["acp_trio.TerminalHandle.wait_for_exit"])
     assert not is_async(names["acp_trio.build.text"])
-    assert "acp_trio._workspace.WorkspaceFiles.roots" in names  # a property
-    assert "acp_trio.testing._peer.ScriptedPeer.request" in names
+    assert "acp_trio.contrib.WorkspaceFiles.roots" in names  # a property
+    assert "acp_trio.testing.ScriptedPeer.request" in names
     schema = [name for name in names if name.startswith("acp_trio.schema")]
     assert all(name.startswith("acp_trio.schema._generated_proxies.") for name in schema)
     # The proxies' methods, generated ones included.
-    assert "acp_trio._agent_proxy.AgentProxy.cancel_turn" in names
+    assert "acp_trio.AgentProxy.cancel_turn" in names
     assert any(name.endswith("AgentProxyMethods.new_session") for name in names)
 
 

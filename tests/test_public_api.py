@@ -3,14 +3,21 @@ this list (and to the CHANGELOG)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import traceback
 import types
+from pathlib import Path
 
 import pytest
 
 import acp_trio
+import acp_trio.contrib
 import acp_trio.lowlevel
 import acp_trio.testing
+
+ACP_TRIO = Path(acp_trio.__file__).parent
 
 TOP_LEVEL = {
     # errors
@@ -89,10 +96,40 @@ def test_testing_names() -> None:
     assert public_names(acp_trio.testing) == TESTING
 
 
-def test_public_names_live_in_private_modules() -> None:
-    # Public modules only re-export; the code lives in `_`-prefixed modules.
-    for module in (acp_trio, acp_trio.lowlevel, acp_trio.testing):
-        for name in public_names(module):
-            owner = getattr(getattr(module, name), "__module__", None)
-            if isinstance(owner, str) and owner.startswith("acp_trio"):
-                assert "._" in owner, f"{module.__name__}.{name} is defined in {owner}"
+@pytest.mark.parametrize(
+    "module", [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing]
+)
+def test_public_modules_only_re_export(module: types.ModuleType) -> None:
+    # The code lives in `_`-prefixed modules; a public module imports names,
+    # fixes their __module__, and (the top level) keeps the moved names.
+    tree = ast.parse(Path(inspect.getfile(module)).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.AsyncFunctionDef):
+            raise AssertionError(f"{module.__name__} defines {node.name}")
+        if isinstance(node, ast.FunctionDef):
+            assert node.name == "__getattr__", f"{module.__name__} defines {node.name}"
+    for name in public_names(module):
+        value = getattr(module, name)
+        if isinstance(value, types.FunctionType):
+            path = Path(inspect.unwrap(value).__code__.co_filename)
+            assert any(part.startswith("_") for part in path.relative_to(ACP_TRIO).parts)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (acp_trio.Agent, "acp_trio.Agent"),
+        (acp_trio.run_agent, "acp_trio.run_agent"),
+        (acp_trio.RequestError, "acp_trio.RequestError"),
+        (acp_trio.lowlevel.Connection, "acp_trio.lowlevel.Connection"),
+        (acp_trio.contrib.WorkspaceFiles, "acp_trio.contrib.WorkspaceFiles"),
+        (acp_trio.testing.ScenarioAgent, "acp_trio.testing.ScenarioAgent"),
+    ],
+)
+def test_public_names_show_where_they_are_imported_from(value: object, shown: str) -> None:
+    assert f"{value.__module__}.{value.__qualname__}" == shown  # type: ignore[attr-defined]
+
+
+def test_a_public_error_shows_its_public_name_in_a_traceback() -> None:
+    line = traceback.format_exception_only(acp_trio.RequestError(-32600, "bad"))[-1]
+    assert line.startswith("acp_trio.RequestError")

@@ -17,6 +17,7 @@
   ``session/cancel`` applied.
 """
 
+from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._terminals import ApproveFunc as ApproveFunc
 from acp_trio._terminals import TerminalManager as TerminalManager
 from acp_trio._terminals import TerminalsMixin as TerminalsMixin
@@ -36,3 +37,5 @@ from acp_trio.contrib._session_state import Message as Message
 from acp_trio.contrib._session_state import SessionAccumulator as SessionAccumulator
 from acp_trio.contrib._session_state import SessionStates as SessionStates
 from acp_trio.contrib._session_state import ToolCallState as ToolCallState
+
+_fix_module_names("acp_trio.contrib", globals())

@@ -23,6 +23,7 @@
 This module only re-exports.
 """
 
+from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio.testing._check import CHECKS as CHECKS
 from acp_trio.testing._check import CheckInfo as CheckInfo
 from acp_trio.testing._check import check_agent as check_agent
@@ -70,3 +71,5 @@ from acp_trio.testing._scenario import ScenarioAgent as ScenarioAgent
 from acp_trio.testing._scenario import ScenarioClient as ScenarioClient
 from acp_trio.testing._scenario import run_scenario_agent as run_scenario_agent
 from acp_trio.testing._schema_check import find_schema as find_schema
+
+_fix_module_names("acp_trio.testing", globals())
