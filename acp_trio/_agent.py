@@ -501,7 +501,7 @@ def _agent_handler(
     agent: Agent, schema_converter: SchemaConverter
 ) -> Callable[[Connection], _AgentHandler]:
     def make(connection: Connection) -> _AgentHandler:
-        proxy = ClientProxy(connection, schema_converter)
+        proxy = ClientProxy._create(connection, schema_converter)
         agent.client = proxy
         return _AgentHandler(agent, proxy)
 

@@ -31,6 +31,7 @@ from acp_trio._exceptions import (
     TurnNotAnswered,
     UnsupportedProtocolVersion,
 )
+from acp_trio._public import NoPublicConstructor
 from acp_trio._requests import PendingRequest
 from acp_trio.schema import (
     PROTOCOL_VERSION,
@@ -102,7 +103,7 @@ class ClientSide(Protocol):
 
 
 @adopt_hook_docs
-class AgentProxy(AgentProxyMethods, Peer):
+class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
     """What a client can ask of its agent. Made by the SDK.
 
     After :meth:`initialize`: :attr:`protocol_version`, :attr:`capabilities`,

@@ -379,7 +379,7 @@ def _client_handler(
 ) -> Callable[[Connection], _ClientHandler]:
     def make(connection: Connection) -> _ClientHandler:
         handler = _ClientHandler(client, schema_converter, connection)
-        client.agent = AgentProxy(connection, schema_converter, handler)
+        client.agent = AgentProxy._create(connection, schema_converter, handler)
         return handler
 
     return make

@@ -20,6 +20,7 @@ from acp_trio._dispatch import (
     adopt_hook_docs,
 )
 from acp_trio._exceptions import CapabilityError
+from acp_trio._public import NoPublicConstructor
 from acp_trio._terminal_handle import TerminalHandle, open_terminal
 from acp_trio._tool_calls import ToolCallHandle, ask_permission, open_tool_call
 from acp_trio.build import ALLOW_OR_REJECT
@@ -48,7 +49,7 @@ __all__ = ["ClientProxy"]
 
 
 @adopt_hook_docs
-class ClientProxy(ClientProxyMethods, Peer):
+class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
     """What an agent can ask of its client. Made by the SDK.
 
     :attr:`capabilities` are the client's, as sent in ``initialize``. Every

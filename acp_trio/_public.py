@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import MutableMapping
+from typing import Any, NoReturn, TypeVar
 
 
 def fix_module_names(namespace: str, names: MutableMapping[str, object]) -> None:
@@ -39,3 +40,21 @@ def _fix_members(cls: type, module: str, namespace: str) -> None:
 
 def _private(module: str) -> bool:
     return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+T = TypeVar("T")
+
+
+class NoPublicConstructor(type):
+    """The metaclass of live objects (a proxy, a handle, a process), which
+    only acp_trio makes, with ``cls._create(...)``; calling the class raises
+    ``TypeError``, as Trio's live objects do."""
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} has no public constructor: "
+            "acp_trio makes it (see its docstring for the function that does)"
+        )
+
+    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
+        return type.__call__(cls, *args, **kwargs)  # type: ignore[no-any-return]

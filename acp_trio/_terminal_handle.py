@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from acp_trio._exceptions import ConnectionClosed, RequestError
+from acp_trio._public import NoPublicConstructor
 from acp_trio.schema import (
     CreateTerminalRequest,
     CreateTerminalResponse,
@@ -49,7 +50,7 @@ __all__ = ["TerminalHandle", "open_terminal"]
 _log = logging.getLogger("acp_trio")
 
 
-class TerminalHandle:
+class TerminalHandle(metaclass=NoPublicConstructor):
     """A terminal the client runs for a session, made by
     :meth:`ClientProxy.terminal`."""
 
@@ -201,7 +202,7 @@ async def open_terminal(
         if isinstance(terminal_id, str):
             await _release(client, session_id, terminal_id, release_timeout)
         raise
-    handle = TerminalHandle(client, session_id, created.terminal_id)
+    handle = TerminalHandle._create(client, session_id, created.terminal_id)
     try:
         yield handle
     finally:

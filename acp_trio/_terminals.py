@@ -54,6 +54,7 @@ import trio
 
 from acp_trio._exceptions import ErrorCode, RequestError
 from acp_trio._groups import plain_exceptions
+from acp_trio._public import NoPublicConstructor
 from acp_trio._terminal_output import exit_status, render_output
 from acp_trio._transports._process import _group_running_sync, _signal_group
 from acp_trio.schema import (
@@ -168,7 +169,7 @@ class _Terminal:
 
 
 @final
-class TerminalManager:
+class TerminalManager(metaclass=NoPublicConstructor):
     """Runs the commands an agent asks for. Made by :func:`open_terminal_manager`.
 
     The five ``async`` methods take and return the schema classes of the
@@ -538,7 +539,7 @@ async def open_terminal_manager(
         raise ValueError(f"cwd must be an absolute path, not {start_dir!r}")
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
-            manager = TerminalManager(
+            manager = TerminalManager._create(
                 nursery,
                 approve,
                 env=env,

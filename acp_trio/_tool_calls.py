@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from acp_trio._exceptions import RemoteProtocolError
+from acp_trio._public import NoPublicConstructor
 from acp_trio.build import tool_call_start, tool_call_update
 from acp_trio.schema import (
     PermissionOption,
@@ -53,7 +54,7 @@ __all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 _FINAL: Final = frozenset({"completed", "failed"})
 
 
-class ToolCallHandle:
+class ToolCallHandle(metaclass=NoPublicConstructor):
     """One tool call of a session, made by :meth:`ClientProxy.tool_call`."""
 
     def __init__(
@@ -216,7 +217,7 @@ async def open_tool_call(
     )
     params = client.converter.unstructure(SessionNotification(session_id=session_id, update=start))
     await client.connection.notify("session/update", params)
-    handle = ToolCallHandle(client, session_id, tool_call_id, status, content)
+    handle = ToolCallHandle._create(client, session_id, tool_call_id, status, content)
     try:
         yield handle
     except BaseException:

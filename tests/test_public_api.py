@@ -133,3 +133,19 @@ def test_public_names_show_where_they_are_imported_from(value: object, shown: st
 def test_a_public_error_shows_its_public_name_in_a_traceback() -> None:
     line = traceback.format_exception_only(acp_trio.RequestError(-32600, "bad"))[-1]
     assert line.startswith("acp_trio.RequestError")
+
+
+@pytest.mark.parametrize(
+    "cls",
+    [
+        acp_trio.AgentProxy,
+        acp_trio.ClientProxy,
+        acp_trio.ToolCallHandle,
+        acp_trio.TerminalHandle,
+        acp_trio.contrib.TerminalManager,
+        acp_trio.lowlevel.AgentProcess,
+    ],
+)
+def test_live_objects_have_no_public_constructor(cls: type) -> None:
+    with pytest.raises(TypeError, match="has no public constructor"):
+        cls()

@@ -31,6 +31,7 @@ from typing import Literal, final
 import trio
 
 from acp_trio._groups import plain_exceptions
+from acp_trio._public import NoPublicConstructor
 from acp_trio._transports._stderr import (
     AGENT_STDERR_LOGGER,
     Sink,
@@ -76,7 +77,7 @@ class _ProcessStdout(trio.abc.ReceiveStream):
 
 
 @final
-class AgentProcess:
+class AgentProcess(metaclass=NoPublicConstructor):
     """A running agent: its process and its protocol stream."""
 
     def __init__(
@@ -258,7 +259,7 @@ async def open_agent_process(
         pump = StderrPump(TailBuffer(stderr_tail_size), sink)
     stdout: trio.abc.ReceiveStream = _ProcessStdout(process.stdout, process)
     stream = trio.StapledStream(process.stdin, stdout)
-    agent = AgentProcess(process, stream, pump)
+    agent = AgentProcess._create(process, stream, pump)
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
             if pump is not None and process.stderr is not None:

@@ -35,7 +35,7 @@ async def test_send_text_fast_path_writes_what_the_converter_would(text: str) ->
         async def notify(self, method: str, params: object) -> None:
             sent.append((method, params))
 
-    proxy = acp_trio.ClientProxy(Recorder(), schema.converter)  # type: ignore[arg-type]
+    proxy = acp_trio.ClientProxy._create(Recorder(), schema.converter)  # type: ignore[arg-type]
     await proxy.send_text("s-1", text)
     expected = schema.converter.unstructure(
         schema.SessionNotification(
