@@ -27,6 +27,10 @@ import trio
 import trio.lowlevel
 import trio.testing
 from connection.conftest import pipe_stream_pair
+from frames import Message, line
+from frames import notif as notif  # re-exported for the api tests
+from frames import ok as ok
+from frames import req as req
 
 import acp_trio
 from acp_trio import Agent, AgentProxy, Client, ClientProxy, ConnectionConfig
@@ -64,8 +68,6 @@ from acp_trio.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
-
-Message = dict[str, Any]
 
 #: Virtual seconds a memory test may take.
 LIMIT = 600
@@ -202,28 +204,6 @@ async def settle() -> None:
 # A scripted raw peer
 
 
-def frame(obj: Message) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def req(request_id: Any, method: str, params: Any = None) -> Message:
-    msg: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def notif(method: str, params: Any = None) -> Message:
-    msg: Message = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def ok(request_id: Any, result: Any) -> Message:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
 class RawPeer:
     """One end of a stream, written and read as JSON lines by the test."""
 
@@ -233,7 +213,7 @@ class RawPeer:
 
     async def send(self, *messages: Message) -> None:
         """Write the messages as one chunk (one ``send_all``)."""
-        await self.stream.send_all(b"".join(frame(m) for m in messages))
+        await self.stream.send_all(b"".join(line(m) for m in messages))
 
     async def receive(self, within: float = 30) -> Message:
         with trio.fail_after(within):

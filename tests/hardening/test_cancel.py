@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import trio
+from frames import cancel, session_cancel
 
 import acp_trio
 from acp_trio import ConnectionConfig
@@ -44,14 +45,6 @@ def prompt(request_id: Any, session: str, text: str) -> dict[str, Any]:
         "method": "session/prompt",
         "params": prompt_params(session, text),
     }
-
-
-def cancel(request_id: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": request_id}}
-
-
-def session_cancel(session: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
 
 
 async def test_cancel_before_its_request_in_the_same_write_does_nothing() -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+from frames import line
 
 from .conftest import (
     LIMIT,
@@ -61,10 +62,6 @@ def valid_request(side: Side, request_id: Any) -> dict[str, Any]:
         "method": "fs/read_text_file",
         "params": {"sessionId": "s-1", "path": "/f"},
     }
-
-
-def line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
 
 
 @attrs.frozen

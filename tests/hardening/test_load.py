@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import pytest
 import trio
+from frames import line, req
 
 import acp_trio
 from acp_trio import ConnectionConfig
@@ -30,14 +31,6 @@ from .conftest import (
 )
 
 N_IN_FLIGHT = 10_000
-
-
-def line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def req(request_id: Any, method: str, params: Any) -> bytes:
-    return line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
 
 
 async def collect_responses(
@@ -70,7 +63,9 @@ async def test_agent_10000_prompts_in_flight_at_once_both_directions() -> None:
             first = await handshake(peer)
             new_ids = {f"new-{i}" for i in range(N_IN_FLIGHT)}
             await peer.stream.send_all(
-                b"".join(req(i, "session/new", {"cwd": "/", "mcpServers": []}) for i in new_ids)
+                b"".join(
+                    line(req(i, "session/new", {"cwd": "/", "mcpServers": []})) for i in new_ids
+                )
             )
             answers, _ = await collect_responses(peer, new_ids, within=20)
             sessions = sorted({a["result"]["sessionId"] for a in answers.values()})
@@ -78,7 +73,7 @@ async def test_agent_10000_prompts_in_flight_at_once_both_directions() -> None:
             prompt_ids = set(range(100, 100 + N_IN_FLIGHT))
             await peer.stream.send_all(
                 b"".join(
-                    req(i, "session/prompt", prompt_params(s, "read 1 /f"))
+                    line(req(i, "session/prompt", prompt_params(s, "read 1 /f")))
                     for i, s in zip(sorted(prompt_ids), sessions, strict=True)
                 )
             )
@@ -123,7 +118,7 @@ async def test_client_10000_requests_in_flight_at_once() -> None:
             ids = set(range(N_IN_FLIGHT))
             params = {"sessionId": "s-1", "path": "/f"}
             await client.peer.stream.send_all(
-                b"".join(req(i, "fs/read_text_file", params) for i in ids)
+                b"".join(line(req(i, "fs/read_text_file", params)) for i in ids)
             )
             answers, others = await collect_responses(client.peer, ids, within=20)
             assert others == []
@@ -325,7 +320,9 @@ async def test_client_whose_agent_stops_reading() -> None:
             await peer.request("fs/read_text_file", {"sessionId": "s-1", "path": "/hold"}, id="h")
             ids = set(range(20_000))
             params = {"sessionId": "s-1", "path": "/f"}
-            await peer.stream.send_all(b"".join(req(i, "fs/read_text_file", params) for i in ids))
+            await peer.stream.send_all(
+                b"".join(line(req(i, "fs/read_text_file", params)) for i in ids)
+            )
             await trio.sleep(0.5)
             await peer.cancel_request("h")
             await peer.respond(prompt, {"stopReason": "end_turn"})

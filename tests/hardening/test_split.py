@@ -4,10 +4,10 @@ reordered, the answers are the same as for whole lines."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import trio
+from frames import line, req
 
 from acp_trio.testing import ScriptedPeer
 
@@ -16,22 +16,14 @@ from .conftest import CLIENT_CAPS, LIMIT, assert_echo, open_agent, open_client, 
 PAUSE = 0.0005
 
 
-def line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-
 async def dribble(peer: ScriptedPeer, *messages: Any, crlf: bool = False) -> None:
     """Write the messages one byte per write."""
-    data = b"".join(line(m) for m in messages)
+    data = b"".join(line(m, ensure_ascii=False) for m in messages)
     if crlf:
         data = data.replace(b"\n", b"\r\n")
     for i in range(len(data)):
         await peer.stream.send_all(data[i : i + 1])
         await trio.sleep(PAUSE)
-
-
-def req(request_id: Any, method: str, params: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
 async def test_agent_reads_byte_by_byte() -> None:
