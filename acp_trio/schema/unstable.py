@@ -2,10 +2,13 @@
 
 Upstream marks these "UNSTABLE: may change or disappear" (providers, auth
 status, session fork/archive/status/title, system prompts, subagents, proxy
-chains, MCP-over-ACP, plan updates, usage...). This module is a complete,
-separate set of classes: ``acp_trio.schema.unstable.NewSessionRequest`` is not
-``acp_trio.schema.NewSessionRequest`` (it has the extra ``system_prompt``
-field), so pick one module per connection and use its own :data:`converter`.
+chains, MCP-over-ACP, plan updates, usage...). A definition the unstable schema
+changes is a class of its own here: ``acp_trio.schema.unstable.NewSessionRequest`` is
+not ``acp_trio.schema.NewSessionRequest`` (it has the extra ``system_prompt``
+field). A definition that is the same in both, and so is all it refers to, is the
+stable class itself, imported (``unstable.ContentBlock`` is ``schema.ContentBlock``;
+the generator lists them in ``_generated_unstable_types._REUSED_NAMES``). Pick one
+module per connection and use its own :data:`converter`, which knows both kinds.
 The converter policy is the stable one (see :mod:`acp_trio.schema._converter`).
 """
 

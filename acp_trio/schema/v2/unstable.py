@@ -1,8 +1,11 @@
 """Unstable ACP v2 additions, opt-in: the full type set of v2's ``schema.unstable.json``.
 
-A complete, separate set of classes (neither v1's nor :mod:`acp_trio.schema.v2`'s):
-pick one module per connection and use its own :data:`converter`. Upstream marks
-these "UNSTABLE: may change or disappear", on top of v2 being a preview.
+Never v1's classes. A definition the unstable v2 schema changes is a class of its own
+here (``NewSessionRequest``); one that is the same as in :mod:`acp_trio.schema.v2`,
+and so is all it refers to, is that class itself, imported (``PromptResponse``).
+Pick one module per connection and use its own :data:`converter`, which knows both
+kinds. Upstream marks these "UNSTABLE: may change or disappear", on top of v2 being
+a preview.
 """
 
 from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
