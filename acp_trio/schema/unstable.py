@@ -15,7 +15,7 @@ The converter policy is the stable one (see :mod:`acp_trio.schema._converter`).
 from acp_trio.schema import _generated_unstable_codec as _codec
 from acp_trio.schema import _generated_unstable_tables as _tables
 from acp_trio.schema import _generated_unstable_types as _types
-from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
+from acp_trio.schema._converter import SchemaConverter, schema_set
 from acp_trio.schema._errors import SchemaValidationError as SchemaValidationError
 from acp_trio.schema._generated_unstable_methods import METHODS as METHODS
 from acp_trio.schema._generated_unstable_methods import NOTIFICATIONS as NOTIFICATIONS
@@ -27,20 +27,9 @@ from acp_trio.schema._runtime import UNSET as UNSET
 from acp_trio.schema._runtime import MethodInfo as MethodInfo
 from acp_trio.schema._runtime import UnsetType as UnsetType
 
-UNSTABLE = Flavour(_types, _codec, _tables)
-
-
-def configure_converter(converter: SchemaConverter) -> None:
-    """Register the unstable ACP hooks (and the strict primitives) on ``converter``."""
-    configure_flavour(converter, UNSTABLE)
-
-
-def make_converter() -> SchemaConverter:
-    """A new converter for the unstable ACP schema types."""
-    converter = SchemaConverter()
-    configure_converter(converter)
-    return converter
-
+UNSTABLE, configure_converter, make_converter = schema_set(
+    _types, _codec, _tables, "unstable ACP", __name__
+)
 
 #: The ready converter for unstable ACP types.
 converter: SchemaConverter = make_converter()

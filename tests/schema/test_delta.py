@@ -187,3 +187,22 @@ def test_codec_imports_only_what_the_own_code_calls() -> None:
     assert delta.codec_imports(own, d) == ["_T_U", "_s_Leaf", "_u_Leaf"]
     with pytest.raises(SystemExit, match="_s_Gone"):
         delta.codec_imports(own + "x = _s_Gone\n", d)
+
+
+@pytest.mark.parametrize("module", [v1_unstable, v2, v2_unstable], ids=lambda m: m.__name__)
+def test_the_modules_share_one_converter_set_up(module: types.ModuleType) -> None:
+    for fn in (module.configure_converter, module.make_converter):
+        assert fn.__module__ == module.__name__
+        assert fn.__doc__
+    made = module.make_converter()
+    assert made is not module.converter
+    assert isinstance(made, v1.SchemaConverter)
+    plain = v1.SchemaConverter()
+    module.configure_converter(converter=plain)
+    data = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+    for conv in (made, plain):
+        obj = conv.structure(data, module.PromptRequest)
+        assert type(obj) is module.PromptRequest
+        assert conv.unstructure(obj) == data
+        with pytest.raises(SchemaValidationError):
+            conv.structure({"sessionId": 1, "prompt": []}, module.PromptRequest)

@@ -8,7 +8,7 @@ kinds. Upstream marks these "UNSTABLE: may change or disappear", on top of v2 be
 a preview.
 """
 
-from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
+from acp_trio.schema._converter import SchemaConverter, schema_set
 from acp_trio.schema._errors import SchemaValidationError as SchemaValidationError
 from acp_trio.schema._runtime import UNSET as UNSET
 from acp_trio.schema._runtime import MethodInfo as MethodInfo
@@ -23,20 +23,9 @@ from acp_trio.schema.v2._generated_unstable_methods import REQUESTS as REQUESTS
 from acp_trio.schema.v2._generated_unstable_methods import SCHEMA_VERSION as SCHEMA_VERSION
 from acp_trio.schema.v2._generated_unstable_types import *  # noqa: F403
 
-V2_UNSTABLE = Flavour(_types, _codec, _tables)
-
-
-def configure_converter(converter: SchemaConverter) -> None:
-    """Register the unstable ACP v2 hooks (and the strict primitives) on ``converter``."""
-    configure_flavour(converter, V2_UNSTABLE)
-
-
-def make_converter() -> SchemaConverter:
-    """A new converter for the unstable ACP v2 schema types."""
-    converter = SchemaConverter()
-    configure_converter(converter)
-    return converter
-
+V2_UNSTABLE, configure_converter, make_converter = schema_set(
+    _types, _codec, _tables, "unstable ACP v2", __name__
+)
 
 #: The ready converter for unstable ACP v2 types.
 converter: SchemaConverter = make_converter()
