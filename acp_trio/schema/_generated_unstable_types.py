@@ -10,6 +10,10 @@ forms of the wire names, and ``_meta`` is ``meta``. Each class ends with
 explicit ``null`` where absent means the same, an explicitly sent default),
 written back on output and left out of ``==`` and ``repr``. A union alias
 lists its member classes and its ``Unknown...`` class.
+
+A delta over ``acp_trio.schema._generated_types``: the definitions that
+are the same there, and so is all they refer to, are imported from it
+(``_REUSED_NAMES``), with their codec functions and table rows.
 """
 
 from __future__ import annotations

@@ -100,7 +100,14 @@ class TypesEmitter:
                 "``extra_``: the wire keys its typed fields do not carry (unknown keys, an\n"
                 "explicit ``null`` where absent means the same, an explicitly sent default),\n"
                 "written back on output and left out of ``==`` and ``repr``. A union alias\n"
-                "lists its member classes and its ``Unknown...`` class.",
+                "lists its member classes and its ``Unknown...`` class."
+                + (
+                    f"\n\nA delta over ``{self.delta.types_module}``: the definitions that\n"
+                    "are the same there, and so is all they refer to, are imported from it\n"
+                    "(``_REUSED_NAMES``), with their codec functions and table rows."
+                    if self.delta
+                    else ""
+                ),
             )
         ]
         out.append("from __future__ import annotations\n")
