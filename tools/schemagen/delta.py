@@ -138,3 +138,17 @@ def codec_imports(own: str, delta: Delta) -> list[str]:
     if missing:
         raise SystemExit(f"unstable codec calls what neither codec defines: {missing}")
     return wanted
+
+
+def codec_import_lines(own: str, delta: Delta, types_module: str) -> list[str]:
+    """The import lines of an unstable codec whose own code is ``own``: the stable codec
+    module (its registries), the reused set, and the stable functions ``own`` calls."""
+    out = []
+    package, _, module = delta.codec_module.rpartition(".")
+    if delta.reused:
+        out.append(f"from {package} import {module} as _base")
+        out.append(f"from {types_module} import _REUSED")
+    called = codec_imports(own, delta)
+    if called:
+        out.append(f"from {delta.codec_module} import ({', '.join(called)})")
+    return [*out, ""]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .codec_values import ValueCodec
-from .delta import Delta, codec_imports
+from .delta import Delta, codec_import_lines
 from .emit_common import banner, class_order, flatten_residues, py_literal, q, residue_spec
 from .model import ClassDef, Field, Model, TExpr, UnionDef, resolve
 from .naming import EXTRA_ATTR
@@ -576,15 +576,7 @@ class CodecEmitter(ValueCodec):
         """An unstable codec's imports from the stable one (none for a stable codec)."""
         if self.delta is None:
             return []
-        out = []
-        package, _, module = self.delta.codec_module.rpartition(".")
-        if self.reused:
-            out.append(f"from {package} import {module} as _base")
-            out.append(f"from {self.types_module} import _REUSED")
-        called = codec_imports("\n".join(own), self.delta)
-        if called:
-            out.append(f"from {self.delta.codec_module} import ({', '.join(called)})")
-        return [*out, ""]
+        return codec_import_lines("\n".join(own), self.delta, self.types_module)
 
     def private_defaults(self) -> list[str]:
         out = []
