@@ -10,7 +10,11 @@ For each realistic message it times, per call:
 
 - acp_trio: ``converter.structure(data, Cls)`` and ``converter.unstructure(obj)``;
 - official SDK (pydantic, module ``acp``): ``Model.model_validate(data)`` and
-  ``model.model_dump(by_alias=True, exclude_none=True)``.
+  ``model.model_dump(by_alias=True, exclude_none=True)``;
+- acp_trio unstable: the same messages through ``acp_trio.schema.unstable``'s
+  converter (its own module, generated as a delta over the stable one), so the
+  unstable codec's speed can be compared across generator changes. Only the
+  unstable rows: ``--unstable-only`` (no pydantic needed).
 
 Numbers are the best of several repeats (least disturbed by other load).
 This is a script that prints numbers, not a test with a time limit.
@@ -25,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import acp_trio.schema as acp_trio_schema
+import acp_trio.schema.unstable as acp_trio_unstable
 
 MESSAGES: dict[str, tuple[str, dict[str, Any]]] = {
     "session/update text chunk": (
@@ -101,11 +106,17 @@ def fmt(seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--unstable-only", action="store_true", help="only the v1 unstable converter's rows"
+    )
     args = parser.parse_args()
 
+    print(f"Python {sys.version.split()[0]}; best of {args.repeat} repeats; per call\n")
+    if args.unstable_only:
+        unstable_rows(args.repeat)
+        return 0
     conv = acp_trio_schema.converter
     pyd = load_pydantic()
-    print(f"Python {sys.version.split()[0]}; best of {args.repeat} repeats; per call\n")
     for label, (cls_name, data) in MESSAGES.items():
         cls = getattr(acp_trio_schema, cls_name)
         obj = conv.structure(data, cls)
@@ -136,7 +147,30 @@ def main() -> int:
             f" unstructure {theirs_u / ours_u:.2f}x, both {both:.2f}x{note}"
         )
         print()
+    unstable_rows(args.repeat)
     return 0
+
+
+def unstable_rows(repeat: int) -> None:
+    """The same messages through the v1 unstable module's own converter."""
+    conv = acp_trio_unstable.converter
+    total = 0.0
+    for label, (cls_name, data) in MESSAGES.items():
+        cls = getattr(acp_trio_unstable, cls_name)
+        obj = conv.structure(data, cls)
+        assert conv.unstructure(obj) == data, "acp_trio unstable round trip changed the message"
+        s = per_call(lambda cls=cls, data=data: conv.structure(data, cls), repeat)
+        u = per_call(lambda obj=obj: conv.unstructure(obj), repeat)
+        total += s + u
+        print(f"{label}  ({cls_name}, unstable)")
+        print(f"  acp_trio   structure   {fmt(s)}")
+        print(f"  acp_trio   unstructure {fmt(u)}")
+        print(f"  acp_trio   both        {fmt(s + u)}")
+        print()
+    print(f"unstable, all {len(MESSAGES)} messages, both ways: {total * 1e6:.2f} us")
+    timer = timeit.Timer(acp_trio_unstable.make_converter)
+    build = min(timer.repeat(repeat=repeat, number=20)) / 20
+    print(f"unstable make_converter() (registers every hook): {build * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, Protocol, TypeVar, overload
 
 import cattrs
 
@@ -198,6 +198,54 @@ def configure_flavour(converter: cattrs.Converter, flavour: Flavour) -> None:
             converter._acp_structure[target] = (flavour, fast_s)
         converter._acp_unstructure.update(flavour.unstructure)
         converter._acp_unstructure.update(flavour.unstructure_as)
+
+
+class ConfigureConverter(Protocol):
+    def __call__(self, converter: cattrs.Converter) -> None: ...
+
+
+class MakeConverter(Protocol):
+    def __call__(self) -> SchemaConverter: ...
+
+
+class SchemaSet(NamedTuple):
+    """One generated schema module's converter set-up (see :func:`schema_set`)."""
+
+    flavour: Flavour
+    configure_converter: ConfigureConverter
+    make_converter: MakeConverter
+
+
+def schema_set(
+    types_module: types.ModuleType,
+    codec: types.ModuleType,
+    tables: types.ModuleType,
+    what: str,
+    module: str,
+) -> SchemaSet:
+    """The :class:`Flavour` of one generated set and its ``configure_converter`` and
+    ``make_converter`` functions, as the public module ``module`` offers them.
+
+    ``what`` names the types in the functions' docstrings (``"unstable ACP v2"``).
+    """
+    flavour = Flavour(types_module, codec, tables)
+
+    def configure_converter(converter: cattrs.Converter) -> None:
+        configure_flavour(converter, flavour)
+
+    def make_converter() -> SchemaConverter:
+        converter = SchemaConverter()
+        configure_converter(converter)
+        return converter
+
+    configure_converter.__doc__ = (
+        f"Register the {what} hooks (and the strict primitives) on ``converter``."
+    )
+    make_converter.__doc__ = f"A new converter for the {what} schema types."
+    for fn in (configure_converter, make_converter):
+        fn.__module__ = module
+        fn.__qualname__ = fn.__name__
+    return SchemaSet(flavour, configure_converter, make_converter)
 
 
 def configure_converter(converter: cattrs.Converter) -> None:

@@ -10,6 +10,10 @@ forms of the wire names, and ``_meta`` is ``meta``. Each class ends with
 explicit ``null`` where absent means the same, an explicitly sent default),
 written back on output and left out of ``==`` and ``repr``. A union alias
 lists its member classes and its ``Unknown...`` class.
+
+A delta over ``acp_trio.schema._generated_types``: the definitions that
+are the same there, and so is all they refer to, are imported from it
+(``_REUSED_NAMES``), with their codec functions and table rows.
 """
 
 from __future__ import annotations
@@ -19,6 +23,182 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from acp_trio.schema._generated_types import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    Annotations,
+    AudioContent,
+    AuthCapabilities,
+    AuthenticateRequest,
+    AuthenticateResponse,
+    AuthMethod,
+    AuthMethodAgent,
+    AuthMethodId,
+    AuthMethodTerminal,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    BlobResourceContents,
+    BooleanConfigOptionCapabilities,
+    BooleanPropertySchema,
+    CancelNotification,
+    CancelRequestNotification,
+    ClientSessionCapabilities,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    CompactionCapabilities,
+    CompactionId,
+    CompactionStatus,
+    CompactionSummaryChunk,
+    CompactionUpdate,
+    CompleteElicitationNotification,
+    ConfigOptionUpdate,
+    Content,
+    ContentBlock,
+    ContentChunk,
+    Cost,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateElicitationResponseCancel,
+    CreateElicitationResponseDecline,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
+    CurrentModeUpdate,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    Diff,
+    ElicitationAcceptAction,
+    ElicitationCapabilities,
+    ElicitationContentValue,
+    ElicitationFormCapabilities,
+    ElicitationFormMode,
+    ElicitationId,
+    ElicitationPropertySchema,
+    ElicitationRequestScope,
+    ElicitationSchema,
+    ElicitationSchemaType,
+    ElicitationScope,
+    ElicitationSessionScope,
+    ElicitationUrlCapabilities,
+    ElicitationUrlMode,
+    EmbeddedResource,
+    EmbeddedResourceResource,
+    EnumOption,
+    EnvVariable,
+    Error,
+    ErrorCode,
+    ExtNotification,
+    ExtRequest,
+    ExtResponse,
+    FileSystemCapabilities,
+    HttpHeader,
+    ImageContent,
+    Implementation,
+    IntegerPropertySchema,
+    KillTerminalRequest,
+    KillTerminalResponse,
+    LoadSessionResponse,
+    LogoutCapabilities,
+    LogoutRequest,
+    LogoutResponse,
+    McpServerHttp,
+    McpServerSse,
+    McpServerStdio,
+    MessageId,
+    MultiSelectItems,
+    MultiSelectPropertySchema,
+    NewSessionResponse,
+    Notice,
+    NoticeCapabilities,
+    NoticeSeverity,
+    NumberPropertySchema,
+    PermissionOption,
+    PermissionOptionId,
+    PermissionOptionKind,
+    Plan,
+    PlanEntry,
+    PlanEntryPriority,
+    PlanEntryStatus,
+    PromptCapabilities,
+    PromptRequest,
+    ProtocolVersion,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
+    RequestId,
+    RequestPermissionOutcome,
+    RequestPermissionOutcomeCancelled,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    ResourceLink,
+    ResumeSessionResponse,
+    Role,
+    SelectedPermissionOutcome,
+    SessionAdditionalDirectoriesCapabilities,
+    SessionCloseCapabilities,
+    SessionConfigBoolean,
+    SessionConfigGroupId,
+    SessionConfigId,
+    SessionConfigOption,
+    SessionConfigOptionCategory,
+    SessionConfigOptionsCapabilities,
+    SessionConfigSelect,
+    SessionConfigSelectGroup,
+    SessionConfigSelectOption,
+    SessionConfigSelectOptions,
+    SessionConfigValueId,
+    SessionDeleteCapabilities,
+    SessionId,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeId,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestValueId,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
+    SetSessionModeResponse,
+    StopReason,
+    StringFormat,
+    StringMultiSelectItems,
+    StringPropertySchema,
+    Terminal,
+    TerminalExitStatus,
+    TerminalId,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
+    TextContent,
+    TextResourceContents,
+    TitledMultiSelectItems,
+    ToolCall,
+    ToolCallContent,
+    ToolCallId,
+    ToolCallLocation,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+    UnknownAuthMethod,
+    UnknownContentBlock,
+    UnknownCreateElicitationRequest,
+    UnknownCreateElicitationResponse,
+    UnknownElicitationPropertySchema,
+    UnknownMultiSelectItems,
+    UnknownRequestPermissionOutcome,
+    UnknownSessionConfigOption,
+    UnknownSetSessionConfigOptionRequest,
+    UnknownToolCallContent,
+    UnstructuredCommandInput,
+    UsageUpdate,
+    UserMessageChunk,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
+)
 from acp_trio.schema._runtime import EMPTY, UNSET, UnsetType
 
 __all__ = [
@@ -292,526 +472,202 @@ __all__ = [
     "WriteTextFileResponse",
 ]
 
+#: The stable definitions this module reuses: the same, and so is all they
+#: refer to (the stable classes themselves, their codec and their tables).
+_REUSED_NAMES: frozenset[str] = frozenset(
+    (
+        "AgentMessageChunk",
+        "AgentThoughtChunk",
+        "Annotations",
+        "AudioContent",
+        "AuthCapabilities",
+        "AuthMethod",
+        "AuthMethodAgent",
+        "AuthMethodId",
+        "AuthMethodTerminal",
+        "AuthenticateRequest",
+        "AuthenticateResponse",
+        "AvailableCommand",
+        "AvailableCommandInput",
+        "AvailableCommandsUpdate",
+        "BlobResourceContents",
+        "BooleanConfigOptionCapabilities",
+        "BooleanPropertySchema",
+        "CancelNotification",
+        "CancelRequestNotification",
+        "ClientSessionCapabilities",
+        "CloseSessionRequest",
+        "CloseSessionResponse",
+        "CompactionCapabilities",
+        "CompactionId",
+        "CompactionStatus",
+        "CompactionSummaryChunk",
+        "CompactionUpdate",
+        "CompleteElicitationNotification",
+        "ConfigOptionUpdate",
+        "Content",
+        "ContentBlock",
+        "ContentChunk",
+        "Cost",
+        "CreateElicitationRequest",
+        "CreateElicitationResponse",
+        "CreateElicitationResponseCancel",
+        "CreateElicitationResponseDecline",
+        "CreateTerminalRequest",
+        "CreateTerminalResponse",
+        "CurrentModeUpdate",
+        "DeleteSessionRequest",
+        "DeleteSessionResponse",
+        "Diff",
+        "ElicitationAcceptAction",
+        "ElicitationCapabilities",
+        "ElicitationContentValue",
+        "ElicitationFormCapabilities",
+        "ElicitationFormMode",
+        "ElicitationId",
+        "ElicitationPropertySchema",
+        "ElicitationRequestScope",
+        "ElicitationSchema",
+        "ElicitationSchemaType",
+        "ElicitationScope",
+        "ElicitationSessionScope",
+        "ElicitationUrlCapabilities",
+        "ElicitationUrlMode",
+        "EmbeddedResource",
+        "EmbeddedResourceResource",
+        "EnumOption",
+        "EnvVariable",
+        "Error",
+        "ErrorCode",
+        "ExtNotification",
+        "ExtRequest",
+        "ExtResponse",
+        "FileSystemCapabilities",
+        "HttpHeader",
+        "ImageContent",
+        "Implementation",
+        "IntegerPropertySchema",
+        "KillTerminalRequest",
+        "KillTerminalResponse",
+        "LoadSessionResponse",
+        "LogoutCapabilities",
+        "LogoutRequest",
+        "LogoutResponse",
+        "McpServerHttp",
+        "McpServerSse",
+        "McpServerStdio",
+        "MessageId",
+        "MultiSelectItems",
+        "MultiSelectPropertySchema",
+        "NewSessionResponse",
+        "Notice",
+        "NoticeCapabilities",
+        "NoticeSeverity",
+        "NumberPropertySchema",
+        "PermissionOption",
+        "PermissionOptionId",
+        "PermissionOptionKind",
+        "Plan",
+        "PlanEntry",
+        "PlanEntryPriority",
+        "PlanEntryStatus",
+        "PromptCapabilities",
+        "PromptRequest",
+        "ProtocolVersion",
+        "ReadTextFileRequest",
+        "ReadTextFileResponse",
+        "ReleaseTerminalRequest",
+        "ReleaseTerminalResponse",
+        "RequestId",
+        "RequestPermissionOutcome",
+        "RequestPermissionOutcomeCancelled",
+        "RequestPermissionRequest",
+        "RequestPermissionResponse",
+        "ResourceLink",
+        "ResumeSessionResponse",
+        "Role",
+        "SelectedPermissionOutcome",
+        "SessionAdditionalDirectoriesCapabilities",
+        "SessionCloseCapabilities",
+        "SessionConfigBoolean",
+        "SessionConfigGroupId",
+        "SessionConfigId",
+        "SessionConfigOption",
+        "SessionConfigOptionCategory",
+        "SessionConfigOptionsCapabilities",
+        "SessionConfigSelect",
+        "SessionConfigSelectGroup",
+        "SessionConfigSelectOption",
+        "SessionConfigSelectOptions",
+        "SessionConfigValueId",
+        "SessionDeleteCapabilities",
+        "SessionId",
+        "SessionInfoUpdate",
+        "SessionListCapabilities",
+        "SessionMode",
+        "SessionModeId",
+        "SessionModeState",
+        "SessionResumeCapabilities",
+        "SetSessionConfigOptionRequest",
+        "SetSessionConfigOptionRequestBoolean",
+        "SetSessionConfigOptionRequestValueId",
+        "SetSessionConfigOptionResponse",
+        "SetSessionModeRequest",
+        "SetSessionModeResponse",
+        "StopReason",
+        "StringFormat",
+        "StringMultiSelectItems",
+        "StringPropertySchema",
+        "Terminal",
+        "TerminalExitStatus",
+        "TerminalId",
+        "TerminalOutputRequest",
+        "TerminalOutputResponse",
+        "TextContent",
+        "TextResourceContents",
+        "TitledMultiSelectItems",
+        "ToolCall",
+        "ToolCallContent",
+        "ToolCallId",
+        "ToolCallLocation",
+        "ToolCallStatus",
+        "ToolCallUpdate",
+        "ToolKind",
+        "UnknownAuthMethod",
+        "UnknownContentBlock",
+        "UnknownCreateElicitationRequest",
+        "UnknownCreateElicitationResponse",
+        "UnknownElicitationPropertySchema",
+        "UnknownMultiSelectItems",
+        "UnknownRequestPermissionOutcome",
+        "UnknownSessionConfigOption",
+        "UnknownSetSessionConfigOptionRequest",
+        "UnknownToolCallContent",
+        "UnstructuredCommandInput",
+        "UsageUpdate",
+        "UserMessageChunk",
+        "WaitForTerminalExitRequest",
+        "WaitForTerminalExitResponse",
+        "WriteTextFileRequest",
+        "WriteTextFileResponse",
+    )
+)
+_REUSED: frozenset[Any] = frozenset(globals()[n] for n in _REUSED_NAMES)
+
 # -- aliases ----------------------------------------------------------------
 
-SessionId: TypeAlias = str
-ToolCallId: TypeAlias = str
-ToolKind: TypeAlias = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
-]
-ToolCallStatus: TypeAlias = Literal["pending", "in_progress", "completed", "failed"]
-Role: TypeAlias = Literal["assistant", "user"]
-TerminalId: TypeAlias = str
-PermissionOptionId: TypeAlias = str
-PermissionOptionKind: TypeAlias = Literal[
-    "allow_once", "allow_always", "reject_once", "reject_always"
-]
-ElicitationSchemaType: TypeAlias = Literal["object"]
-StringFormat: TypeAlias = Literal["email", "uri", "date", "date-time"]
-ElicitationId: TypeAlias = str
 McpServerAcpId: TypeAlias = str
 McpRequestId: TypeAlias = str
-ExtRequest: TypeAlias = Any
-ProtocolVersion: TypeAlias = int
-AuthMethodId: TypeAlias = str
 ProviderId: TypeAlias = str
 LlmProtocol: TypeAlias = Literal["anthropic", "openai", "azure", "vertex", "bedrock"] | str
 AuthState: TypeAlias = Literal["authenticated", "unauthenticated", "not_required", "unknown"] | str
-SessionModeId: TypeAlias = str
-SessionConfigId: TypeAlias = str
-SessionConfigOptionCategory: TypeAlias = (
-    Literal["mode", "model", "model_config", "thought_level"] | str
-)
-SessionConfigValueId: TypeAlias = str
-SessionConfigGroupId: TypeAlias = str
 SessionStatus: TypeAlias = Literal["open", "saved"] | str
-StopReason: TypeAlias = Literal[
-    "end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"
-]
-ExtResponse: TypeAlias = Any
-ErrorCode: TypeAlias = int
-MessageId: TypeAlias = str
-PlanEntryPriority: TypeAlias = Literal["high", "medium", "low"]
-PlanEntryStatus: TypeAlias = Literal["pending", "in_progress", "completed"]
 PlanId: TypeAlias = str
-NoticeSeverity: TypeAlias = Literal["info", "warning", "error"] | str
-CompactionId: TypeAlias = str
-CompactionStatus: TypeAlias = Literal["in_progress", "completed", "failed", "cancelled"] | str
-ExtNotification: TypeAlias = Any
 SystemPromptMode: TypeAlias = Literal["append", "override"] | str
 SessionArchiveFilter: TypeAlias = Literal["exclude", "include", "only"] | str
 ProxySuccessorResponse: TypeAlias = Any
 
 # -- classes ----------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class Content:
-    """ACP ``Content``: ``type: "content"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#content
-    """
-
-    content: ContentBlock
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Diff:
-    """ACP ``Diff``: ``type: "diff"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#diff
-    """
-
-    path: str
-    old_text: str | None = None
-    new_text: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Terminal:
-    """ACP ``Terminal``: ``type: "terminal"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#terminal
-    """
-
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownToolCallContent:
-    """A ``ToolCallContent`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#toolcallcontent
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class TextContent:
-    """ACP ``TextContent``: ``type: "text"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#textcontent
-    """
-
-    annotations: Annotations | None = None
-    text: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ImageContent:
-    """ACP ``ImageContent``: ``type: "image"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#imagecontent
-    """
-
-    annotations: Annotations | None = None
-    data: str
-    mime_type: str
-    uri: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AudioContent:
-    """ACP ``AudioContent``: ``type: "audio"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#audiocontent
-    """
-
-    annotations: Annotations | None = None
-    data: str
-    mime_type: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ResourceLink:
-    """ACP ``ResourceLink``: ``type: "resource_link"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#resourcelink
-    """
-
-    annotations: Annotations | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    name: str
-    size: int | None = None
-    title: str | None = None
-    uri: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class EmbeddedResource:
-    """ACP ``EmbeddedResource``: ``type: "resource"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#embeddedresource
-    """
-
-    annotations: Annotations | None = None
-    resource: EmbeddedResourceResource
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownContentBlock:
-    """A ``ContentBlock`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#contentblock
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormMode:
-    """ACP ``ElicitationFormMode``: request params of ``elicitation/create``; ``mode: "form"`` in ``CreateElicitationRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationformmode
-    """
-
-    message: str
-    requested_schema: ElicitationSchema
-    scope: ElicitationScope
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlMode:
-    """ACP ``ElicitationUrlMode``: request params of ``elicitation/create``; ``mode: "url"`` in ``CreateElicitationRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationurlmode
-    """
-
-    message: str
-    elicitation_id: ElicitationId
-    url: str
-    scope: ElicitationScope
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownCreateElicitationRequest:
-    """A ``CreateElicitationRequest`` with an unknown ``mode``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createelicitationrequest
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class StringPropertySchema:
-    """ACP ``StringPropertySchema``: ``type: "string"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#stringpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    min_length: int | None = None
-    max_length: int | None = None
-    pattern: str | None = None
-    format: StringFormat | None = None
-    default: str | None = None
-    enum: list[str] | None = None
-    one_of: list[EnumOption] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class NumberPropertySchema:
-    """ACP ``NumberPropertySchema``: ``type: "number"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#numberpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    default: float | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class IntegerPropertySchema:
-    """ACP ``IntegerPropertySchema``: ``type: "integer"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#integerpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    minimum: int | None = None
-    maximum: int | None = None
-    default: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BooleanPropertySchema:
-    """ACP ``BooleanPropertySchema``: ``type: "boolean"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#booleanpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    default: bool | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class MultiSelectPropertySchema:
-    """ACP ``MultiSelectPropertySchema``: ``type: "array"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#multiselectpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    min_items: int | None = None
-    max_items: int | None = None
-    items: MultiSelectItems
-    default: list[str] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownElicitationPropertySchema:
-    """A ``ElicitationPropertySchema`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationpropertyschema
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class StringMultiSelectItems:
-    """ACP ``StringMultiSelectItems``: ``type: "string"`` in ``MultiSelectItems``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#stringmultiselectitems
-    """
-
-    enum: list[str]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TitledMultiSelectItems:
-    """ACP ``TitledMultiSelectItems``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#titledmultiselectitems
-    """
-
-    any_of: list[EnumOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownMultiSelectItems:
-    """A ``MultiSelectItems`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#multiselectitems
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodTerminal:
-    """ACP ``AuthMethodTerminal``: ``type: "terminal"`` in ``AuthMethod``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authmethodterminal
-    """
-
-    id: AuthMethodId
-    name: str
-    description: str | None = None
-    args: list[str] | None = None
-    env: dict[str, str] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodAgent:
-    """ACP ``AuthMethodAgent``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authmethodagent
-    """
-
-    id: AuthMethodId
-    name: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownAuthMethod:
-    """A ``AuthMethod`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authmethod
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelect:
-    """ACP ``SessionConfigSelect``: ``type: "select"`` in ``SessionConfigOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigselect
-    """
-
-    id: SessionConfigId
-    name: str
-    description: str | None = None
-    category: SessionConfigOptionCategory | None = None
-    current_value: SessionConfigValueId
-    options: SessionConfigSelectOptions
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigBoolean:
-    """ACP ``SessionConfigBoolean``: ``type: "boolean"`` in ``SessionConfigOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigboolean
-    """
-
-    id: SessionConfigId
-    name: str
-    description: str | None = None
-    category: SessionConfigOptionCategory | None = None
-    current_value: bool
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownSessionConfigOption:
-    """A ``SessionConfigOption`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigoption
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ContentChunk:
-    """ACP ``ContentChunk``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#contentchunk
-    """
-
-    content: ContentBlock
-    message_id: MessageId | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UserMessageChunk(ContentChunk):
-    """ACP ``UserMessageChunk``: ``sessionUpdate: "user_message_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class AgentMessageChunk(ContentChunk):
-    """ACP ``AgentMessageChunk``: ``sessionUpdate: "agent_message_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class AgentThoughtChunk(ContentChunk):
-    """ACP ``AgentThoughtChunk``: ``sessionUpdate: "agent_thought_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class ToolCall:
-    """ACP ``ToolCall``: ``sessionUpdate: "tool_call"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#toolcall
-    """
-
-    tool_call_id: ToolCallId
-    title: str
-    name: str | None = None
-    kind: ToolKind | None = None
-    status: ToolCallStatus | None = None
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    raw_input: Any = None
-    raw_output: Any = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallUpdate:
-    """ACP ``ToolCallUpdate``: ``sessionUpdate: "tool_call_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#toolcallupdate
-    """
-
-    tool_call_id: ToolCallId
-    kind: ToolKind | None = None
-    status: ToolCallStatus | None = None
-    title: str | None = None
-    name: str | None = None
-    content: list[ToolCallContent] | None = None
-    locations: list[ToolCallLocation] | None = None
-    raw_input: Any = None
-    raw_output: Any = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Plan:
-    """ACP ``Plan``: ``sessionUpdate: "plan"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#plan
-    """
-
-    entries: list[PlanEntry]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -834,111 +690,6 @@ class PlanRemoved:
     """
 
     plan_id: PlanId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AvailableCommandsUpdate:
-    """ACP ``AvailableCommandsUpdate``: ``sessionUpdate: "available_commands_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#availablecommandsupdate
-    """
-
-    available_commands: list[AvailableCommand]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CurrentModeUpdate:
-    """ACP ``CurrentModeUpdate``: ``sessionUpdate: "current_mode_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#currentmodeupdate
-    """
-
-    current_mode_id: SessionModeId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ConfigOptionUpdate:
-    """ACP ``ConfigOptionUpdate``: ``sessionUpdate: "config_option_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#configoptionupdate
-    """
-
-    config_options: list[SessionConfigOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionInfoUpdate:
-    """ACP ``SessionInfoUpdate``: ``sessionUpdate: "session_info_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessioninfoupdate
-    """
-
-    title: str | UnsetType | None = UNSET
-    updated_at: str | UnsetType | None = UNSET
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UsageUpdate:
-    """ACP ``UsageUpdate``: ``sessionUpdate: "usage_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#usageupdate
-    """
-
-    used: int
-    size: int
-    cost: Cost | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Notice:
-    """ACP ``Notice``: ``sessionUpdate: "notice"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#notice
-    """
-
-    severity: NoticeSeverity
-    title: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactionUpdate:
-    """ACP ``CompactionUpdate``: ``sessionUpdate: "compaction_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#compactionupdate
-    """
-
-    compaction_id: CompactionId
-    status: CompactionStatus
-    summary: list[ContentBlock] | UnsetType | None = UNSET
-    error: str | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactionSummaryChunk:
-    """ACP ``CompactionSummaryChunk``: ``sessionUpdate: "compaction_summary_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#compactionsummarychunk
-    """
-
-    compaction_id: CompactionId
-    content: ContentBlock
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -1108,34 +859,6 @@ class OtherStateUpdate:
 
 
 @attrs.frozen(kw_only=True)
-class McpServerHttp:
-    """ACP ``McpServerHttp``: ``type: "http"`` in ``McpServer``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#mcpserverhttp
-    """
-
-    name: str
-    url: str
-    headers: list[HttpHeader]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class McpServerSse:
-    """ACP ``McpServerSse``: ``type: "sse"`` in ``McpServer``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#mcpserversse
-    """
-
-    name: str
-    url: str
-    headers: list[HttpHeader]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpServerAcp:
     """ACP ``McpServerAcp``: ``type: "acp"`` in ``McpServer``.
 
@@ -1149,139 +872,10 @@ class McpServerAcp:
 
 
 @attrs.frozen(kw_only=True)
-class McpServerStdio:
-    """ACP ``McpServerStdio``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#mcpserverstdio
-    """
-
-    name: str
-    command: str
-    args: list[str]
-    env: list[EnvVariable]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class UnknownMcpServer:
     """A ``McpServer`` with an unknown ``type``; ``raw`` is re-sent unchanged.
 
     Schema: https://agentclientprotocol.com/protocol/draft/schema#mcpserver
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestBoolean:
-    """ACP ``SetSessionConfigOptionRequestBoolean``: request params of ``session/set_config_option``; ``type: "boolean"`` in ``SetSessionConfigOptionRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionconfigoptionrequest
-    """
-
-    session_id: SessionId
-    config_id: SessionConfigId
-    value: bool
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestValueId:
-    """ACP ``SetSessionConfigOptionRequestValueId``: request params of ``session/set_config_option``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionconfigoptionrequest
-    """
-
-    session_id: SessionId
-    config_id: SessionConfigId
-    value: SessionConfigValueId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownSetSessionConfigOptionRequest:
-    """A ``SetSessionConfigOptionRequest`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionconfigoptionrequest
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionOutcomeCancelled:
-    """ACP ``RequestPermissionOutcomeCancelled``: ``outcome: "cancelled"`` in ``RequestPermissionOutcome``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#requestpermissionoutcome
-    """
-
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SelectedPermissionOutcome:
-    """ACP ``SelectedPermissionOutcome``: ``outcome: "selected"`` in ``RequestPermissionOutcome``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#selectedpermissionoutcome
-    """
-
-    option_id: PermissionOptionId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownRequestPermissionOutcome:
-    """A ``RequestPermissionOutcome`` with an unknown ``outcome``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#requestpermissionoutcome
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationAcceptAction:
-    """ACP ``ElicitationAcceptAction``: ``action: "accept"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationacceptaction
-    """
-
-    content: dict[str, ElicitationContentValue] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseDecline:
-    """ACP ``CreateElicitationResponseDecline``: ``action: "decline"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createelicitationresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseCancel:
-    """ACP ``CreateElicitationResponseCancel``: ``action: "cancel"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createelicitationresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownCreateElicitationResponse:
-    """A ``CreateElicitationResponse`` with an unknown ``action``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createelicitationresponse
     """
 
     raw: dict[str, Any]
@@ -1312,253 +906,6 @@ class MessageMcpResponseError:
 
 
 @attrs.frozen(kw_only=True)
-class WriteTextFileRequest:
-    """ACP ``WriteTextFileRequest``: request params of ``fs/write_text_file``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#writetextfilerequest
-    """
-
-    session_id: SessionId
-    path: str
-    content: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ReadTextFileRequest:
-    """ACP ``ReadTextFileRequest``: request params of ``fs/read_text_file``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#readtextfilerequest
-    """
-
-    session_id: SessionId
-    path: str
-    line: int | None = None
-    limit: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionRequest:
-    """ACP ``RequestPermissionRequest``: request params of ``session/request_permission``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#requestpermissionrequest
-    """
-
-    session_id: SessionId
-    tool_call: ToolCallUpdate
-    options: list[PermissionOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Annotations:
-    """ACP ``Annotations``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#annotations
-    """
-
-    audience: list[Role] | None = None
-    last_modified: str | None = None
-    priority: float | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TextResourceContents:
-    """ACP ``TextResourceContents``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#textresourcecontents
-    """
-
-    mime_type: str | None = None
-    text: str
-    uri: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BlobResourceContents:
-    """ACP ``BlobResourceContents``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#blobresourcecontents
-    """
-
-    blob: str
-    mime_type: str | None = None
-    uri: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallLocation:
-    """ACP ``ToolCallLocation``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#toolcalllocation
-    """
-
-    path: str
-    line: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PermissionOption:
-    """ACP ``PermissionOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#permissionoption
-    """
-
-    option_id: PermissionOptionId
-    name: str
-    kind: PermissionOptionKind
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateTerminalRequest:
-    """ACP ``CreateTerminalRequest``: request params of ``terminal/create``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createterminalrequest
-    """
-
-    session_id: SessionId
-    command: str
-    args: list[str] | None = None
-    env: list[EnvVariable] | None = None
-    cwd: str | None = None
-    output_byte_limit: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class EnvVariable:
-    """ACP ``EnvVariable``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#envvariable
-    """
-
-    name: str
-    value: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutputRequest:
-    """ACP ``TerminalOutputRequest``: request params of ``terminal/output``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#terminaloutputrequest
-    """
-
-    session_id: SessionId
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ReleaseTerminalRequest:
-    """ACP ``ReleaseTerminalRequest``: request params of ``terminal/release``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#releaseterminalrequest
-    """
-
-    session_id: SessionId
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class WaitForTerminalExitRequest:
-    """ACP ``WaitForTerminalExitRequest``: request params of ``terminal/wait_for_exit``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#waitforterminalexitrequest
-    """
-
-    session_id: SessionId
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class KillTerminalRequest:
-    """ACP ``KillTerminalRequest``: request params of ``terminal/kill``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#killterminalrequest
-    """
-
-    session_id: SessionId
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSessionScope:
-    """ACP ``ElicitationSessionScope``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationsessionscope
-    """
-
-    session_id: SessionId
-    tool_call_id: ToolCallId | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationRequestScope:
-    """ACP ``ElicitationRequestScope``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationrequestscope
-    """
-
-    request_id: RequestId
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSchema:
-    """ACP ``ElicitationSchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationschema
-    """
-
-    type: ElicitationSchemaType = "object"
-    title: str | None = None
-    properties: dict[str, ElicitationPropertySchema] = attrs.field(factory=dict)
-    required: list[str] | None = None
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class EnumOption:
-    """ACP ``EnumOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#enumoption
-    """
-
-    const: str
-    title: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class MessageMcpRequest:
     """ACP ``MessageMcpRequest``: request params of ``mcp/message``.
 
@@ -1569,20 +916,6 @@ class MessageMcpRequest:
     request_id: McpRequestId
     method: str
     params: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptCapabilities:
-    """ACP ``PromptCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#promptcapabilities
-    """
-
-    image: bool = False
-    audio: bool = False
-    embedded_context: bool = False
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -1677,39 +1010,6 @@ class InitializeResponse:
 
 
 @attrs.frozen(kw_only=True)
-class SessionListCapabilities:
-    """ACP ``SessionListCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionlistcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionDeleteCapabilities:
-    """ACP ``SessionDeleteCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessiondeletecapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionAdditionalDirectoriesCapabilities:
-    """ACP ``SessionAdditionalDirectoriesCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionadditionaldirectoriescapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class SessionSystemPromptCapabilities:
     """ACP ``SessionSystemPromptCapabilities``.
 
@@ -1789,28 +1089,6 @@ class SessionTitleCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class SessionResumeCapabilities:
-    """ACP ``SessionResumeCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionresumecapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionCloseCapabilities:
-    """ACP ``SessionCloseCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionclosecapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusCapabilities:
     """ACP ``AuthStatusCapabilities``.
 
@@ -1822,46 +1100,10 @@ class AuthStatusCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutCapabilities:
-    """ACP ``LogoutCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#logoutcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class ProvidersCapabilities:
     """ACP ``ProvidersCapabilities``.
 
     Schema: https://agentclientprotocol.com/protocol/draft/schema#providerscapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Implementation:
-    """ACP ``Implementation``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#implementation
-    """
-
-    name: str
-    title: str | None = None
-    version: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AuthenticateResponse:
-    """ACP ``AuthenticateResponse``: result of ``authenticate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authenticateresponse
     """
 
     meta: dict[str, Any] | None = None
@@ -1931,17 +1173,6 @@ class DisableProviderResponse:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutResponse:
-    """ACP ``LogoutResponse``: result of ``logout``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#logoutresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusResponse:
     """ACP ``AuthStatusResponse``: result of ``auth/status``.
 
@@ -1966,88 +1197,6 @@ class AuthAccount:
     name: str | None = None
     email: str | None = None
     organization: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class NewSessionResponse:
-    """ACP ``NewSessionResponse``: result of ``session/new``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#newsessionresponse
-    """
-
-    session_id: SessionId
-    modes: SessionModeState | None = None
-    config_options: list[SessionConfigOption] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionModeState:
-    """ACP ``SessionModeState``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionmodestate
-    """
-
-    current_mode_id: SessionModeId
-    available_modes: list[SessionMode]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionMode:
-    """ACP ``SessionMode``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionmode
-    """
-
-    id: SessionModeId
-    name: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectOption:
-    """ACP ``SessionConfigSelectOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigselectoption
-    """
-
-    value: SessionConfigValueId
-    name: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectGroup:
-    """ACP ``SessionConfigSelectGroup``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigselectgroup
-    """
-
-    group: SessionConfigGroupId
-    name: str
-    options: list[SessionConfigSelectOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class LoadSessionResponse:
-    """ACP ``LoadSessionResponse``: result of ``session/load``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#loadsessionresponse
-    """
-
-    modes: SessionModeState | None = None
-    config_options: list[SessionConfigOption] | None = None
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2078,17 +1227,6 @@ class SessionInfo:
     title: str | None = None
     updated_at: str | None = None
     archived: bool | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionResponse:
-    """ACP ``DeleteSessionResponse``: result of ``session/delete``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#deletesessionresponse
-    """
-
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2154,53 +1292,6 @@ class SetSessionTitleResponse:
 
 
 @attrs.frozen(kw_only=True)
-class ResumeSessionResponse:
-    """ACP ``ResumeSessionResponse``: result of ``session/resume``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#resumesessionresponse
-    """
-
-    modes: SessionModeState | None = None
-    config_options: list[SessionConfigOption] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CloseSessionResponse:
-    """ACP ``CloseSessionResponse``: result of ``session/close``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#closesessionresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionModeResponse:
-    """ACP ``SetSessionModeResponse``: result of ``session/set_mode``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionmoderesponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionResponse:
-    """ACP ``SetSessionConfigOptionResponse``: result of ``session/set_config_option``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionconfigoptionresponse
-    """
-
-    config_options: list[SessionConfigOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class PromptResponse:
     """ACP ``PromptResponse``: result of ``session/prompt``.
 
@@ -2231,19 +1322,6 @@ class Usage:
 
 
 @attrs.frozen(kw_only=True)
-class Error:
-    """ACP ``Error``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#error
-    """
-
-    code: ErrorCode
-    message: str
-    data: Any = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class SessionNotification:
     """ACP ``SessionNotification``: notification params of ``session/update``.
 
@@ -2252,59 +1330,6 @@ class SessionNotification:
 
     session_id: SessionId
     update: SessionUpdate
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PlanEntry:
-    """ACP ``PlanEntry``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#planentry
-    """
-
-    content: str
-    priority: PlanEntryPriority
-    status: PlanEntryStatus
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AvailableCommand:
-    """ACP ``AvailableCommand``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#availablecommand
-    """
-
-    name: str
-    description: str
-    input: AvailableCommandInput | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnstructuredCommandInput:
-    """ACP ``UnstructuredCommandInput``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#unstructuredcommandinput
-    """
-
-    hint: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Cost:
-    """ACP ``Cost``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#cost
-    """
-
-    amount: float
-    currency: str
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2344,18 +1369,6 @@ class ErrorStopReason:
 
 
 @attrs.frozen(kw_only=True)
-class CompleteElicitationNotification:
-    """ACP ``CompleteElicitationNotification``: notification params of ``elicitation/complete``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#completeelicitationnotification
-    """
-
-    elicitation_id: ElicitationId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusUpdateNotification:
     """ACP ``AuthStatusUpdateNotification``: notification params of ``auth/status_update``.
 
@@ -2364,31 +1377,6 @@ class AuthStatusUpdateNotification:
 
     state: AuthState
     accounts: list[AuthAccount] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class FileSystemCapabilities:
-    """ACP ``FileSystemCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#filesystemcapabilities
-    """
-
-    read_text_file: bool = False
-    write_text_file: bool = False
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AuthCapabilities:
-    """ACP ``AuthCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authcapabilities
-    """
-
-    terminal: bool = False
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2433,63 +1421,6 @@ class InitializeRequest:
 
 
 @attrs.frozen(kw_only=True)
-class ClientSessionCapabilities:
-    """ACP ``ClientSessionCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#clientsessioncapabilities
-    """
-
-    compaction: CompactionCapabilities | None = None
-    config_options: SessionConfigOptionsCapabilities | None = None
-    notices: NoticeCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactionCapabilities:
-    """ACP ``CompactionCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#compactioncapabilities
-    """
-
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigOptionsCapabilities:
-    """ACP ``SessionConfigOptionsCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#sessionconfigoptionscapabilities
-    """
-
-    boolean: BooleanConfigOptionCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BooleanConfigOptionCapabilities:
-    """ACP ``BooleanConfigOptionCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#booleanconfigoptioncapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class NoticeCapabilities:
-    """ACP ``NoticeCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#noticecapabilities
-    """
-
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class SubagentCapabilities:
     """ACP ``SubagentCapabilities``.
 
@@ -2507,53 +1438,6 @@ class PlanCapabilities:
     Schema: https://agentclientprotocol.com/protocol/draft/schema#plancapabilities
     """
 
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationCapabilities:
-    """ACP ``ElicitationCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationcapabilities
-    """
-
-    form: ElicitationFormCapabilities | None = None
-    url: ElicitationUrlCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormCapabilities:
-    """ACP ``ElicitationFormCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationformcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlCapabilities:
-    """ACP ``ElicitationUrlCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#elicitationurlcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AuthenticateRequest:
-    """ACP ``AuthenticateRequest``: request params of ``authenticate``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#authenticaterequest
-    """
-
-    method_id: AuthMethodId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2597,17 +1481,6 @@ class DisableProviderRequest:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutRequest:
-    """ACP ``LogoutRequest``: request params of ``logout``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#logoutrequest
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusRequest:
     """ACP ``AuthStatusRequest``: request params of ``auth/status``.
 
@@ -2629,19 +1502,6 @@ class NewSessionRequest:
     additional_directories: list[str] | None = None
     mcp_servers: list[McpServer]
     system_prompt: SystemPrompt | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class HttpHeader:
-    """ACP ``HttpHeader``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#httpheader
-    """
-
-    name: str
-    value: str
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2685,18 +1545,6 @@ class ListSessionsRequest:
     cwd: str | None = None
     cursor: str | None = None
     archived: SessionArchiveFilter | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionRequest:
-    """ACP ``DeleteSessionRequest``: request params of ``session/delete``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#deletesessionrequest
-    """
-
-    session_id: SessionId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2783,153 +1631,6 @@ class ResumeSessionRequest:
 
 
 @attrs.frozen(kw_only=True)
-class CloseSessionRequest:
-    """ACP ``CloseSessionRequest``: request params of ``session/close``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#closesessionrequest
-    """
-
-    session_id: SessionId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionModeRequest:
-    """ACP ``SetSessionModeRequest``: request params of ``session/set_mode``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#setsessionmoderequest
-    """
-
-    session_id: SessionId
-    mode_id: SessionModeId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptRequest:
-    """ACP ``PromptRequest``: request params of ``session/prompt``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#promptrequest
-    """
-
-    session_id: SessionId
-    prompt: list[ContentBlock]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class WriteTextFileResponse:
-    """ACP ``WriteTextFileResponse``: result of ``fs/write_text_file``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#writetextfileresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ReadTextFileResponse:
-    """ACP ``ReadTextFileResponse``: result of ``fs/read_text_file``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#readtextfileresponse
-    """
-
-    content: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionResponse:
-    """ACP ``RequestPermissionResponse``: result of ``session/request_permission``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#requestpermissionresponse
-    """
-
-    outcome: RequestPermissionOutcome
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateTerminalResponse:
-    """ACP ``CreateTerminalResponse``: result of ``terminal/create``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#createterminalresponse
-    """
-
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutputResponse:
-    """ACP ``TerminalOutputResponse``: result of ``terminal/output``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#terminaloutputresponse
-    """
-
-    output: str
-    truncated: bool
-    exit_status: TerminalExitStatus | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalExitStatus:
-    """ACP ``TerminalExitStatus``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#terminalexitstatus
-    """
-
-    exit_code: int | None = None
-    signal: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ReleaseTerminalResponse:
-    """ACP ``ReleaseTerminalResponse``: result of ``terminal/release``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#releaseterminalresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class WaitForTerminalExitResponse:
-    """ACP ``WaitForTerminalExitResponse``: result of ``terminal/wait_for_exit``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#waitforterminalexitresponse
-    """
-
-    exit_code: int | None = None
-    signal: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class KillTerminalResponse:
-    """ACP ``KillTerminalResponse``: result of ``terminal/kill``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#killterminalresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpError:
     """ACP ``McpError``.
 
@@ -2939,18 +1640,6 @@ class McpError:
     code: int
     message: str
     data: Any = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelNotification:
-    """ACP ``CancelNotification``: notification params of ``session/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#cancelnotification
-    """
-
-    session_id: SessionId
-    meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -2965,18 +1654,6 @@ class MessageMcpNotification:
     request_id: McpRequestId
     method: str
     params: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelRequestNotification:
-    """ACP ``CancelRequestNotification``: notification params of ``$/cancel_request``.
-
-    Schema: https://agentclientprotocol.com/protocol/draft/schema#cancelrequestnotification
-    """
-
-    request_id: RequestId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -3009,39 +1686,6 @@ class ProxySuccessorNotification:
 
 # -- unions -----------------------------------------------------------------
 
-RequestId: TypeAlias = int | str | None
-ToolCallContent: TypeAlias = Content | Diff | Terminal | UnknownToolCallContent
-ContentBlock: TypeAlias = (
-    TextContent
-    | ImageContent
-    | AudioContent
-    | ResourceLink
-    | EmbeddedResource
-    | UnknownContentBlock
-)
-EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContents
-ElicitationScope: TypeAlias = ElicitationSessionScope | ElicitationRequestScope
-CreateElicitationRequest: TypeAlias = (
-    ElicitationFormMode | ElicitationUrlMode | UnknownCreateElicitationRequest
-)
-ElicitationPropertySchema: TypeAlias = (
-    StringPropertySchema
-    | NumberPropertySchema
-    | IntegerPropertySchema
-    | BooleanPropertySchema
-    | MultiSelectPropertySchema
-    | UnknownElicitationPropertySchema
-)
-MultiSelectItems: TypeAlias = (
-    StringMultiSelectItems | TitledMultiSelectItems | UnknownMultiSelectItems
-)
-AuthMethod: TypeAlias = AuthMethodTerminal | AuthMethodAgent | UnknownAuthMethod
-SessionConfigOption: TypeAlias = (
-    SessionConfigSelect | SessionConfigBoolean | UnknownSessionConfigOption
-)
-SessionConfigSelectOptions: TypeAlias = (
-    list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]
-)
 SessionUpdate: TypeAlias = (
     UserMessageChunk
     | AgentMessageChunk
@@ -3065,7 +1709,6 @@ SessionUpdate: TypeAlias = (
     | UnknownSessionUpdate
 )
 PlanUpdateContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanUpdateContent
-AvailableCommandInput: TypeAlias = UnstructuredCommandInput
 StateUpdate: TypeAlias = (
     RunningStateUpdate
     | IdleStateUpdate
@@ -3076,21 +1719,6 @@ StateUpdate: TypeAlias = (
 McpServer: TypeAlias = (
     McpServerHttp | McpServerSse | McpServerAcp | McpServerStdio | UnknownMcpServer
 )
-SetSessionConfigOptionRequest: TypeAlias = (
-    SetSessionConfigOptionRequestBoolean
-    | SetSessionConfigOptionRequestValueId
-    | UnknownSetSessionConfigOptionRequest
-)
-RequestPermissionOutcome: TypeAlias = (
-    RequestPermissionOutcomeCancelled | SelectedPermissionOutcome | UnknownRequestPermissionOutcome
-)
-CreateElicitationResponse: TypeAlias = (
-    ElicitationAcceptAction
-    | CreateElicitationResponseDecline
-    | CreateElicitationResponseCancel
-    | UnknownCreateElicitationResponse
-)
-ElicitationContentValue: TypeAlias = str | int | float | bool | list[str]
 MessageMcpResponse: TypeAlias = MessageMcpResponseResult | MessageMcpResponseError
 InitializeProxyRequest: TypeAlias = InitializeRequest
 InitializeProxyResponse: TypeAlias = InitializeResponse

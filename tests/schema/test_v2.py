@@ -183,7 +183,8 @@ def test_unstable_v2_is_its_own_set() -> None:
     wires = {w for table in meta.values() if isinstance(table, dict) for w in table.values()}
     assert set(v2_unstable.METHODS) == wires
     assert set(v2.METHODS) < set(v2_unstable.METHODS)
-    assert v2_unstable.PromptResponse is not v2.PromptResponse
+    assert v2_unstable.NewSessionRequest is not v2.NewSessionRequest  # it differs
+    assert v2_unstable.PromptResponse is v2.PromptResponse  # the same: reused
     assert v2_unstable.converter is not v2.converter
 
 

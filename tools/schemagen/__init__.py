@@ -21,6 +21,11 @@ The generator works in three steps, one group of modules each (in tools/schemage
 3. the output is run through ``ruff format`` (``driver``) so it is
    deterministic and already formatted; ``cli`` writes it or checks it.
 
+An unstable flavour is generated as a delta over the stable one of the same
+package (``delta``): a definition that is the same in both, and so is all it
+refers to, is imported from the stable modules (class, codec functions, table
+rows) instead of being generated again.
+
 No description text from the schema is copied into the output: a class
 carries its name, its wire name and a link to the upstream schema page.
 """

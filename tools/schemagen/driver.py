@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .analysis import analyze
+from .delta import Base, Delta, defined_names, reused_definitions
 from .emit_codec import CodecEmitter
 from .emit_proxies import ProxiesEmitter
 from .emit_tables import emit_methods, emit_tables
@@ -93,12 +94,30 @@ def generate(
     flavour: str,
     docs: str,
     subpackage: str = "",
+    base: Base | None = None,
 ) -> dict[str, str]:
     """Return {file name: formatted source} for one schema flavour.
 
     With ``subpackage`` (``"v2"``) the modules go to ``acp_trio/schema/<subpackage>/``
-    (the names are relative to the output folder) and get no typed proxies.
+    (the names are relative to the output folder) and get no typed proxies. With
+    ``base`` (the stable generation of the same package) an unstable flavour is
+    generated as a delta over it (see :mod:`.delta`).
     """
+    return generate_flavour(
+        schema_path, meta_path, schema_version, flavour, docs, subpackage, base
+    )[0]
+
+
+def generate_flavour(
+    schema_path: Path,
+    meta_path: Path,
+    schema_version: str,
+    flavour: str,
+    docs: str,
+    subpackage: str = "",
+    base: Base | None = None,
+) -> tuple[dict[str, str], Base]:
+    """:func:`generate`, also returning what a delta over this generation needs."""
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     model = analyze(schema, meta)
@@ -107,13 +126,15 @@ def generate(
     package = "acp_trio.schema" + (f".{subpackage}" if subpackage else "")
     types_module = f"{package}.{prefix.removeprefix(folder)}types"
     source = f"{schema_path.name}, {meta_path.name}"
-    te = TypesEmitter(model, docs)
-    ce = CodecEmitter(model, types_module)
+    delta = Delta(base, reused_definitions(base.model, model)) if base else None
+    te = TypesEmitter(model, docs, delta)
+    ce = CodecEmitter(model, types_module, delta)
+    codec = ce.emit(schema_version, source)
     files = {
         f"{prefix}types.py": te.emit(schema_version, source),
-        f"{prefix}codec.py": ce.emit(schema_version, source),
+        f"{prefix}codec.py": codec,
     }
-    files[f"{prefix}tables.py"] = emit_tables(model, types_module, schema_version, source)
+    files[f"{prefix}tables.py"] = emit_tables(model, types_module, schema_version, source, delta)
     files[f"{prefix}methods.py"] = emit_methods(model, types_module, schema_version, source)
     if flavour == "stable" and not subpackage:
         # The typed proxies drive the stable schema only (the unstable one has no typed API).
@@ -125,16 +146,17 @@ def generate(
         files[f"{prefix}proxies.py"] = ProxiesEmitter(model, types_module).emit(
             schema_version, source, meta_keys
         )
-    if subpackage:
+    if subpackage or delta:
         files = {n: ruff_sort_imports(src, f"acp_trio/schema/{n}") for n, src in files.items()}
-    return {name: ruff_format(src, f"acp_trio/schema/{name}") for name, src in files.items()}
+    formatted = {name: ruff_format(src, f"acp_trio/schema/{name}") for name, src in files.items()}
+    return formatted, Base(model, package, defined_names(codec))
 
 
 def generate_all(args: argparse.Namespace) -> dict[str, str]:
     schema = Path(args.schema)
     meta = Path(args.meta) if args.meta else schema.with_name("meta.json")
     version = args.schema_version or detect_schema_version(schema) or "unknown"
-    out = generate(schema, meta, version, "stable", DOCS_URL)
+    out, base = generate_flavour(schema, meta, version, "stable", DOCS_URL)
     if not args.no_unstable:
         unstable = (
             Path(args.unstable_schema)
@@ -147,14 +169,17 @@ def generate_all(args: argparse.Namespace) -> dict[str, str]:
             else schema.with_name("meta.unstable.json")
         )
         if unstable.is_file() and umeta.is_file():
-            out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL))
+            out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL, "", base))
     if not args.no_v2:
         v2 = Path(args.v2_schema) if args.v2_schema else SCHEMA_DIR.parent / "v2" / "schema.json"
         v2_meta = v2.with_name("meta.json")
         v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
-        out.update(generate(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2"))
+        v2_out, v2_base = generate_flavour(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2")
+        out.update(v2_out)
         v2_unstable = v2.with_name("schema.unstable.json")
         if not args.no_unstable and v2_unstable.is_file():
             umeta = v2.with_name("meta.unstable.json")
-            out.update(generate(v2_unstable, umeta, v2_version, "unstable", V2_DOCS_URL, "v2"))
+            out.update(
+                generate(v2_unstable, umeta, v2_version, "unstable", V2_DOCS_URL, "v2", v2_base)
+            )
     return out

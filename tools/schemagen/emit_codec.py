@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .codec_values import ValueCodec
+from .delta import Delta, codec_import_lines
 from .emit_common import banner, class_order, flatten_residues, py_literal, q, residue_spec
 from .model import ClassDef, Field, Model, TExpr, UnionDef, resolve
 from .naming import EXTRA_ATTR
@@ -20,9 +21,11 @@ from .naming import EXTRA_ATTR
 class CodecEmitter(ValueCodec):
     """Specialised structure/unstructure functions; see the module banner it writes."""
 
-    def __init__(self, m: Model, types_module: str) -> None:
+    def __init__(self, m: Model, types_module: str, delta: Delta | None = None) -> None:
         super().__init__(m)
         self.types_module = types_module
+        self.delta = delta
+        self.reused = delta.reused if delta else frozenset()
 
     # -- classes --------------------------------------------------------------------------
 
@@ -496,18 +499,28 @@ class CodecEmitter(ValueCodec):
     def emit(self, schema_version: str, source: str) -> str:
         parts: list[str] = []
         for c in class_order(self.m):
-            parts += self.emit_class(c)
+            if c.name not in self.reused:
+                parts += self.emit_class(c)
         for u in self.m.unions.values():
-            parts += self.emit_union(u)
+            if u.name not in self.reused:
+                parts += self.emit_union(u)
         # literal checkers for Literal aliases and the public registries
         registry_s, registry_u, registry_ua = [], [], []
+        if self.reused:  # the reused definitions' rows: the stable registries' own
+            registry_s.append("**{k: f for k, f in _base.STRUCTURE.items() if k in _REUSED}")
+            registry_u.append("**{k: f for k, f in _base.UNSTRUCTURE.items() if k in _REUSED}")
+            registry_ua.append("**{k: f for k, f in _base.UNSTRUCTURE_AS.items() if k in _REUSED}")
         for a in self.m.aliases.values():
-            if a.type.kind == "lit":
+            if a.type.kind == "lit" and a.name not in self.reused:
                 registry_s.append(f"{a.name}: {self.s_fn(a.type)}")
         for c in self.m.classes.values():
+            if c.name in self.reused:
+                continue
             registry_s.append(f"{c.name}: _h_{c.name}" if c.tag else f"{c.name}: _s_{c.name}")
             registry_u.append(f"{c.name}: _u_{c.name}")
         for u in self.m.unions.values():
+            if u.name in self.reused:
+                continue
             if len(u.members) == 1 and not u.branches:
                 continue
             if u.branches and len(u.branches) == 1 and u.branches[0].kind == "class":
@@ -539,6 +552,7 @@ class CodecEmitter(ValueCodec):
             "from acp_trio.schema._runtime import ("
             "EMPTY, ERRORS, UNSET, Invalid, ResidueSpec, lenient, merge_extra, residue, setter, "
             "skip_items)\n",
+            *self.delta_imports(helpers + parts),
             "_new = object.__new__\n",
         ]
         lits = [
@@ -558,9 +572,17 @@ class CodecEmitter(ValueCodec):
         ]
         return "\n".join(head + lits + helpers + parts + tail) + "\n"
 
+    def delta_imports(self, own: list[str]) -> list[str]:
+        """An unstable codec's imports from the stable one (none for a stable codec)."""
+        if self.delta is None:
+            return []
+        return codec_import_lines("\n".join(own), self.delta, self.types_module)
+
     def private_defaults(self) -> list[str]:
         out = []
         for c in self.m.classes.values():
+            if c.name in self.reused:
+                continue
             for f in c.fields:
                 if f.has_default and resolve(f.type, self.m).kind == "class":
                     out.append(f"_DEFAULT_{c.name}_{f.attr}")

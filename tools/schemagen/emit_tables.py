@@ -7,6 +7,7 @@ params, result, receiving side) plus the protocol and schema versions.
 
 from __future__ import annotations
 
+from .delta import Delta
 from .emit_common import banner, flatten_residues, q, residue_spec
 from .model import Model, TExpr, resolve
 
@@ -37,7 +38,10 @@ def texpr_literal(t: TExpr, m: Model) -> str:
     return f'("{t.kind}",)'
 
 
-def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -> str:
+def emit_tables(
+    m: Model, types_module: str, schema_version: str, source: str, delta: Delta | None = None
+) -> str:
+    reused = delta.reused if delta else frozenset()
     out = [
         banner(
             schema_version,
@@ -54,6 +58,18 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
         f"from {types_module} import *",
         "from acp_trio.schema._runtime import ClassSpec, FieldSpec, UnionSpec\n",
     ]
+    if reused and delta:  # an unstable module's reused rows: the stable tables' own
+        package, _, module = delta.tables_module.rpartition(".")
+        out += [
+            f"from {package} import {module} as _base",
+            f"from {types_module} import _REUSED, _REUSED_NAMES\n",
+        ]
+
+    def picked(table: str, key: str = "_REUSED") -> list[str]:
+        if not reused:
+            return []
+        return [f"    **{{k: v for k, v in _base.{table}.items() if k in {key}}},"]
+
     flag_names = [
         ("required", "1"),
         ("nullable", "2"),
@@ -67,7 +83,7 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
     specs = []
     lenient_rows, skip_rows, null_rows = [], [], []
     for c in m.classes.values():
-        if c.unknown_of:
+        if c.unknown_of or c.name in reused:
             continue
         real = c if not c.base else m.classes[c.base]
         fs = []
@@ -95,6 +111,8 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
             null_rows.append(f"    {c.name}: frozenset({{{', '.join(q(x) for x in nd)}}}),")
     unions = []
     for u in m.unions.values():
+        if u.name in reused:
+            continue
         if u.branches:
             br = ", ".join(texpr_literal(b, m) for b in u.branches)
             unions.append(f"    {q(u.name)}: UnionSpec({q(u.name)}, branches=({br},)),")
@@ -109,11 +127,14 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
             )
     targets = []
     for a in m.aliases.values():
-        if a.type.kind == "lit":
+        if a.type.kind == "lit" and a.name not in reused:
             targets.append(f"    {a.name}: {texpr_literal(a.type, m)},")
     for c in m.classes.values():
-        targets.append(f'    {c.name}: ("class", {c.name}),')
+        if c.name not in reused:
+            targets.append(f'    {c.name}: ("class", {c.name}),')
     for u in m.unions.values():
+        if u.name in reused:
+            continue
         if u.branches and len(u.branches) == 1 and u.branches[0].kind == "class":
             continue  # the alias is the class itself
         targets.append(f'    {u.name}: ("union", {q(u.name)}),')
@@ -123,26 +144,32 @@ def emit_tables(m: Model, types_module: str, schema_version: str, source: str) -
     out += [
         "#: Class -> field specs.",
         "CLASSES: Mapping[type, ClassSpec] = {",
+        *picked("CLASSES"),
         *specs,
         "}\n",
         "#: Union name -> how it is told apart (tag table, default variant, Unknown class).",
         "UNIONS: Mapping[str, UnionSpec] = {",
+        *picked("UNIONS", "_REUSED_NAMES"),
         *unions,
         "}\n",
         "#: Public type -> its type expression, for explaining a failed structure call.",
         "TARGETS: Mapping[Any, tuple[Any, ...]] = {",
+        *picked("TARGETS"),
         *targets,
         "}\n",
         "#: Wire names of the fields that fall back to their default when malformed.",
         "LENIENT_FIELDS: Mapping[type, frozenset[str]] = {",
+        *picked("LENIENT_FIELDS"),
         *lenient_rows,
         "}\n",
         "#: Wire names of the list fields whose malformed items are dropped.",
         "SKIP_INVALID_ITEMS: Mapping[type, frozenset[str]] = {",
+        *picked("SKIP_INVALID_ITEMS"),
         *skip_rows,
         "}\n",
         "#: Wire names of the fields where ``null`` means their default (not nullable ones).",
         "DEFAULT_ON_NULL_FIELDS: Mapping[type, frozenset[str]] = {",
+        *picked("DEFAULT_ON_NULL_FIELDS"),
         *null_rows,
         "}\n",
         "#: Every schema def -> (kind, Python name): class, alias, union, merged (into the",

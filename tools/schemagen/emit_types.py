@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .delta import Delta
 from .emit_common import banner, class_order, py_literal, q
 from .model import AliasDef, ClassDef, Field, Model, TExpr, resolve
 from .naming import EXTRA_ATTR
@@ -38,10 +39,12 @@ def docs_anchor(docs: str, name: str) -> str:
 
 
 class TypesEmitter:
-    def __init__(self, m: Model, docs: str) -> None:
+    def __init__(self, m: Model, docs: str, delta: Delta | None = None) -> None:
         self.m = m
         self.docs = docs
         self.defaults: dict[tuple[str, str], str] = {}
+        self.delta = delta
+        self.reused = delta.reused if delta else frozenset()
 
     def field_default(self, c: ClassDef, f: Field) -> str | None:
         """Python default expression of a field, or None if required."""
@@ -97,7 +100,14 @@ class TypesEmitter:
                 "``extra_``: the wire keys its typed fields do not carry (unknown keys, an\n"
                 "explicit ``null`` where absent means the same, an explicitly sent default),\n"
                 "written back on output and left out of ``==`` and ``repr``. A union alias\n"
-                "lists its member classes and its ``Unknown...`` class.",
+                "lists its member classes and its ``Unknown...`` class."
+                + (
+                    f"\n\nA delta over ``{self.delta.types_module}``: the definitions that\n"
+                    "are the same there, and so is all they refer to, are imported from it\n"
+                    "(``_REUSED_NAMES``), with their codec functions and table rows."
+                    if self.delta
+                    else ""
+                ),
             )
         ]
         out.append("from __future__ import annotations\n")
@@ -108,17 +118,34 @@ class TypesEmitter:
         names = sorted(
             list(self.m.aliases) + list(self.m.classes) + list(self.m.unions),
         )
+        reused = sorted(self.reused)
+        if reused:
+            imports = ", ".join(reused)
+            out.append(f"from {self.delta.types_module} import ({imports})\n")
         out.append("__all__ = [" + ", ".join(q(n) for n in names) + "]\n")
+        if self.delta:
+            out += [
+                "#: The stable definitions this module reuses: the same, and so is all they",
+                "#: refer to (the stable classes themselves, their codec and their tables).",
+                "_REUSED_NAMES: frozenset[str] = frozenset(("
+                + "".join(q(n) + ", " for n in reused)
+                + "))",
+                "_REUSED: frozenset[Any] = frozenset(globals()[n] for n in _REUSED_NAMES)\n",
+            ]
         out.append(
             "# -- aliases ----------------------------------------------------------------\n"
         )
         for a in self.m.aliases.values():
+            if a.name in self.reused:
+                continue
             if not self.names_a_class(a):
                 out.append(f"{a.name}: TypeAlias = {a.annotation}")
         out.append(
             "\n# -- classes ----------------------------------------------------------------\n"
         )
         for c in class_order(self.m):
+            if c.name in self.reused:
+                continue
             for f in c.fields:
                 t = resolve(f.type, self.m)
                 if f.has_default and t.kind == "class" and t.ref:
@@ -130,6 +157,8 @@ class TypesEmitter:
             "\n# -- unions -----------------------------------------------------------------\n"
         )
         for u in self.m.unions.values():
+            if u.name in self.reused:
+                continue
             if u.branches:
                 ordered = sorted(u.branches, key=lambda b: b.kind == "null")  # None goes last
                 members = [annotation(b, self.m) for b in ordered]
@@ -138,7 +167,7 @@ class TypesEmitter:
             out.append(f"{u.name}: TypeAlias = {' | '.join(members)}")
         # other names of a class or union (the unstable InitializeProxyRequest), once it exists
         for a in self.m.aliases.values():
-            if self.names_a_class(a):
+            if self.names_a_class(a) and a.name not in self.reused:
                 out.append(f"{a.name}: TypeAlias = {a.annotation}")
         return "\n".join(out) + "\n"
 

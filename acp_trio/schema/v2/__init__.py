@@ -17,7 +17,7 @@ state; the converter adds ``sessionUpdate`` when it writes one as a
 Unstable v2 additions live in the opt-in module :mod:`acp_trio.schema.v2.unstable`.
 """
 
-from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
+from acp_trio.schema._converter import SchemaConverter, schema_set
 from acp_trio.schema._errors import SchemaValidationError as SchemaValidationError
 from acp_trio.schema._runtime import UNSET as UNSET
 from acp_trio.schema._runtime import MethodInfo as MethodInfo
@@ -32,20 +32,7 @@ from acp_trio.schema.v2._generated_methods import REQUESTS as REQUESTS
 from acp_trio.schema.v2._generated_methods import SCHEMA_VERSION as SCHEMA_VERSION
 from acp_trio.schema.v2._generated_types import *  # noqa: F403
 
-V2 = Flavour(_types, _codec, _tables)
-
-
-def configure_converter(converter: SchemaConverter) -> None:
-    """Register the ACP v2 hooks (and the strict primitives) on ``converter``."""
-    configure_flavour(converter, V2)
-
-
-def make_converter() -> SchemaConverter:
-    """A new converter for the ACP v2 schema types."""
-    converter = SchemaConverter()
-    configure_converter(converter)
-    return converter
-
+V2, configure_converter, make_converter = schema_set(_types, _codec, _tables, "ACP v2", __name__)
 
 #: The ready converter for ACP v2 types.
 converter: SchemaConverter = make_converter()

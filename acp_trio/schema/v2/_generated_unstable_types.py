@@ -10,6 +10,10 @@ forms of the wire names, and ``_meta`` is ``meta``. Each class ends with
 explicit ``null`` where absent means the same, an explicitly sent default),
 written back on output and left out of ``==`` and ``repr``. A union alias
 lists its member classes and its ``Unknown...`` class.
+
+A delta over ``acp_trio.schema.v2._generated_types``: the definitions that
+are the same there, and so is all they refer to, are imported from it
+(``_REUSED_NAMES``), with their codec functions and table rows.
 """
 
 from __future__ import annotations
@@ -20,6 +24,206 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from acp_trio.schema._runtime import EMPTY, UNSET, UnsetType
+from acp_trio.schema.v2._generated_types import (
+    AbsolutePath,
+    Add,
+    AgentMessage,
+    AgentMessageChunk,
+    AgentThought,
+    AgentThoughtChunk,
+    Annotations,
+    AudioContent,
+    AuthMethod,
+    AuthMethodAgent,
+    AuthMethodId,
+    AuthMethodTerminal,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    BackgroundTerminal,
+    BackgroundToolCall,
+    BlobResourceContents,
+    BooleanPropertySchema,
+    CancelledPermissionOutcome,
+    CancelRequestNotification,
+    CancelSessionNotification,
+    CancelTerminalRequest,
+    CancelTerminalResponse,
+    CancelToolCallRequest,
+    CancelToolCallResponse,
+    ClientAuthCapabilities,
+    ClientCapabilities,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    Command,
+    CommandPermissionSubject,
+    CompactionId,
+    CompactionStatus,
+    CompactionSummaryChunk,
+    CompactionUpdate,
+    CompleteElicitationNotification,
+    ConfigOptionUpdate,
+    Content,
+    ContentBlock,
+    ContentChunk,
+    Copy,
+    Cost,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    CreateElicitationResponseCancel,
+    CreateElicitationResponseDecline,
+    Delete,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    Diff,
+    DiffChange,
+    DiffFileType,
+    DiffPatch,
+    DiffPatchFormat,
+    DiffPathChange,
+    DiffPathPairChange,
+    ElicitationAcceptAction,
+    ElicitationCapabilities,
+    ElicitationContentValue,
+    ElicitationFormCapabilities,
+    ElicitationFormMode,
+    ElicitationId,
+    ElicitationPropertySchema,
+    ElicitationRequestScope,
+    ElicitationSchema,
+    ElicitationSchemaType,
+    ElicitationSessionScope,
+    ElicitationUrlCapabilities,
+    ElicitationUrlMode,
+    EmbeddedResource,
+    EmbeddedResourceResource,
+    EnumOption,
+    EnvVariable,
+    Error,
+    ErrorCode,
+    ErrorData,
+    ErrorStopReason,
+    ExtNotification,
+    ExtRequest,
+    ExtResponse,
+    HttpHeader,
+    Icon,
+    IconTheme,
+    ImageContent,
+    Implementation,
+    InitializeRequest,
+    IntegerPropertySchema,
+    LoginAuthRequest,
+    LoginAuthResponse,
+    LogoutAuthRequest,
+    LogoutAuthResponse,
+    McpHttpCapabilities,
+    McpServerHttp,
+    McpServerStdio,
+    McpStdioCapabilities,
+    MediaType,
+    MessageId,
+    Modify,
+    Move,
+    MultiSelectItems,
+    MultiSelectPropertySchema,
+    NewSessionResponse,
+    Notice,
+    NoticeSeverity,
+    NumberPropertySchema,
+    PermissionOption,
+    PermissionOptionId,
+    PermissionOptionKind,
+    PlanEntry,
+    PlanEntryPriority,
+    PlanEntryStatus,
+    PlanId,
+    PlanItems,
+    PromptAudioCapabilities,
+    PromptCapabilities,
+    PromptEmbeddedContextCapabilities,
+    PromptImageCapabilities,
+    PromptRequest,
+    PromptResponse,
+    ProtocolVersion,
+    ReplayFrom,
+    ReplayFromStart,
+    RequestId,
+    RequestPermissionOutcome,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    RequestPermissionSubject,
+    ResourceLink,
+    ResumeSessionResponse,
+    Role,
+    SelectedPermissionOutcome,
+    SessionAdditionalDirectoriesCapabilities,
+    SessionConfigBoolean,
+    SessionConfigGroupId,
+    SessionConfigId,
+    SessionConfigOption,
+    SessionConfigOptionCategory,
+    SessionConfigSelect,
+    SessionConfigSelectGroup,
+    SessionConfigSelectOption,
+    SessionConfigSelectOptions,
+    SessionConfigValueId,
+    SessionDeleteCapabilities,
+    SessionId,
+    SessionInfoUpdate,
+    SessionListCursor,
+    SessionNotFoundErrorData,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestId,
+    SetSessionConfigOptionResponse,
+    StringFormat,
+    StringMultiSelectItems,
+    StringPropertySchema,
+    Terminal,
+    TerminalAuthCapabilities,
+    TerminalCancelCapabilities,
+    TerminalCapabilities,
+    TerminalExitStatus,
+    TerminalId,
+    TerminalOutput,
+    TerminalOutputChunk,
+    TerminalSize,
+    TerminalUpdate,
+    TextCommandInput,
+    TextContent,
+    TextResourceContents,
+    TitledMultiSelectItems,
+    ToolCallCancelCapabilities,
+    ToolCallCapabilities,
+    ToolCallContent,
+    ToolCallContentChunk,
+    ToolCallId,
+    ToolCallLocation,
+    ToolCallPermissionSubject,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+    UnknownAuthMethod,
+    UnknownAvailableCommand,
+    UnknownAvailableCommandInput,
+    UnknownContentBlock,
+    UnknownCreateElicitationRequest,
+    UnknownCreateElicitationResponse,
+    UnknownDiffChange,
+    UnknownElicitationPropertySchema,
+    UnknownMultiSelectItems,
+    UnknownReplayFrom,
+    UnknownRequestPermissionOutcome,
+    UnknownRequestPermissionSubject,
+    UnknownSessionConfigOption,
+    UnknownSetSessionConfigOptionRequest,
+    UnknownToolCallContent,
+    UnsupportedProtocolVersionErrorData,
+    UsageUpdate,
+    UserMessage,
+    UserMessageChunk,
+)
 
 __all__ = [
     "AbsolutePath",
@@ -311,601 +515,225 @@ __all__ = [
     "UserMessageChunk",
 ]
 
+#: The stable definitions this module reuses: the same, and so is all they
+#: refer to (the stable classes themselves, their codec and their tables).
+_REUSED_NAMES: frozenset[str] = frozenset(
+    (
+        "AbsolutePath",
+        "Add",
+        "AgentMessage",
+        "AgentMessageChunk",
+        "AgentThought",
+        "AgentThoughtChunk",
+        "Annotations",
+        "AudioContent",
+        "AuthMethod",
+        "AuthMethodAgent",
+        "AuthMethodId",
+        "AuthMethodTerminal",
+        "AvailableCommand",
+        "AvailableCommandInput",
+        "AvailableCommandsUpdate",
+        "BackgroundTerminal",
+        "BackgroundToolCall",
+        "BlobResourceContents",
+        "BooleanPropertySchema",
+        "CancelRequestNotification",
+        "CancelSessionNotification",
+        "CancelTerminalRequest",
+        "CancelTerminalResponse",
+        "CancelToolCallRequest",
+        "CancelToolCallResponse",
+        "CancelledPermissionOutcome",
+        "ClientAuthCapabilities",
+        "ClientCapabilities",
+        "CloseSessionRequest",
+        "CloseSessionResponse",
+        "Command",
+        "CommandPermissionSubject",
+        "CompactionId",
+        "CompactionStatus",
+        "CompactionSummaryChunk",
+        "CompactionUpdate",
+        "CompleteElicitationNotification",
+        "ConfigOptionUpdate",
+        "Content",
+        "ContentBlock",
+        "ContentChunk",
+        "Copy",
+        "Cost",
+        "CreateElicitationRequest",
+        "CreateElicitationResponse",
+        "CreateElicitationResponseCancel",
+        "CreateElicitationResponseDecline",
+        "Delete",
+        "DeleteSessionRequest",
+        "DeleteSessionResponse",
+        "Diff",
+        "DiffChange",
+        "DiffFileType",
+        "DiffPatch",
+        "DiffPatchFormat",
+        "DiffPathChange",
+        "DiffPathPairChange",
+        "ElicitationAcceptAction",
+        "ElicitationCapabilities",
+        "ElicitationContentValue",
+        "ElicitationFormCapabilities",
+        "ElicitationFormMode",
+        "ElicitationId",
+        "ElicitationPropertySchema",
+        "ElicitationRequestScope",
+        "ElicitationSchema",
+        "ElicitationSchemaType",
+        "ElicitationSessionScope",
+        "ElicitationUrlCapabilities",
+        "ElicitationUrlMode",
+        "EmbeddedResource",
+        "EmbeddedResourceResource",
+        "EnumOption",
+        "EnvVariable",
+        "Error",
+        "ErrorCode",
+        "ErrorData",
+        "ErrorStopReason",
+        "ExtNotification",
+        "ExtRequest",
+        "ExtResponse",
+        "HttpHeader",
+        "Icon",
+        "IconTheme",
+        "ImageContent",
+        "Implementation",
+        "InitializeRequest",
+        "IntegerPropertySchema",
+        "LoginAuthRequest",
+        "LoginAuthResponse",
+        "LogoutAuthRequest",
+        "LogoutAuthResponse",
+        "McpHttpCapabilities",
+        "McpServerHttp",
+        "McpServerStdio",
+        "McpStdioCapabilities",
+        "MediaType",
+        "MessageId",
+        "Modify",
+        "Move",
+        "MultiSelectItems",
+        "MultiSelectPropertySchema",
+        "NewSessionResponse",
+        "Notice",
+        "NoticeSeverity",
+        "NumberPropertySchema",
+        "PermissionOption",
+        "PermissionOptionId",
+        "PermissionOptionKind",
+        "PlanEntry",
+        "PlanEntryPriority",
+        "PlanEntryStatus",
+        "PlanId",
+        "PlanItems",
+        "PromptAudioCapabilities",
+        "PromptCapabilities",
+        "PromptEmbeddedContextCapabilities",
+        "PromptImageCapabilities",
+        "PromptRequest",
+        "PromptResponse",
+        "ProtocolVersion",
+        "ReplayFrom",
+        "ReplayFromStart",
+        "RequestId",
+        "RequestPermissionOutcome",
+        "RequestPermissionRequest",
+        "RequestPermissionResponse",
+        "RequestPermissionSubject",
+        "ResourceLink",
+        "ResumeSessionResponse",
+        "Role",
+        "SelectedPermissionOutcome",
+        "SessionAdditionalDirectoriesCapabilities",
+        "SessionConfigBoolean",
+        "SessionConfigGroupId",
+        "SessionConfigId",
+        "SessionConfigOption",
+        "SessionConfigOptionCategory",
+        "SessionConfigSelect",
+        "SessionConfigSelectGroup",
+        "SessionConfigSelectOption",
+        "SessionConfigSelectOptions",
+        "SessionConfigValueId",
+        "SessionDeleteCapabilities",
+        "SessionId",
+        "SessionInfoUpdate",
+        "SessionListCursor",
+        "SessionNotFoundErrorData",
+        "SetSessionConfigOptionRequest",
+        "SetSessionConfigOptionRequestBoolean",
+        "SetSessionConfigOptionRequestId",
+        "SetSessionConfigOptionResponse",
+        "StringFormat",
+        "StringMultiSelectItems",
+        "StringPropertySchema",
+        "Terminal",
+        "TerminalAuthCapabilities",
+        "TerminalCancelCapabilities",
+        "TerminalCapabilities",
+        "TerminalExitStatus",
+        "TerminalId",
+        "TerminalOutput",
+        "TerminalOutputChunk",
+        "TerminalSize",
+        "TerminalUpdate",
+        "TextCommandInput",
+        "TextContent",
+        "TextResourceContents",
+        "TitledMultiSelectItems",
+        "ToolCallCancelCapabilities",
+        "ToolCallCapabilities",
+        "ToolCallContent",
+        "ToolCallContentChunk",
+        "ToolCallId",
+        "ToolCallLocation",
+        "ToolCallPermissionSubject",
+        "ToolCallStatus",
+        "ToolCallUpdate",
+        "ToolKind",
+        "UnknownAuthMethod",
+        "UnknownAvailableCommand",
+        "UnknownAvailableCommandInput",
+        "UnknownContentBlock",
+        "UnknownCreateElicitationRequest",
+        "UnknownCreateElicitationResponse",
+        "UnknownDiffChange",
+        "UnknownElicitationPropertySchema",
+        "UnknownMultiSelectItems",
+        "UnknownReplayFrom",
+        "UnknownRequestPermissionOutcome",
+        "UnknownRequestPermissionSubject",
+        "UnknownSessionConfigOption",
+        "UnknownSetSessionConfigOptionRequest",
+        "UnknownToolCallContent",
+        "UnsupportedProtocolVersionErrorData",
+        "UsageUpdate",
+        "UserMessage",
+        "UserMessageChunk",
+    )
+)
+_REUSED: frozenset[Any] = frozenset(globals()[n] for n in _REUSED_NAMES)
+
 # -- aliases ----------------------------------------------------------------
 
-SessionId: TypeAlias = str
-ToolCallId: TypeAlias = str
-ToolCallStatus: TypeAlias = (
-    Literal["pending", "in_progress", "paused", "completed", "failed", "cancelled"] | str
-)
-Role: TypeAlias = Literal["assistant", "user"] | str
-MediaType: TypeAlias = str
-IconTheme: TypeAlias = Literal["light", "dark"] | str
-DiffFileType: TypeAlias = Literal["text", "binary", "directory", "symlink"] | str
-AbsolutePath: TypeAlias = str
-DiffPatchFormat: TypeAlias = Literal["git_patch"] | str
-TerminalId: TypeAlias = str
-PermissionOptionId: TypeAlias = str
-PermissionOptionKind: TypeAlias = (
-    Literal["allow_once", "allow_always", "reject_once", "reject_always"] | str
-)
-ElicitationSchemaType: TypeAlias = Literal["object"]
-StringFormat: TypeAlias = Literal["email", "uri", "date", "date-time"] | str
-ElicitationId: TypeAlias = str
 McpServerAcpId: TypeAlias = str
 McpRequestId: TypeAlias = str
-ExtRequest: TypeAlias = Any
-ProtocolVersion: TypeAlias = int
-AuthMethodId: TypeAlias = str
 ProviderId: TypeAlias = str
 LlmProtocol: TypeAlias = Literal["anthropic", "openai", "azure", "vertex", "bedrock"] | str
 AuthState: TypeAlias = Literal["authenticated", "unauthenticated", "not_required", "unknown"] | str
-SessionConfigId: TypeAlias = str
-SessionConfigOptionCategory: TypeAlias = (
-    Literal["mode", "model", "model_config", "thought_level"] | str
-)
-SessionConfigValueId: TypeAlias = str
-SessionConfigGroupId: TypeAlias = str
-SessionListCursor: TypeAlias = str
 SessionStatus: TypeAlias = Literal["open", "saved"] | str
-ErrorCode: TypeAlias = int
-MessageId: TypeAlias = str
-ExtResponse: TypeAlias = Any
-PlanId: TypeAlias = str
-PlanEntryPriority: TypeAlias = Literal["high", "medium", "low"] | str
-PlanEntryStatus: TypeAlias = Literal["pending", "in_progress", "completed", "cancelled"] | str
-NoticeSeverity: TypeAlias = Literal["info", "warning", "error"] | str
-CompactionId: TypeAlias = str
-CompactionStatus: TypeAlias = Literal["in_progress", "completed", "failed", "cancelled"] | str
-ExtNotification: TypeAlias = Any
 SystemPromptMode: TypeAlias = Literal["append", "override"] | str
 SessionArchiveFilter: TypeAlias = Literal["exclude", "include", "only"] | str
 ProxySuccessorResponse: TypeAlias = Any
 
 # -- classes ----------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallPermissionSubject:
-    """ACP ``ToolCallPermissionSubject``: ``type: "tool_call"`` in ``RequestPermissionSubject``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallpermissionsubject
-    """
-
-    tool_call: ToolCallUpdate
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CommandPermissionSubject:
-    """ACP ``CommandPermissionSubject``: ``type: "command"`` in ``RequestPermissionSubject``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#commandpermissionsubject
-    """
-
-    command: str
-    cwd: AbsolutePath
-    tool_call_id: ToolCallId | None = None
-    terminal_id: TerminalId | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownRequestPermissionSubject:
-    """A ``RequestPermissionSubject`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#requestpermissionsubject
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class Content:
-    """ACP ``Content``: ``type: "content"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#content
-    """
-
-    content: ContentBlock
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Diff:
-    """ACP ``Diff``: ``type: "diff"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diff
-    """
-
-    changes: list[DiffChange]
-    patch: DiffPatch | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Terminal:
-    """ACP ``Terminal``: ``type: "terminal"`` in ``ToolCallContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminal
-    """
-
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownToolCallContent:
-    """A ``ToolCallContent`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallcontent
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class TextContent:
-    """ACP ``TextContent``: ``type: "text"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#textcontent
-    """
-
-    text: str
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ImageContent:
-    """ACP ``ImageContent``: ``type: "image"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#imagecontent
-    """
-
-    data: str
-    mime_type: MediaType
-    uri: str | None = None
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AudioContent:
-    """ACP ``AudioContent``: ``type: "audio"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#audiocontent
-    """
-
-    data: str
-    mime_type: MediaType
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ResourceLink:
-    """ACP ``ResourceLink``: ``type: "resource_link"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#resourcelink
-    """
-
-    name: str
-    uri: str
-    title: str | None = None
-    description: str | None = None
-    icons: list[Icon] | None = None
-    mime_type: MediaType | None = None
-    size: int | None = None
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class EmbeddedResource:
-    """ACP ``EmbeddedResource``: ``type: "resource"`` in ``ContentBlock``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#embeddedresource
-    """
-
-    resource: EmbeddedResourceResource
-    annotations: Annotations | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownContentBlock:
-    """A ``ContentBlock`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#contentblock
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class Add:
-    """ACP ``Add``: ``operation: "add"`` in ``DiffChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathchange
-    """
-
-    file_type: DiffFileType | None = None
-    mime_type: MediaType | None = None
-    path: AbsolutePath
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Delete:
-    """ACP ``Delete``: ``operation: "delete"`` in ``DiffChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathchange
-    """
-
-    file_type: DiffFileType | None = None
-    mime_type: MediaType | None = None
-    path: AbsolutePath
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Modify:
-    """ACP ``Modify``: ``operation: "modify"`` in ``DiffChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathchange
-    """
-
-    file_type: DiffFileType | None = None
-    mime_type: MediaType | None = None
-    path: AbsolutePath
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Move:
-    """ACP ``Move``: ``operation: "move"`` in ``DiffChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathpairchange
-    """
-
-    file_type: DiffFileType | None = None
-    mime_type: MediaType | None = None
-    old_path: AbsolutePath
-    path: AbsolutePath
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Copy:
-    """ACP ``Copy``: ``operation: "copy"`` in ``DiffChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathpairchange
-    """
-
-    file_type: DiffFileType | None = None
-    mime_type: MediaType | None = None
-    old_path: AbsolutePath
-    path: AbsolutePath
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownDiffChange:
-    """A ``DiffChange`` with an unknown ``operation``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffchange
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormMode:
-    """ACP ``ElicitationFormMode``: request params of ``elicitation/create``; ``mode: "form"`` in ``CreateElicitationRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationformmode
-    """
-
-    message: str
-    requested_schema: ElicitationSchema
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlMode:
-    """ACP ``ElicitationUrlMode``: request params of ``elicitation/create``; ``mode: "url"`` in ``CreateElicitationRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationurlmode
-    """
-
-    message: str
-    elicitation_id: ElicitationId
-    url: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownCreateElicitationRequest:
-    """A ``CreateElicitationRequest`` with an unknown ``mode``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#createelicitationrequest
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class StringPropertySchema:
-    """ACP ``StringPropertySchema``: ``type: "string"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#stringpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    min_length: int | None = None
-    max_length: int | None = None
-    pattern: str | None = None
-    format: StringFormat | None = None
-    default: str | None = None
-    enum: list[str] | None = None
-    one_of: list[EnumOption] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class NumberPropertySchema:
-    """ACP ``NumberPropertySchema``: ``type: "number"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#numberpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    default: float | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class IntegerPropertySchema:
-    """ACP ``IntegerPropertySchema``: ``type: "integer"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#integerpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    minimum: int | None = None
-    maximum: int | None = None
-    default: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BooleanPropertySchema:
-    """ACP ``BooleanPropertySchema``: ``type: "boolean"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#booleanpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    default: bool | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class MultiSelectPropertySchema:
-    """ACP ``MultiSelectPropertySchema``: ``type: "array"`` in ``ElicitationPropertySchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#multiselectpropertyschema
-    """
-
-    title: str | None = None
-    description: str | None = None
-    min_items: int | None = None
-    max_items: int | None = None
-    items: MultiSelectItems
-    default: list[str] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownElicitationPropertySchema:
-    """A ``ElicitationPropertySchema`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationpropertyschema
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class StringMultiSelectItems:
-    """ACP ``StringMultiSelectItems``: ``type: "string"`` in ``MultiSelectItems``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#stringmultiselectitems
-    """
-
-    enum: list[str]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TitledMultiSelectItems:
-    """ACP ``TitledMultiSelectItems``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#titledmultiselectitems
-    """
-
-    any_of: list[EnumOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownMultiSelectItems:
-    """A ``MultiSelectItems`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#multiselectitems
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodTerminal:
-    """ACP ``AuthMethodTerminal``: ``type: "terminal"`` in ``AuthMethod``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#authmethodterminal
-    """
-
-    method_id: AuthMethodId
-    name: str
-    description: str | None = None
-    args: list[str] | None = None
-    env: list[EnvVariable] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodAgent:
-    """ACP ``AuthMethodAgent``: ``type: "agent"`` in ``AuthMethod``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#authmethodagent
-    """
-
-    method_id: AuthMethodId
-    name: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownAuthMethod:
-    """A ``AuthMethod`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#authmethod
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelect:
-    """ACP ``SessionConfigSelect``: ``type: "select"`` in ``SessionConfigOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionconfigselect
-    """
-
-    config_id: SessionConfigId
-    name: str
-    description: str | None = None
-    category: SessionConfigOptionCategory | None = None
-    current_value: SessionConfigValueId
-    options: SessionConfigSelectOptions
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigBoolean:
-    """ACP ``SessionConfigBoolean``: ``type: "boolean"`` in ``SessionConfigOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionconfigboolean
-    """
-
-    config_id: SessionConfigId
-    name: str
-    description: str | None = None
-    category: SessionConfigOptionCategory | None = None
-    current_value: bool
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownSessionConfigOption:
-    """A ``SessionConfigOption`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionconfigoption
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class Command:
-    """ACP ``Command``: ``type: "command"`` in ``AvailableCommand``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#command
-    """
-
-    name: str
-    description: str
-    input: AvailableCommandInput | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownAvailableCommand:
-    """A ``AvailableCommand`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#availablecommand
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class TextCommandInput:
-    """ACP ``TextCommandInput``: ``type: "text"`` in ``AvailableCommandInput``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#textcommandinput
-    """
-
-    hint: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownAvailableCommandInput:
-    """A ``AvailableCommandInput`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#availablecommandinput
-    """
-
-    raw: dict[str, Any]
 
 
 @attrs.frozen(kw_only=True)
@@ -970,30 +798,6 @@ class OtherStateUpdate:
 
 
 @attrs.frozen(kw_only=True)
-class BackgroundTerminal:
-    """ACP ``BackgroundTerminal``: ``type: "terminal"`` in ``BackgroundWork``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#backgroundterminal
-    """
-
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BackgroundToolCall:
-    """ACP ``BackgroundToolCall``: ``type: "tool_call"`` in ``BackgroundWork``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#backgroundtoolcall
-    """
-
-    tool_call_id: ToolCallId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class BackgroundSubagent:
     """ACP ``BackgroundSubagent``: ``type: "subagent"`` in ``BackgroundWork``.
 
@@ -1016,147 +820,6 @@ class UnknownBackgroundWork:
 
 
 @attrs.frozen(kw_only=True)
-class ContentChunk:
-    """ACP ``ContentChunk``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#contentchunk
-    """
-
-    message_id: MessageId
-    content: ContentBlock
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UserMessageChunk(ContentChunk):
-    """ACP ``UserMessageChunk``: ``sessionUpdate: "user_message_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class UserMessage:
-    """ACP ``UserMessage``: ``sessionUpdate: "user_message"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#usermessage
-    """
-
-    message_id: MessageId
-    content: list[ContentBlock] | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AgentMessageChunk(ContentChunk):
-    """ACP ``AgentMessageChunk``: ``sessionUpdate: "agent_message_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class AgentMessage:
-    """ACP ``AgentMessage``: ``sessionUpdate: "agent_message"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#agentmessage
-    """
-
-    message_id: MessageId
-    content: list[ContentBlock] | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AgentThoughtChunk(ContentChunk):
-    """ACP ``AgentThoughtChunk``: ``sessionUpdate: "agent_thought_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#contentchunk
-    """
-
-
-@attrs.frozen(kw_only=True)
-class AgentThought:
-    """ACP ``AgentThought``: ``sessionUpdate: "agent_thought"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#agentthought
-    """
-
-    message_id: MessageId
-    content: list[ContentBlock] | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallContentChunk:
-    """ACP ``ToolCallContentChunk``: ``sessionUpdate: "tool_call_content_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallcontentchunk
-    """
-
-    tool_call_id: ToolCallId
-    content: ToolCallContent
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallUpdate:
-    """ACP ``ToolCallUpdate``: ``sessionUpdate: "tool_call_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallupdate
-    """
-
-    tool_call_id: ToolCallId
-    name: str | UnsetType | None = UNSET
-    title: str | UnsetType | None = UNSET
-    kind: ToolKind | UnsetType | None = UNSET
-    status: ToolCallStatus | UnsetType | None = UNSET
-    content: list[ToolCallContent] | UnsetType | None = UNSET
-    locations: list[ToolCallLocation] | UnsetType | None = UNSET
-    raw_input: Any | UnsetType | None = UNSET
-    raw_output: Any | UnsetType | None = UNSET
-    capabilities: ToolCallCapabilities | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalUpdate:
-    """ACP ``TerminalUpdate``: ``sessionUpdate: "terminal_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalupdate
-    """
-
-    terminal_id: TerminalId
-    command: str | UnsetType | None = UNSET
-    cwd: AbsolutePath | UnsetType | None = UNSET
-    output: TerminalOutput | UnsetType | None = UNSET
-    exit_status: TerminalExitStatus | UnsetType | None = UNSET
-    size: TerminalSize | UnsetType | None = UNSET
-    capabilities: TerminalCapabilities | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutputChunk:
-    """ACP ``TerminalOutputChunk``: ``sessionUpdate: "terminal_output_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminaloutputchunk
-    """
-
-    terminal_id: TerminalId
-    data: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class PlanUpdate:
     """ACP ``PlanUpdate``: ``sessionUpdate: "plan_update"`` in ``SessionUpdate``.
 
@@ -1176,99 +839,6 @@ class PlanRemoved:
     """
 
     plan_id: PlanId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class AvailableCommandsUpdate:
-    """ACP ``AvailableCommandsUpdate``: ``sessionUpdate: "available_commands_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#availablecommandsupdate
-    """
-
-    available_commands: list[AvailableCommand]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ConfigOptionUpdate:
-    """ACP ``ConfigOptionUpdate``: ``sessionUpdate: "config_option_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#configoptionupdate
-    """
-
-    config_options: list[SessionConfigOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionInfoUpdate:
-    """ACP ``SessionInfoUpdate``: ``sessionUpdate: "session_info_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessioninfoupdate
-    """
-
-    title: str | UnsetType | None = UNSET
-    updated_at: str | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UsageUpdate:
-    """ACP ``UsageUpdate``: ``sessionUpdate: "usage_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#usageupdate
-    """
-
-    used: int
-    size: int
-    cost: Cost | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Notice:
-    """ACP ``Notice``: ``sessionUpdate: "notice"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#notice
-    """
-
-    severity: NoticeSeverity
-    title: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactionUpdate:
-    """ACP ``CompactionUpdate``: ``sessionUpdate: "compaction_update"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#compactionupdate
-    """
-
-    compaction_id: CompactionId
-    status: CompactionStatus
-    summary: list[ContentBlock] | UnsetType | None = UNSET
-    error: str | UnsetType | None = UNSET
-    meta: dict[str, Any] | UnsetType | None = UNSET
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CompactionSummaryChunk:
-    """ACP ``CompactionSummaryChunk``: ``sessionUpdate: "compaction_summary_chunk"`` in ``SessionUpdate``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#compactionsummarychunk
-    """
-
-    compaction_id: CompactionId
-    content: ContentBlock
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -1332,19 +902,6 @@ class UnknownSessionUpdate:
 
 
 @attrs.frozen(kw_only=True)
-class PlanItems:
-    """ACP ``PlanItems``: ``type: "items"`` in ``PlanUpdateContent``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#planitems
-    """
-
-    plan_id: PlanId
-    entries: list[PlanEntry]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class PlanFile:
     """ACP ``PlanFile``: ``type: "file"`` in ``PlanUpdateContent``.
 
@@ -1381,20 +938,6 @@ class UnknownPlanUpdateContent:
 
 
 @attrs.frozen(kw_only=True)
-class McpServerHttp:
-    """ACP ``McpServerHttp``: ``type: "http"`` in ``McpServer``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#mcpserverhttp
-    """
-
-    name: str
-    url: str
-    headers: list[HttpHeader] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpServerAcp:
     """ACP ``McpServerAcp``: ``type: "acp"`` in ``McpServer``.
 
@@ -1408,161 +951,10 @@ class McpServerAcp:
 
 
 @attrs.frozen(kw_only=True)
-class McpServerStdio:
-    """ACP ``McpServerStdio``: ``type: "stdio"`` in ``McpServer``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#mcpserverstdio
-    """
-
-    name: str
-    command: AbsolutePath
-    args: list[str] | None = None
-    env: list[EnvVariable] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class UnknownMcpServer:
     """A ``McpServer`` with an unknown ``type``; ``raw`` is re-sent unchanged.
 
     Schema: https://agentclientprotocol.com/protocol/v2/schema#mcpserver
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ReplayFromStart:
-    """ACP ``ReplayFromStart``: ``type: "start"`` in ``ReplayFrom``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#replayfromstart
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownReplayFrom:
-    """A ``ReplayFrom`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#replayfrom
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestId:
-    """ACP ``SetSessionConfigOptionRequestId``: request params of ``session/set_config_option``; ``type: "id"`` in ``SetSessionConfigOptionRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#setsessionconfigoptionrequest
-    """
-
-    session_id: SessionId
-    config_id: SessionConfigId
-    value: SessionConfigValueId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestBoolean:
-    """ACP ``SetSessionConfigOptionRequestBoolean``: request params of ``session/set_config_option``; ``type: "boolean"`` in ``SetSessionConfigOptionRequest``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#setsessionconfigoptionrequest
-    """
-
-    session_id: SessionId
-    config_id: SessionConfigId
-    value: bool
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownSetSessionConfigOptionRequest:
-    """A ``SetSessionConfigOptionRequest`` with an unknown ``type``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#setsessionconfigoptionrequest
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class CancelledPermissionOutcome:
-    """ACP ``CancelledPermissionOutcome``: ``outcome: "cancelled"`` in ``RequestPermissionOutcome``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cancelledpermissionoutcome
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SelectedPermissionOutcome:
-    """ACP ``SelectedPermissionOutcome``: ``outcome: "selected"`` in ``RequestPermissionOutcome``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#selectedpermissionoutcome
-    """
-
-    option_id: PermissionOptionId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownRequestPermissionOutcome:
-    """A ``RequestPermissionOutcome`` with an unknown ``outcome``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#requestpermissionoutcome
-    """
-
-    raw: dict[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationAcceptAction:
-    """ACP ``ElicitationAcceptAction``: ``action: "accept"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationacceptaction
-    """
-
-    content: dict[str, ElicitationContentValue] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseDecline:
-    """ACP ``CreateElicitationResponseDecline``: ``action: "decline"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#createelicitationresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseCancel:
-    """ACP ``CreateElicitationResponseCancel``: ``action: "cancel"`` in ``CreateElicitationResponse``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#createelicitationresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnknownCreateElicitationResponse:
-    """A ``CreateElicitationResponse`` with an unknown ``action``; ``raw`` is re-sent unchanged.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#createelicitationresponse
     """
 
     raw: dict[str, Any]
@@ -1588,218 +980,6 @@ class MessageMcpResponseError:
     """
 
     error: McpError
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionRequest:
-    """ACP ``RequestPermissionRequest``: request params of ``session/request_permission``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#requestpermissionrequest
-    """
-
-    session_id: SessionId
-    title: str
-    description: str | None = None
-    subject: RequestPermissionSubject | None = None
-    options: list[PermissionOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Annotations:
-    """ACP ``Annotations``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#annotations
-    """
-
-    audience: list[Role] | None = None
-    last_modified: str | None = None
-    priority: float | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Icon:
-    """ACP ``Icon``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#icon
-    """
-
-    src: str
-    mime_type: MediaType | None = None
-    sizes: list[str] | None = None
-    theme: IconTheme | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TextResourceContents:
-    """ACP ``TextResourceContents``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#textresourcecontents
-    """
-
-    text: str
-    uri: str
-    mime_type: MediaType | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class BlobResourceContents:
-    """ACP ``BlobResourceContents``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#blobresourcecontents
-    """
-
-    blob: str
-    uri: str
-    mime_type: MediaType | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DiffPathChange:
-    """ACP ``DiffPathChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathchange
-    """
-
-    path: AbsolutePath
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DiffPathPairChange:
-    """ACP ``DiffPathPairChange``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpathpairchange
-    """
-
-    old_path: AbsolutePath
-    path: AbsolutePath
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DiffPatch:
-    """ACP ``DiffPatch``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#diffpatch
-    """
-
-    format: DiffPatchFormat
-    text: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallLocation:
-    """ACP ``ToolCallLocation``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcalllocation
-    """
-
-    path: AbsolutePath
-    line: int | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallCapabilities:
-    """ACP ``ToolCallCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallcapabilities
-    """
-
-    cancel: ToolCallCancelCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallCancelCapabilities:
-    """ACP ``ToolCallCancelCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#toolcallcancelcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PermissionOption:
-    """ACP ``PermissionOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#permissionoption
-    """
-
-    option_id: PermissionOptionId
-    name: str
-    kind: PermissionOptionKind
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSessionScope:
-    """ACP ``ElicitationSessionScope``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationsessionscope
-    """
-
-    session_id: SessionId
-    tool_call_id: ToolCallId | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationRequestScope:
-    """ACP ``ElicitationRequestScope``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationrequestscope
-    """
-
-    request_id: RequestId
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSchema:
-    """ACP ``ElicitationSchema``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationschema
-    """
-
-    type: ElicitationSchemaType
-    title: str | None = None
-    properties: dict[str, ElicitationPropertySchema]
-    required: list[str] | None = None
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class EnumOption:
-    """ACP ``EnumOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#enumoption
-    """
-
-    const: str
-    title: str
-    description: str | None = None
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -1852,20 +1032,6 @@ class InitializeResponse:
 
 
 @attrs.frozen(kw_only=True)
-class Implementation:
-    """ACP ``Implementation``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#implementation
-    """
-
-    name: str
-    title: str | None = None
-    version: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class SessionCapabilities:
     """ACP ``SessionCapabilities``.
 
@@ -1886,53 +1052,6 @@ class SessionCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class PromptCapabilities:
-    """ACP ``PromptCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptcapabilities
-    """
-
-    image: PromptImageCapabilities | None = None
-    audio: PromptAudioCapabilities | None = None
-    embedded_context: PromptEmbeddedContextCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptImageCapabilities:
-    """ACP ``PromptImageCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptimagecapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptAudioCapabilities:
-    """ACP ``PromptAudioCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptaudiocapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptEmbeddedContextCapabilities:
-    """ACP ``PromptEmbeddedContextCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptembeddedcontextcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpCapabilities:
     """ACP ``McpCapabilities``.
 
@@ -1947,54 +1066,10 @@ class McpCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class McpStdioCapabilities:
-    """ACP ``McpStdioCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#mcpstdiocapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class McpHttpCapabilities:
-    """ACP ``McpHttpCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#mcphttpcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpAcpCapabilities:
     """ACP ``McpAcpCapabilities``.
 
     Schema: https://agentclientprotocol.com/protocol/v2/schema#mcpacpcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionDeleteCapabilities:
-    """ACP ``SessionDeleteCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessiondeletecapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionAdditionalDirectoriesCapabilities:
-    """ACP ``SessionAdditionalDirectoriesCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionadditionaldirectoriescapabilities
     """
 
     meta: dict[str, Any] | None = None
@@ -2115,30 +1190,6 @@ class ProvidersCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class EnvVariable:
-    """ACP ``EnvVariable``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#envvariable
-    """
-
-    name: str
-    value: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class LoginAuthResponse:
-    """ACP ``LoginAuthResponse``: result of ``auth/login``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#loginauthresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class ListProvidersResponse:
     """ACP ``ListProvidersResponse``: result of ``providers/list``.
 
@@ -2201,17 +1252,6 @@ class DisableProviderResponse:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutAuthResponse:
-    """ACP ``LogoutAuthResponse``: result of ``auth/logout``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#logoutauthresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusResponse:
     """ACP ``AuthStatusResponse``: result of ``auth/status``.
 
@@ -2236,48 +1276,6 @@ class AuthAccount:
     name: str | None = None
     email: str | None = None
     organization: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class NewSessionResponse:
-    """ACP ``NewSessionResponse``: result of ``session/new``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#newsessionresponse
-    """
-
-    session_id: SessionId
-    config_options: list[SessionConfigOption] | None = None
-    available_commands: list[AvailableCommand] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectOption:
-    """ACP ``SessionConfigSelectOption``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionconfigselectoption
-    """
-
-    value: SessionConfigValueId
-    name: str
-    description: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectGroup:
-    """ACP ``SessionConfigSelectGroup``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionconfigselectgroup
-    """
-
-    group_id: SessionConfigGroupId
-    name: str
-    options: list[SessionConfigSelectOption]
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2308,17 +1306,6 @@ class SessionInfo:
     title: str | None = None
     updated_at: str | None = None
     archived: bool | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionResponse:
-    """ACP ``DeleteSessionResponse``: result of ``session/delete``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#deletesessionresponse
-    """
-
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2373,55 +1360,6 @@ class SessionStatusResponse:
 
 
 @attrs.frozen(kw_only=True)
-class Error:
-    """ACP ``Error``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#error
-    """
-
-    code: ErrorCode
-    message: str
-    data: ErrorData | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class UnsupportedProtocolVersionErrorData:
-    """ACP ``UnsupportedProtocolVersionErrorData``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#unsupportedprotocolversionerrordata
-    """
-
-    requested: ProtocolVersion
-    supported: list[ProtocolVersion]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SessionNotFoundErrorData:
-    """ACP ``SessionNotFoundErrorData``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#sessionnotfounderrordata
-    """
-
-    session_id: SessionId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ErrorStopReason:
-    """ACP ``ErrorStopReason``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#errorstopreason
-    """
-
-    error: Error | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class Usage:
     """ACP ``Usage``.
 
@@ -2451,76 +1389,6 @@ class SetSessionTitleResponse:
 
 
 @attrs.frozen(kw_only=True)
-class ResumeSessionResponse:
-    """ACP ``ResumeSessionResponse``: result of ``session/resume``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#resumesessionresponse
-    """
-
-    config_options: list[SessionConfigOption] | None = None
-    available_commands: list[AvailableCommand] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CloseSessionResponse:
-    """ACP ``CloseSessionResponse``: result of ``session/close``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#closesessionresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelToolCallResponse:
-    """ACP ``CancelToolCallResponse``: result of ``tool_call/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#canceltoolcallresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelTerminalResponse:
-    """ACP ``CancelTerminalResponse``: result of ``terminal/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cancelterminalresponse
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionResponse:
-    """ACP ``SetSessionConfigOptionResponse``: result of ``session/set_config_option``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#setsessionconfigoptionresponse
-    """
-
-    config_options: list[SessionConfigOption]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptResponse:
-    """ACP ``PromptResponse``: result of ``session/prompt``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptresponse
-    """
-
-    message_id: MessageId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class UpdateSessionNotification:
     """ACP ``UpdateSessionNotification``: notification params of ``session/update``.
 
@@ -2529,94 +1397,6 @@ class UpdateSessionNotification:
 
     session_id: SessionId
     update: SessionUpdate
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutput:
-    """ACP ``TerminalOutput``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminaloutput
-    """
-
-    data: str
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalExitStatus:
-    """ACP ``TerminalExitStatus``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalexitstatus
-    """
-
-    exit_code: int | None = None
-    signal: str | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalSize:
-    """ACP ``TerminalSize``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalsize
-    """
-
-    cols: int
-    rows: int
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalCapabilities:
-    """ACP ``TerminalCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalcapabilities
-    """
-
-    cancel: TerminalCancelCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalCancelCapabilities:
-    """ACP ``TerminalCancelCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalcancelcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PlanEntry:
-    """ACP ``PlanEntry``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#planentry
-    """
-
-    content: str
-    priority: PlanEntryPriority
-    status: PlanEntryStatus
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class Cost:
-    """ACP ``Cost``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cost
-    """
-
-    amount: float
-    currency: str
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2645,18 +1425,6 @@ class SessionCancelCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class CompleteElicitationNotification:
-    """ACP ``CompleteElicitationNotification``: notification params of ``elicitation/complete``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#completeelicitationnotification
-    """
-
-    elicitation_id: ElicitationId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusUpdateNotification:
     """ACP ``AuthStatusUpdateNotification``: notification params of ``auth/status_update``.
 
@@ -2665,106 +1433,6 @@ class AuthStatusUpdateNotification:
 
     state: AuthState
     accounts: list[AuthAccount] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ClientCapabilities:
-    """ACP ``ClientCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#clientcapabilities
-    """
-
-    auth: ClientAuthCapabilities | None = None
-    elicitation: ElicitationCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-_DEFAULT_InitializeRequest_capabilities = ClientCapabilities()
-
-
-@attrs.frozen(kw_only=True)
-class InitializeRequest:
-    """ACP ``InitializeRequest``: request params of ``initialize``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#initializerequest
-    """
-
-    protocol_version: ProtocolVersion
-    info: Implementation
-    capabilities: ClientCapabilities = _DEFAULT_InitializeRequest_capabilities
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ClientAuthCapabilities:
-    """ACP ``ClientAuthCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#clientauthcapabilities
-    """
-
-    terminal: TerminalAuthCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class TerminalAuthCapabilities:
-    """ACP ``TerminalAuthCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#terminalauthcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationCapabilities:
-    """ACP ``ElicitationCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationcapabilities
-    """
-
-    form: ElicitationFormCapabilities | None = None
-    url: ElicitationUrlCapabilities | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormCapabilities:
-    """ACP ``ElicitationFormCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationformcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlCapabilities:
-    """ACP ``ElicitationUrlCapabilities``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#elicitationurlcapabilities
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class LoginAuthRequest:
-    """ACP ``LoginAuthRequest``: request params of ``auth/login``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#loginauthrequest
-    """
-
-    method_id: AuthMethodId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2808,17 +1476,6 @@ class DisableProviderRequest:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutAuthRequest:
-    """ACP ``LogoutAuthRequest``: request params of ``auth/logout``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#logoutauthrequest
-    """
-
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusRequest:
     """ACP ``AuthStatusRequest``: request params of ``auth/status``.
 
@@ -2840,19 +1497,6 @@ class NewSessionRequest:
     additional_directories: list[AbsolutePath] | None = None
     mcp_servers: list[McpServer] | None = None
     system_prompt: SystemPrompt | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class HttpHeader:
-    """ACP ``HttpHeader``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#httpheader
-    """
-
-    name: str
-    value: str
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2880,18 +1524,6 @@ class ListSessionsRequest:
     cwd: AbsolutePath | None = None
     cursor: SessionListCursor | None = None
     archived: SessionArchiveFilter | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionRequest:
-    """ACP ``DeleteSessionRequest``: request params of ``session/delete``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#deletesessionrequest
-    """
-
-    session_id: SessionId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -2979,69 +1611,6 @@ class ResumeSessionRequest:
 
 
 @attrs.frozen(kw_only=True)
-class CloseSessionRequest:
-    """ACP ``CloseSessionRequest``: request params of ``session/close``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#closesessionrequest
-    """
-
-    session_id: SessionId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelToolCallRequest:
-    """ACP ``CancelToolCallRequest``: request params of ``tool_call/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#canceltoolcallrequest
-    """
-
-    session_id: SessionId
-    tool_call_id: ToolCallId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelTerminalRequest:
-    """ACP ``CancelTerminalRequest``: request params of ``terminal/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cancelterminalrequest
-    """
-
-    session_id: SessionId
-    terminal_id: TerminalId
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class PromptRequest:
-    """ACP ``PromptRequest``: request params of ``session/prompt``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#promptrequest
-    """
-
-    session_id: SessionId
-    prompt: list[ContentBlock]
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionResponse:
-    """ACP ``RequestPermissionResponse``: result of ``session/request_permission``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#requestpermissionresponse
-    """
-
-    outcome: RequestPermissionOutcome
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
 class McpError:
     """ACP ``McpError``.
 
@@ -3051,18 +1620,6 @@ class McpError:
     code: int
     message: str
     data: Any = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelSessionNotification:
-    """ACP ``CancelSessionNotification``: notification params of ``session/cancel``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cancelsessionnotification
-    """
-
-    session_id: SessionId
-    meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
 
@@ -3077,18 +1634,6 @@ class MessageMcpNotification:
     request_id: McpRequestId
     method: str
     params: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = None
-    extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
-
-
-@attrs.frozen(kw_only=True)
-class CancelRequestNotification:
-    """ACP ``CancelRequestNotification``: notification params of ``$/cancel_request``.
-
-    Schema: https://agentclientprotocol.com/protocol/v2/schema#cancelrequestnotification
-    """
-
-    request_id: RequestId
     meta: dict[str, Any] | None = None
     extra_: Mapping[str, Any] = attrs.field(default=EMPTY, eq=False, repr=False)
 
@@ -3121,45 +1666,6 @@ class ProxySuccessorNotification:
 
 # -- unions -----------------------------------------------------------------
 
-RequestId: TypeAlias = int | str
-RequestPermissionSubject: TypeAlias = (
-    ToolCallPermissionSubject | CommandPermissionSubject | UnknownRequestPermissionSubject
-)
-ToolKind: TypeAlias = str | str | str | str | str | str | str | str | str | str | str
-ToolCallContent: TypeAlias = Content | Diff | Terminal | UnknownToolCallContent
-ContentBlock: TypeAlias = (
-    TextContent
-    | ImageContent
-    | AudioContent
-    | ResourceLink
-    | EmbeddedResource
-    | UnknownContentBlock
-)
-EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContents
-DiffChange: TypeAlias = Add | Delete | Modify | Move | Copy | UnknownDiffChange
-CreateElicitationRequest: TypeAlias = (
-    ElicitationFormMode | ElicitationUrlMode | UnknownCreateElicitationRequest
-)
-ElicitationPropertySchema: TypeAlias = (
-    StringPropertySchema
-    | NumberPropertySchema
-    | IntegerPropertySchema
-    | BooleanPropertySchema
-    | MultiSelectPropertySchema
-    | UnknownElicitationPropertySchema
-)
-MultiSelectItems: TypeAlias = (
-    StringMultiSelectItems | TitledMultiSelectItems | UnknownMultiSelectItems
-)
-AuthMethod: TypeAlias = AuthMethodTerminal | AuthMethodAgent | UnknownAuthMethod
-SessionConfigOption: TypeAlias = (
-    SessionConfigSelect | SessionConfigBoolean | UnknownSessionConfigOption
-)
-SessionConfigSelectOptions: TypeAlias = (
-    list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]
-)
-AvailableCommand: TypeAlias = Command | UnknownAvailableCommand
-AvailableCommandInput: TypeAlias = TextCommandInput | UnknownAvailableCommandInput
 StateUpdate: TypeAlias = (
     RunningStateUpdate
     | IdleStateUpdate
@@ -3170,7 +1676,6 @@ StateUpdate: TypeAlias = (
 BackgroundWork: TypeAlias = (
     BackgroundTerminal | BackgroundToolCall | BackgroundSubagent | UnknownBackgroundWork
 )
-ErrorData: TypeAlias = UnsupportedProtocolVersionErrorData | SessionNotFoundErrorData | Any
 SessionUpdate: TypeAlias = (
     UserMessageChunk
     | UserMessage
@@ -3203,22 +1708,6 @@ SessionUpdate: TypeAlias = (
 )
 PlanUpdateContent: TypeAlias = PlanItems | PlanFile | PlanMarkdown | UnknownPlanUpdateContent
 McpServer: TypeAlias = McpServerHttp | McpServerAcp | McpServerStdio | UnknownMcpServer
-ReplayFrom: TypeAlias = ReplayFromStart | UnknownReplayFrom
-SetSessionConfigOptionRequest: TypeAlias = (
-    SetSessionConfigOptionRequestId
-    | SetSessionConfigOptionRequestBoolean
-    | UnknownSetSessionConfigOptionRequest
-)
-RequestPermissionOutcome: TypeAlias = (
-    CancelledPermissionOutcome | SelectedPermissionOutcome | UnknownRequestPermissionOutcome
-)
-CreateElicitationResponse: TypeAlias = (
-    ElicitationAcceptAction
-    | CreateElicitationResponseDecline
-    | CreateElicitationResponseCancel
-    | UnknownCreateElicitationResponse
-)
-ElicitationContentValue: TypeAlias = str | int | float | bool | list[str] | Any
 MessageMcpResponse: TypeAlias = MessageMcpResponseResult | MessageMcpResponseError
 InitializeProxyRequest: TypeAlias = InitializeRequest
 InitializeProxyResponse: TypeAlias = InitializeResponse

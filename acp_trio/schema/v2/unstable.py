@@ -1,11 +1,14 @@
 """Unstable ACP v2 additions, opt-in: the full type set of v2's ``schema.unstable.json``.
 
-A complete, separate set of classes (neither v1's nor :mod:`acp_trio.schema.v2`'s):
-pick one module per connection and use its own :data:`converter`. Upstream marks
-these "UNSTABLE: may change or disappear", on top of v2 being a preview.
+Never v1's classes. A definition the unstable v2 schema changes is a class of its own
+here (``NewSessionRequest``); one that is the same as in :mod:`acp_trio.schema.v2`,
+and so is all it refers to, is that class itself, imported (``PromptResponse``).
+Pick one module per connection and use its own :data:`converter`, which knows both
+kinds. Upstream marks these "UNSTABLE: may change or disappear", on top of v2 being
+a preview.
 """
 
-from acp_trio.schema._converter import Flavour, SchemaConverter, configure_flavour
+from acp_trio.schema._converter import SchemaConverter, schema_set
 from acp_trio.schema._errors import SchemaValidationError as SchemaValidationError
 from acp_trio.schema._runtime import UNSET as UNSET
 from acp_trio.schema._runtime import MethodInfo as MethodInfo
@@ -20,20 +23,9 @@ from acp_trio.schema.v2._generated_unstable_methods import REQUESTS as REQUESTS
 from acp_trio.schema.v2._generated_unstable_methods import SCHEMA_VERSION as SCHEMA_VERSION
 from acp_trio.schema.v2._generated_unstable_types import *  # noqa: F403
 
-V2_UNSTABLE = Flavour(_types, _codec, _tables)
-
-
-def configure_converter(converter: SchemaConverter) -> None:
-    """Register the unstable ACP v2 hooks (and the strict primitives) on ``converter``."""
-    configure_flavour(converter, V2_UNSTABLE)
-
-
-def make_converter() -> SchemaConverter:
-    """A new converter for the unstable ACP v2 schema types."""
-    converter = SchemaConverter()
-    configure_converter(converter)
-    return converter
-
+V2_UNSTABLE, configure_converter, make_converter = schema_set(
+    _types, _codec, _tables, "unstable ACP v2", __name__
+)
 
 #: The ready converter for unstable ACP v2 types.
 converter: SchemaConverter = make_converter()
