@@ -1,0 +1,446 @@
+"""The typed ACP v2 client side: subclass :class:`Client`, talk to an agent
+through :class:`AgentProxy`.
+
+:meth:`AgentProxy.prompt` is a whole turn: it sends ``session/prompt``,
+waits for the answer (the prompt inserted, its ``messageId``), then for the
+turn's ``state_update: idle``, and returns a :class:`TurnResult`. Cancelling
+it (or its deadline passing) sends ``session/cancel`` for the session.
+:meth:`AgentProxy.send_prompt` only sends the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import attrs
+import trio
+
+from acp_trio import __version__
+from acp_trio._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._dispatch import Extensible, Peer, Route, TypedHandler, one_connection
+from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._framed import FramedStream
+from acp_trio._transports import open_agent_process
+from acp_trio.schema import SchemaConverter
+from acp_trio.schema._runtime import build_params
+from acp_trio.schema.v2 import (
+    PROTOCOL_VERSION,
+    CancelSessionNotification,
+    CancelTerminalRequest,
+    CancelTerminalResponse,
+    CancelToolCallRequest,
+    CancelToolCallResponse,
+    ClientCapabilities,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    CompleteElicitationNotification,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    Error,
+    IdleStateUpdate,
+    Implementation,
+    InitializeRequest,
+    InitializeResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    LoginAuthRequest,
+    LoginAuthResponse,
+    LogoutAuthRequest,
+    LogoutAuthResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    PromptRequest,
+    PromptResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+    UpdateSessionNotification,
+    UserMessage,
+    UserMessageChunk,
+    converter,
+)
+
+__all__ = ["AgentProxy", "Client", "TurnResult", "connect_to_agent", "open_client"]
+
+_log = logging.getLogger("acp_trio.v2.client")
+
+# How many ended turns a session remembers (an idle can be read before the
+# prompt's answer that names its message).
+_REMEMBERED_TURNS = 64
+
+
+@attrs.frozen
+class TurnResult:
+    """How a turn ended: its user message's id, the idle stop reason
+    (``end_turn``, ``cancelled``, ``error``, ...; ``None`` if the agent gave
+    none) and, for ``error``, the error it reported."""
+
+    message_id: str
+    stop_reason: str | None
+    error: Error | None = None
+
+
+class _Turns:
+    """The client's view of each session's turns, from its updates in wire
+    order: which user message the running turn is, and how ended ones ended."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, str] = {}
+        self._ended: dict[str, OrderedDict[str, IdleStateUpdate]] = {}
+        self._waiters: dict[tuple[str, str], trio.Event] = {}
+
+    def saw(self, params: UpdateSessionNotification) -> None:
+        update = params.update
+        session_id = params.session_id
+        if isinstance(update, UserMessage | UserMessageChunk):
+            self._current[session_id] = update.message_id
+        elif isinstance(update, IdleStateUpdate) and update.stop_reason is not None:
+            message_id = self._current.pop(session_id, None)
+            if message_id is None:
+                return
+            ended = self._ended.setdefault(session_id, OrderedDict())
+            ended[message_id] = update
+            while len(ended) > _REMEMBERED_TURNS:
+                ended.popitem(last=False)
+            waiter = self._waiters.pop((session_id, message_id), None)
+            if waiter is not None:
+                waiter.set()
+
+    async def wait(self, session_id: str, message_id: str) -> IdleStateUpdate:
+        ended = self._ended.setdefault(session_id, OrderedDict())
+        if message_id not in ended:
+            event = self._waiters.setdefault((session_id, message_id), trio.Event())
+            try:
+                await event.wait()
+            finally:
+                self._waiters.pop((session_id, message_id), None)
+        return ended.pop(message_id)
+
+
+class AgentProxy(Peer):
+    """Typed v2 calls from the client to its agent. Each method takes the
+    params object or its fields (required ones positional, ``session_id``
+    first; the rest as keywords)."""
+
+    def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
+        super().__init__(connection, schema_converter)
+        self.turns = _Turns()
+        #: The agent's ``initialize`` answer, once there is one.
+        self.initialized: InitializeResponse | None = None
+
+    async def _call(
+        self,
+        method: str,
+        cls: Any,
+        name: str,
+        pos: tuple[str, ...],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        defaults: dict[str, Any] | None = None,
+        lists: tuple[str, ...] = (),
+    ) -> Any:
+        params = build_params(cls, name, pos, lists, args, kwargs, defaults)
+        return await self._request(method, params, result)
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> InitializeResponse:
+        """``initialize``; ``protocol_version`` defaults to 2, ``info`` to acp_trio's."""
+        params = build_params(
+            InitializeRequest,
+            "initialize",
+            (),
+            (),
+            args,
+            kwargs,
+            {
+                "protocol_version": PROTOCOL_VERSION,
+                "info": Implementation(name="acp_trio", version=__version__),
+            },
+        )
+        result: InitializeResponse = await self._request("initialize", params, InitializeResponse)
+        self.initialized = result
+        return result
+
+    async def login(self, *args: Any, **kwargs: Any) -> LoginAuthResponse:
+        """``auth/login`` (``method_id``)."""
+        result: LoginAuthResponse = await self._call(
+            "auth/login", LoginAuthRequest, "login", ("method_id",), args, kwargs, LoginAuthResponse
+        )
+        return result
+
+    async def logout(self, *args: Any, **kwargs: Any) -> LogoutAuthResponse:
+        """``auth/logout``."""
+        result: LogoutAuthResponse = await self._call(
+            "auth/logout", LogoutAuthRequest, "logout", (), args, kwargs, LogoutAuthResponse
+        )
+        return result
+
+    async def new_session(self, *args: Any, **kwargs: Any) -> NewSessionResponse:
+        """``session/new`` (``cwd``; ``mcp_servers=``, ``additional_directories=``)."""
+        result: NewSessionResponse = await self._call(
+            "session/new",
+            NewSessionRequest,
+            "new_session",
+            ("cwd",),
+            args,
+            kwargs,
+            NewSessionResponse,
+            lists=("mcp_servers", "additional_directories"),
+        )
+        return result
+
+    async def list_sessions(self, *args: Any, **kwargs: Any) -> ListSessionsResponse:
+        """``session/list``."""
+        result: ListSessionsResponse = await self._call(
+            "session/list",
+            ListSessionsRequest,
+            "list_sessions",
+            (),
+            args,
+            kwargs,
+            ListSessionsResponse,
+        )
+        return result
+
+    async def resume_session(self, *args: Any, **kwargs: Any) -> ResumeSessionResponse:
+        """``session/resume`` (``session_id``, ``cwd``; ``replay_from=``...)."""
+        result: ResumeSessionResponse = await self._call(
+            "session/resume",
+            ResumeSessionRequest,
+            "resume_session",
+            ("session_id", "cwd"),
+            args,
+            kwargs,
+            ResumeSessionResponse,
+            lists=("mcp_servers", "additional_directories"),
+        )
+        return result
+
+    async def close_session(self, *args: Any, **kwargs: Any) -> CloseSessionResponse:
+        """``session/close`` (``session_id``): the agent ends the session's
+        work, and sends nothing for it after answering."""
+        result: CloseSessionResponse = await self._call(
+            "session/close",
+            CloseSessionRequest,
+            "close_session",
+            ("session_id",),
+            args,
+            kwargs,
+            CloseSessionResponse,
+        )
+        return result
+
+    async def delete_session(self, *args: Any, **kwargs: Any) -> DeleteSessionResponse:
+        """``session/delete`` (``session_id``)."""
+        result: DeleteSessionResponse = await self._call(
+            "session/delete",
+            DeleteSessionRequest,
+            "delete_session",
+            ("session_id",),
+            args,
+            kwargs,
+            DeleteSessionResponse,
+        )
+        return result
+
+    async def set_session_config_option(
+        self, params: SetSessionConfigOptionRequest
+    ) -> SetSessionConfigOptionResponse:
+        """``session/set_config_option`` (a union: the object form only)."""
+        result: SetSessionConfigOptionResponse = await self._request(
+            "session/set_config_option", params, SetSessionConfigOptionResponse
+        )
+        return result
+
+    async def cancel_tool_call(self, *args: Any, **kwargs: Any) -> CancelToolCallResponse:
+        """``tool_call/cancel`` (``session_id``, ``tool_call_id``): only for a
+        tool call that advertises ``capabilities.cancel``; its final
+        ``tool_call_update`` confirms the end."""
+        result: CancelToolCallResponse = await self._call(
+            "tool_call/cancel",
+            CancelToolCallRequest,
+            "cancel_tool_call",
+            ("session_id", "tool_call_id"),
+            args,
+            kwargs,
+            CancelToolCallResponse,
+        )
+        return result
+
+    async def cancel_terminal(self, *args: Any, **kwargs: Any) -> CancelTerminalResponse:
+        """``terminal/cancel`` (``session_id``, ``terminal_id``)."""
+        result: CancelTerminalResponse = await self._call(
+            "terminal/cancel",
+            CancelTerminalRequest,
+            "cancel_terminal",
+            ("session_id", "terminal_id"),
+            args,
+            kwargs,
+            CancelTerminalResponse,
+        )
+        return result
+
+    async def cancel(self, *args: Any, **kwargs: Any) -> None:
+        """``session/cancel`` (``session_id``): the running turn and the held
+        prompts."""
+        params = build_params(
+            CancelSessionNotification, "cancel", ("session_id",), (), args, kwargs, None
+        )
+        await self._notify("session/cancel", params)
+
+    async def send_prompt(self, *args: Any, **kwargs: Any) -> PromptResponse:
+        """``session/prompt`` alone (``session_id``, ``prompt``): answered once
+        the prompt is inserted (a held prompt waits for the running turn)."""
+        result: PromptResponse = await self._call(
+            "session/prompt",
+            PromptRequest,
+            "send_prompt",
+            ("session_id", "prompt"),
+            args,
+            kwargs,
+            PromptResponse,
+            lists=("prompt",),
+        )
+        return result
+
+    async def prompt(self, *args: Any, **kwargs: Any) -> TurnResult:
+        """A whole turn (``session_id``, ``prompt``): send ``session/prompt``
+        and wait for the turn's ``idle`` state. Cancelling the call (a
+        deadline, a cancel scope) sends ``session/cancel`` for the session,
+        then lets the cancellation go on. Raises :class:`RequestError` if the
+        prompt was refused (``-32800`` if cancelled before it was inserted)."""
+        params = build_params(
+            PromptRequest, "prompt", ("session_id", "prompt"), ("prompt",), args, kwargs, None
+        )
+        try:
+            accepted: PromptResponse = await self._request("session/prompt", params, PromptResponse)
+            idle = await self.turns.wait(params.session_id, accepted.message_id)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5), suppress(ACPError):
+                await self.cancel(params.session_id)
+            raise
+        return TurnResult(accepted.message_id, idle.stop_reason, idle.error)
+
+
+def _not_found(method: str) -> RequestError:
+    return RequestError.method_not_found(method)
+
+
+class Client(Extensible):
+    """Base class of an ACP v2 client: override what you handle.
+
+    :attr:`agent` is the proxy to the agent of the one connection this
+    object is on. Session updates go to :meth:`session_update` in wire
+    order (fold them with :class:`acp_trio.contrib.v2.SessionAccumulator`).
+    """
+
+    agent: AgentProxy
+
+    async def session_update(self, params: UpdateSessionNotification) -> None:
+        """``session/update``: one upsert, chunk or state. Default: ignore."""
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        """``session/request_permission``. Default: ``-32601``."""
+        raise _not_found("session/request_permission")
+
+    async def create_elicitation(
+        self, params: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        """``elicitation/create``. Default: ``-32601``."""
+        raise _not_found("elicitation/create")
+
+    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
+        """``elicitation/complete``. Default: ignore."""
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        """An extension request no added handler takes. Default: ``-32601``."""
+        raise _not_found(method)
+
+    async def ext_notification(self, method: str, params: Any) -> None:
+        """An extension notification no added handler takes; ignored."""
+
+    def capabilities(self) -> ClientCapabilities:
+        """The capabilities :func:`open_client` sends in ``initialize``."""
+        return ClientCapabilities()
+
+
+class _ClientHandler(TypedHandler):
+    def __init__(self, client: Client, proxy: AgentProxy) -> None:
+        self.client = client
+        self.proxy = proxy
+        requests = {
+            "session/request_permission": Route(
+                RequestPermissionRequest, client.request_permission
+            ),
+            "elicitation/create": Route(CreateElicitationRequest, client.create_elicitation),
+        }
+        notifications = {
+            "session/update": Route(UpdateSessionNotification, self._session_update),
+            "elicitation/complete": Route(
+                CompleteElicitationNotification, client.complete_elicitation
+            ),
+        }
+        super().__init__(
+            requests,
+            notifications,
+            client.ext_method,
+            client.ext_notification,
+            client._extension_handlers(),
+            schema_converter=proxy.converter,
+        )
+
+    async def _session_update(self, params: UpdateSessionNotification) -> None:
+        self.proxy.turns.saw(params)
+        await self.client.session_update(params)
+
+
+@asynccontextmanager
+async def open_client(
+    client: Client,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> AsyncIterator[AgentProxy]:
+    """Talk v2 to an agent on ``stream`` for the block; yields the proxy
+    (also at ``client.agent``). Call :meth:`AgentProxy.initialize` first."""
+
+    def make(connection: Connection) -> _ClientHandler:
+        proxy = AgentProxy(connection, schema_converter)
+        client.agent = proxy
+        return _ClientHandler(client, proxy)
+
+    error = f"this {type(client).__name__} object is already connected to an agent"
+    with one_connection(client, error):
+        async with open_connection(stream, make, config=config):
+            yield client.agent
+
+
+@asynccontextmanager
+async def connect_to_agent(
+    client: Client,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    config: ConnectionConfig | None = None,
+) -> AsyncIterator[AgentProxy]:
+    """Spawn the agent ``command`` and talk v2 to it over its stdio (see
+    :func:`acp_trio.connect_to_agent`); call :meth:`AgentProxy.initialize`
+    first."""
+    async with open_agent_process(command, cwd=cwd, env=env) as process:
+        config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
+        async with open_client(client, process.stream, config=config) as agent:
+            yield agent
