@@ -83,6 +83,9 @@ __all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "
 
 _log = logging.getLogger("acp_trio.v2.agent")
 
+#: The error code of an ``initialize`` asking for a version nobody serves.
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
 #: Wire name -> :class:`Agent` method name, for every v2 method an agent handles.
 AGENT_METHODS: Final[dict[str, str]] = {
     "initialize": "initialize",
@@ -226,6 +229,7 @@ class _AgentHandler(TypedHandler):
         self.proxy = proxy
         self.nursery = nursery
         self.sessions: dict[str, Session] = {}
+        self._initialized = False
         self._held: dict[RequestContext, tuple[Session, tuple[trio.CancelScope, trio.Event]]] = {}
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
@@ -254,9 +258,29 @@ class _AgentHandler(TypedHandler):
             session = self.sessions[session_id] = Session(session_id, self.proxy, self.nursery)
         return session
 
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "initialize":
+            # On the number, before the params' shape: a v1 initialize has no
+            # ``info`` and would read as -32602.
+            requested = params.get("protocolVersion") if isinstance(params, dict) else None
+            if isinstance(requested, int) and not isinstance(requested, bool) and requested < 2:
+                if self._initialized:
+                    # A repeat must ask for the version chosen first.
+                    raise RequestError.invalid_request(
+                        {"message": "initialize was already answered with version 2"}
+                    )
+                raise RequestError(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    "Unsupported protocol version",
+                    {"requested": requested, "supported": [PROTOCOL_VERSION]},
+                )
+        return await super().handle_request(ctx, method, params)
+
     async def _initialize(self, params: InitializeRequest) -> InitializeResponse:
         self.proxy.capabilities = params.capabilities
-        return await self.agent.initialize(params)
+        result = await self.agent.initialize(params)
+        self._initialized = True
+        return result
 
     # Held prompts are queued the moment they are read (before their task
     # starts), so a session/cancel read right after them answers them too.

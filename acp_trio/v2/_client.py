@@ -23,7 +23,7 @@ import trio
 from acp_trio import __version__
 from acp_trio._connection import Connection, ConnectionConfig, open_connection
 from acp_trio._dispatch import Extensible, Peer, Route, TypedHandler, one_connection
-from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream
 from acp_trio._transports import open_agent_process
 from acp_trio.schema import SchemaConverter
@@ -154,7 +154,10 @@ class AgentProxy(Peer):
         return await self._request(method, params, result)
 
     async def initialize(self, *args: Any, **kwargs: Any) -> InitializeResponse:
-        """``initialize``; ``protocol_version`` defaults to 2, ``info`` to acp_trio's."""
+        """``initialize``; ``protocol_version`` defaults to 2, ``info`` to
+        acp_trio's. Raises :class:`~acp_trio.UnsupportedProtocolVersion` (and
+        closes the connection) if the agent answers another version (see
+        :func:`acp_trio.v2.open_any_client` to fall back to v1)."""
         params = build_params(
             InitializeRequest,
             "initialize",
@@ -167,7 +170,14 @@ class AgentProxy(Peer):
                 "info": Implementation(name="acp_trio", version=__version__),
             },
         )
-        result: InitializeResponse = await self._request("initialize", params, InitializeResponse)
+        raw = await self.connection.call("initialize", self.converter.unstructure(params))
+        answered = raw.get("protocolVersion") if isinstance(raw, dict) else None
+        if answered != PROTOCOL_VERSION:
+            # Checked before the shape: a v1 answer has no ``info``.
+            self.connection.close_soon()
+            version = answered if isinstance(answered, int) else -1
+            raise UnsupportedProtocolVersion(version, PROTOCOL_VERSION)
+        result: InitializeResponse = self._structure_result("initialize", raw, InitializeResponse)
         self.initialized = result
         return result
 

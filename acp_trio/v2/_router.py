@@ -32,12 +32,13 @@ import trio
 
 import acp_trio
 from acp_trio._connection import ConnectionConfig
-from acp_trio._exceptions import ErrorCode, RemoteProtocolError
+from acp_trio._exceptions import ErrorCode
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
 from acp_trio.schema import v2 as schema_v2
 from acp_trio.v2 import _agent as agent_v2
 from acp_trio.v2 import _client as client_v2
+from acp_trio.v2._agent import UNSUPPORTED_PROTOCOL_VERSION
 
 __all__ = [
     "UNSUPPORTED_PROTOCOL_VERSION",
@@ -49,8 +50,6 @@ __all__ = [
     "serve_router",
 ]
 
-#: The error code of an ``initialize`` asking for a version nobody serves.
-UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 V1Agent = acp_trio.Agent | Callable[[], acp_trio.Agent]
 V2Agent = agent_v2.Agent | Callable[[], agent_v2.Agent]
@@ -257,20 +256,15 @@ async def open_any_client(
     )
     answered: int | None = None
     async with connect() as stream, client_v2.open_client(v2, stream, config=config) as agent:
-        raw = await agent.connection.call("initialize", schema_v2.converter.unstructure(params))
-        answered = _requested_version(raw)
-        if answered is not None and answered >= 2:
-            try:
-                result = schema_v2.converter.structure(raw, schema_v2.InitializeResponse)
-            except schema_v2.SchemaValidationError as exc:
-                raise RemoteProtocolError(f"invalid result for initialize: {exc}") from exc
-            agent.initialized = result
+        try:
+            result = await agent.initialize(params)
+        except acp_trio.UnsupportedProtocolVersion as exc:
+            answered = exc.version
+        else:
             yield Negotiated(2, agent, result)
             return
     if answered != 1 or v1 is None:
-        raise acp_trio.UnsupportedProtocolVersion(
-            -1 if answered is None else answered, schema_v2.PROTOCOL_VERSION
-        )
+        raise acp_trio.UnsupportedProtocolVersion(answered, schema_v2.PROTOCOL_VERSION)
     async with connect() as stream, acp_trio.open_client(v1, stream, config=config) as agent1:
         result1 = await agent1.initialize()
         yield Negotiated(1, agent1, result1)

@@ -281,3 +281,41 @@ async def test_a_v1_client_through_the_router_gets_v1(
                 answer = await agent.initialize()
             nursery.cancel_scope.cancel()
     assert answer.protocol_version == 1
+
+
+# -- the v2 sides alone (no router) ---------------------------------------------
+
+
+async def test_a_v2_agent_alone_answers_a_v1_initialize_32022_and_a_lower_repeat_32600(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: v2.serve_agent(V2TestAgent, left))
+            peer = RawPeer(right)
+            await peer.request(1, "initialize", V1_INIT)
+            refused = await peer.receive()
+            await peer.request(2, "initialize", V2_INIT)
+            accepted = await peer.receive()
+            await peer.request(3, "initialize", V1_INIT)
+            repeat = await peer.receive()
+            nursery.cancel_scope.cancel()
+    assert refused["error"]["code"] == -32022
+    assert refused["error"]["data"] == {"requested": 1, "supported": [2]}
+    assert accepted["result"]["protocolVersion"] == 2
+    assert repeat["error"]["code"] == -32600
+
+
+async def test_a_v2_client_alone_refuses_a_v1_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with (
+            acp_trio.open_agent(V1TestAgent, left),
+            v2.open_client(RecordingClient(), right) as agent,
+        ):
+            with pytest.raises(acp_trio.UnsupportedProtocolVersion) as info:
+                await agent.initialize()
+    assert info.value.version == 1
