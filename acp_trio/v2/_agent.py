@@ -31,7 +31,15 @@ import trio
 
 from acp_trio import __version__
 from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import Extensible, Peer, Route, TypedHandler, implemented, one_connection
+from acp_trio._dispatch import (
+    Extensible,
+    Peer,
+    Route,
+    TypedHandler,
+    adopt_hook_docs,
+    implemented,
+    one_connection,
+)
 from acp_trio._exceptions import RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._requests import RequestContext, current_request
@@ -46,11 +54,9 @@ from acp_trio.schema.v2 import (
     CancelTerminalResponse,
     CancelToolCallRequest,
     CancelToolCallResponse,
+    ClientCapabilities,
     CloseSessionRequest,
     CloseSessionResponse,
-    CompleteElicitationNotification,
-    CreateElicitationRequest,
-    CreateElicitationResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
     Implementation,
@@ -66,17 +72,15 @@ from acp_trio.schema.v2 import (
     NewSessionResponse,
     PromptRequest,
     PromptResponse,
-    RequestPermissionRequest,
-    RequestPermissionResponse,
     ResumeSessionRequest,
     ResumeSessionResponse,
     SessionCapabilities,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
-    UpdateSessionNotification,
     UserMessage,
     converter,
 )
+from acp_trio.v2._generated_proxies import ClientProxyMethods
 from acp_trio.v2._turn import Session, Turn, _shielded, error_of
 
 __all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
@@ -102,37 +106,13 @@ AGENT_METHODS: Final[dict[str, str]] = {
 }
 
 
-class ClientProxy(Peer):
-    """Typed v2 calls from the agent to its client."""
+@adopt_hook_docs
+class ClientProxy(ClientProxyMethods, Peer):
+    """Typed v2 calls from the agent to its client (object or keyword form).
+    Cancelling a call cancels its request on the wire (``$/cancel_request``)."""
 
-    capabilities: Any = None
-
-    async def session_update(self, params: UpdateSessionNotification) -> None:
-        """Send one ``session/update``."""
-        await self._notify("session/update", params)
-
-    async def request_permission(
-        self, params: RequestPermissionRequest
-    ) -> RequestPermissionResponse:
-        """``session/request_permission``; cancelling the caller cancels it on
-        the wire (``$/cancel_request``)."""
-        result: RequestPermissionResponse = await self._request(
-            "session/request_permission", params, RequestPermissionResponse
-        )
-        return result
-
-    async def create_elicitation(
-        self, params: CreateElicitationRequest
-    ) -> CreateElicitationResponse:
-        """``elicitation/create``."""
-        result: CreateElicitationResponse = await self._request(
-            "elicitation/create", params, CreateElicitationResponse
-        )
-        return result
-
-    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
-        """``elicitation/complete``."""
-        await self._notify("elicitation/complete", params)
+    #: The client's capabilities, from its ``initialize``.
+    capabilities: ClientCapabilities | None = None
 
 
 def _not_found(method: str) -> RequestError:

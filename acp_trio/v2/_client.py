@@ -15,14 +15,21 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, overload
 
 import attrs
 import trio
 
 from acp_trio import __version__
 from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import Extensible, Peer, Route, TypedHandler, one_connection
+from acp_trio._dispatch import (
+    Extensible,
+    Peer,
+    Route,
+    TypedHandler,
+    adopt_hook_docs,
+    one_connection,
+)
 from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream
 from acp_trio._transports import open_agent_process
@@ -30,49 +37,34 @@ from acp_trio.schema import SchemaConverter
 from acp_trio.schema._runtime import build_params
 from acp_trio.schema.v2 import (
     PROTOCOL_VERSION,
-    CancelSessionNotification,
-    CancelTerminalRequest,
-    CancelTerminalResponse,
-    CancelToolCallRequest,
-    CancelToolCallResponse,
     ClientCapabilities,
-    CloseSessionRequest,
-    CloseSessionResponse,
     CompleteElicitationNotification,
+    ContentBlock,
     CreateElicitationRequest,
     CreateElicitationResponse,
-    DeleteSessionRequest,
-    DeleteSessionResponse,
     Error,
     IdleStateUpdate,
     Implementation,
     InitializeRequest,
     InitializeResponse,
-    ListSessionsRequest,
-    ListSessionsResponse,
-    LoginAuthRequest,
-    LoginAuthResponse,
-    LogoutAuthRequest,
-    LogoutAuthResponse,
-    NewSessionRequest,
-    NewSessionResponse,
     PromptRequest,
     PromptResponse,
     RequestPermissionRequest,
     RequestPermissionResponse,
-    ResumeSessionRequest,
-    ResumeSessionResponse,
-    SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse,
+    SessionId,
     UpdateSessionNotification,
     UserMessage,
     UserMessageChunk,
     converter,
 )
+from acp_trio.v2._generated_proxies import AgentProxyMethods
 
 __all__ = ["AgentProxy", "Client", "TurnResult", "connect_to_agent", "open_client"]
 
 _log = logging.getLogger("acp_trio.v2.client")
+
+#: The ``info`` a v2 client sends unless told otherwise.
+DEFAULT_INFO = Implementation(name="acp_trio", version=__version__)
 
 # How many ended turns a session remembers (an idle can be read before the
 # prompt's answer that names its message).
@@ -127,10 +119,12 @@ class _Turns:
         return ended.pop(message_id)
 
 
-class AgentProxy(Peer):
+@adopt_hook_docs
+class AgentProxy(AgentProxyMethods, Peer):
     """Typed v2 calls from the client to its agent. Each method takes the
     params object or its fields (required ones positional, ``session_id``
-    first; the rest as keywords)."""
+    first; the rest as keywords). :meth:`prompt` is a whole turn;
+    :meth:`send_prompt` only the request."""
 
     def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
         super().__init__(connection, schema_converter)
@@ -138,38 +132,15 @@ class AgentProxy(Peer):
         #: The agent's ``initialize`` answer, once there is one.
         self.initialized: InitializeResponse | None = None
 
-    async def _call(
-        self,
-        method: str,
-        cls: Any,
-        name: str,
-        pos: tuple[str, ...],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        result: Any,
-        defaults: dict[str, Any] | None = None,
-        lists: tuple[str, ...] = (),
-    ) -> Any:
-        params = build_params(cls, name, pos, lists, args, kwargs, defaults)
-        return await self._request(method, params, result)
-
-    async def initialize(self, *args: Any, **kwargs: Any) -> InitializeResponse:
-        """``initialize``; ``protocol_version`` defaults to 2, ``info`` to
-        acp_trio's. Raises :class:`~acp_trio.UnsupportedProtocolVersion` (and
-        closes the connection) if the agent answers another version (see
+    async def _send_initialize(self, params: InitializeRequest) -> InitializeResponse:
+        """``info`` defaults to acp_trio's. Raises
+        :class:`~acp_trio.UnsupportedProtocolVersion` (and closes the
+        connection) if the agent answers another version than 2 (see
         :func:`acp_trio.v2.open_any_client` to fall back to v1)."""
-        params = build_params(
-            InitializeRequest,
-            "initialize",
-            (),
-            (),
-            args,
-            kwargs,
-            {
-                "protocol_version": PROTOCOL_VERSION,
-                "info": Implementation(name="acp_trio", version=__version__),
-            },
-        )
+        # The keyword form's default for the required ``info`` is None.
+        info: Implementation | None = params.info
+        if info is None:
+            params = attrs.evolve(params, info=DEFAULT_INFO)
         raw = await self.connection.call("initialize", self.converter.unstructure(params))
         answered = raw.get("protocolVersion") if isinstance(raw, dict) else None
         if answered != PROTOCOL_VERSION:
@@ -181,148 +152,16 @@ class AgentProxy(Peer):
         self.initialized = result
         return result
 
-    async def login(self, *args: Any, **kwargs: Any) -> LoginAuthResponse:
-        """``auth/login`` (``method_id``)."""
-        result: LoginAuthResponse = await self._call(
-            "auth/login", LoginAuthRequest, "login", ("method_id",), args, kwargs, LoginAuthResponse
-        )
-        return result
-
-    async def logout(self, *args: Any, **kwargs: Any) -> LogoutAuthResponse:
-        """``auth/logout``."""
-        result: LogoutAuthResponse = await self._call(
-            "auth/logout", LogoutAuthRequest, "logout", (), args, kwargs, LogoutAuthResponse
-        )
-        return result
-
-    async def new_session(self, *args: Any, **kwargs: Any) -> NewSessionResponse:
-        """``session/new`` (``cwd``; ``mcp_servers=``, ``additional_directories=``)."""
-        result: NewSessionResponse = await self._call(
-            "session/new",
-            NewSessionRequest,
-            "new_session",
-            ("cwd",),
-            args,
-            kwargs,
-            NewSessionResponse,
-            lists=("mcp_servers", "additional_directories"),
-        )
-        return result
-
-    async def list_sessions(self, *args: Any, **kwargs: Any) -> ListSessionsResponse:
-        """``session/list``."""
-        result: ListSessionsResponse = await self._call(
-            "session/list",
-            ListSessionsRequest,
-            "list_sessions",
-            (),
-            args,
-            kwargs,
-            ListSessionsResponse,
-        )
-        return result
-
-    async def resume_session(self, *args: Any, **kwargs: Any) -> ResumeSessionResponse:
-        """``session/resume`` (``session_id``, ``cwd``; ``replay_from=``...)."""
-        result: ResumeSessionResponse = await self._call(
-            "session/resume",
-            ResumeSessionRequest,
-            "resume_session",
-            ("session_id", "cwd"),
-            args,
-            kwargs,
-            ResumeSessionResponse,
-            lists=("mcp_servers", "additional_directories"),
-        )
-        return result
-
-    async def close_session(self, *args: Any, **kwargs: Any) -> CloseSessionResponse:
-        """``session/close`` (``session_id``): the agent ends the session's
-        work, and sends nothing for it after answering."""
-        result: CloseSessionResponse = await self._call(
-            "session/close",
-            CloseSessionRequest,
-            "close_session",
-            ("session_id",),
-            args,
-            kwargs,
-            CloseSessionResponse,
-        )
-        return result
-
-    async def delete_session(self, *args: Any, **kwargs: Any) -> DeleteSessionResponse:
-        """``session/delete`` (``session_id``)."""
-        result: DeleteSessionResponse = await self._call(
-            "session/delete",
-            DeleteSessionRequest,
-            "delete_session",
-            ("session_id",),
-            args,
-            kwargs,
-            DeleteSessionResponse,
-        )
-        return result
-
-    async def set_session_config_option(
-        self, params: SetSessionConfigOptionRequest
-    ) -> SetSessionConfigOptionResponse:
-        """``session/set_config_option`` (a union: the object form only)."""
-        result: SetSessionConfigOptionResponse = await self._request(
-            "session/set_config_option", params, SetSessionConfigOptionResponse
-        )
-        return result
-
-    async def cancel_tool_call(self, *args: Any, **kwargs: Any) -> CancelToolCallResponse:
-        """``tool_call/cancel`` (``session_id``, ``tool_call_id``): only for a
-        tool call that advertises ``capabilities.cancel``; its final
-        ``tool_call_update`` confirms the end."""
-        result: CancelToolCallResponse = await self._call(
-            "tool_call/cancel",
-            CancelToolCallRequest,
-            "cancel_tool_call",
-            ("session_id", "tool_call_id"),
-            args,
-            kwargs,
-            CancelToolCallResponse,
-        )
-        return result
-
-    async def cancel_terminal(self, *args: Any, **kwargs: Any) -> CancelTerminalResponse:
-        """``terminal/cancel`` (``session_id``, ``terminal_id``)."""
-        result: CancelTerminalResponse = await self._call(
-            "terminal/cancel",
-            CancelTerminalRequest,
-            "cancel_terminal",
-            ("session_id", "terminal_id"),
-            args,
-            kwargs,
-            CancelTerminalResponse,
-        )
-        return result
-
-    async def cancel(self, *args: Any, **kwargs: Any) -> None:
-        """``session/cancel`` (``session_id``): the running turn and the held
-        prompts."""
-        params = build_params(
-            CancelSessionNotification, "cancel", ("session_id",), (), args, kwargs, None
-        )
-        await self._notify("session/cancel", params)
-
-    async def send_prompt(self, *args: Any, **kwargs: Any) -> PromptResponse:
-        """``session/prompt`` alone (``session_id``, ``prompt``): answered once
-        the prompt is inserted (a held prompt waits for the running turn)."""
-        result: PromptResponse = await self._call(
-            "session/prompt",
-            PromptRequest,
-            "send_prompt",
-            ("session_id", "prompt"),
-            args,
-            kwargs,
-            PromptResponse,
-            lists=("prompt",),
-        )
-        return result
-
+    @overload
+    async def prompt(self, params: PromptRequest, /) -> TurnResult: ...
+    @overload
+    async def prompt(
+        self,
+        session_id: SessionId,
+        prompt: Sequence[ContentBlock],
+        *,
+        meta: dict[str, Any] | None = ...,
+    ) -> TurnResult: ...
     async def prompt(self, *args: Any, **kwargs: Any) -> TurnResult:
         """A whole turn (``session_id``, ``prompt``): send ``session/prompt``
         and wait for the turn's ``idle`` state. Cancelling the call (a

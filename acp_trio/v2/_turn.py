@@ -28,7 +28,6 @@ from acp_trio.schema.v2 import (
     Error,
     IdleStateUpdate,
     PromptRequest,
-    RequestPermissionRequest,
     RequestPermissionResponse,
     RequiresActionStateUpdate,
     RunningStateUpdate,
@@ -274,12 +273,12 @@ class Turn:
             if not self.scope.cancel_called:
                 await _shielded(self.session.send_state("running"))
 
-    async def request_permission(
-        self, params: RequestPermissionRequest
-    ) -> RequestPermissionResponse:
-        """Ask the client, reporting ``requires_action`` while it decides."""
+    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
+        """``session/request_permission`` (the params object or its fields, as
+        :meth:`ClientProxy.request_permission`), reporting ``requires_action``
+        while the client decides; cancelling the turn cancels it on the wire."""
         async with self.requires_action():
-            return await self.client.request_permission(params)
+            return await self.client.request_permission(*args, **kwargs)
 
     @asynccontextmanager
     async def tool_call(
