@@ -8,7 +8,8 @@
   a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
-- ``scenario-agent``: serves the reference scenario agent on stdio.
+- ``scenario-agent [--v2]``: serves the reference scenario agent on stdio (with
+  ``--v2``, the v1 and v2 ones behind the version router).
 - ``conduct -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 """
@@ -167,6 +168,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     trace.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
+    agent.add_argument(
+        "--v2",
+        action="store_true",
+        help="serve the v1 and the ACP v2 (Preview) scenario agents behind the version router",
+    )
     conduct = sub.add_parser(
         "conduct",
         help="serve a chain of proxies and an agent as one agent on stdio",
@@ -387,6 +393,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
     if args.tool == "conduct":
         return _conduct(tools["conduct"], args.command)
+    if args.v2:
+        from acp_trio.v2._scenario import run_scenario_router
+
+        trio.run(run_scenario_router)
+        return 0
     from acp_trio.testing import run_scenario_agent
 
     trio.run(run_scenario_agent)

@@ -33,6 +33,8 @@ from acp_trio.v2._router import connect_any as connect_any
 from acp_trio.v2._router import open_any_client as open_any_client
 from acp_trio.v2._router import run_router as run_router
 from acp_trio.v2._router import serve_router as serve_router
+from acp_trio.v2._scenario import ScenarioAgent as ScenarioAgent
+from acp_trio.v2._scenario import run_scenario_router as run_scenario_router
 from acp_trio.v2._turn import TerminalHandle as TerminalHandle
 from acp_trio.v2._turn import ToolCallHandle as ToolCallHandle
 from acp_trio.v2._turn import Turn as Turn
@@ -41,6 +43,8 @@ __all__ = [
     "AGENT_METHODS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "Negotiated",
+    "ScenarioAgent",
+    "run_scenario_router",
     "choose_version",
     "connect_any",
     "open_any_client",
