@@ -316,7 +316,9 @@ class _AgentHandler(TypedHandler):
                     stop_reason = "end_turn" if result is None else result
                 except Exception as exc:
                     if not turn.scope.cancel_called:
-                        _log.warning("turn of session %s failed", session.id, exc_info=True)
+                        # A RequestError is the handler's answer; anything else a bug.
+                        trace = not isinstance(exc, RequestError)
+                        _log.warning("turn of session %s failed", session.id, exc_info=trace)
                         stop_reason, error = "error", error_of(exc)
             if turn.scope.cancel_called and error is None:
                 stop_reason = "cancelled"
