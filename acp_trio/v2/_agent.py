@@ -135,7 +135,9 @@ class Agent(Extensible):
     info: Implementation = Implementation(name="acp_trio", version=__version__)
 
     async def initialize(self, params: InitializeRequest) -> InitializeResponse:
-        """``initialize``: protocol version 2 and what the agent can do."""
+        """``initialize``: protocol version 2 and what the agent can do.
+        ``$/cancel_request`` or the connection closing cancels it (let ``trio.Cancelled`` propagate:
+        ``-32800`` is answered)."""
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             info=self.info,
@@ -143,38 +145,46 @@ class Agent(Extensible):
         )
 
     async def login(self, params: LoginAuthRequest) -> LoginAuthResponse | None:
-        """``auth/login``. Default: ``-32601``."""
+        """``auth/login``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("auth/login")
 
     async def logout(self, params: LogoutAuthRequest) -> LogoutAuthResponse | None:
-        """``auth/logout``. Default: ``-32601``."""
+        """``auth/logout``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("auth/logout")
 
     async def new_session(self, params: NewSessionRequest) -> NewSessionResponse:
-        """``session/new``. Default: ``-32601``."""
+        """``session/new``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/new")
 
     async def list_sessions(self, params: ListSessionsRequest) -> ListSessionsResponse:
-        """``session/list``. Default: ``-32601``."""
+        """``session/list``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/list")
 
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
-        """``session/resume``. Default: ``-32601``."""
+        """``session/resume``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/resume")
 
     async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         """``session/close``, called after the SDK ended the session's turn,
-        held prompts and background work. Default: success."""
+        held prompts and background work. Default: success. ``$/cancel_request`` or the connection
+        closing cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         return None
 
     async def delete_session(self, params: DeleteSessionRequest) -> DeleteSessionResponse | None:
-        """``session/delete``. Default: ``-32601``."""
+        """``session/delete``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/delete")
 
     async def set_session_config_option(
         self, params: SetSessionConfigOptionRequest
     ) -> SetSessionConfigOptionResponse:
-        """``session/set_config_option``. Default: ``-32601``."""
+        """``session/set_config_option``. Default: ``-32601``. ``$/cancel_request`` or the
+        connection closing cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/set_config_option")
 
     async def prompt(self, params: PromptRequest, turn: Turn) -> str | None:
@@ -193,14 +203,19 @@ class Agent(Extensible):
 
     async def cancel(self, params: CancelSessionNotification) -> None:
         """``session/cancel``, called after the SDK cancelled the session's
-        turn and held prompts."""
+        turn and held prompts. It runs in the notification consumer, which only
+        the connection closing cancels."""
 
     async def ext_method(self, method: str, params: Any) -> Any:
-        """An extension request no added handler takes. Default: ``-32601``."""
+        """An extension request no added handler takes. Default: ``-32601``. ``$/cancel_request`` or
+        the connection closing cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is
+        answered)."""
         raise _not_found(method)
 
     async def ext_notification(self, method: str, params: Any) -> None:
-        """An extension notification no added handler takes; ignored."""
+        """An extension notification no added handler takes; ignored. It runs in
+        wire order in the notification consumer, which only the connection
+        closing cancels."""
 
 
 class _AgentHandler(TypedHandler):
@@ -420,7 +435,8 @@ async def open_agent(
     config: ConnectionConfig | None = None,
 ) -> AsyncIterator[ClientProxy]:
     """Serve the v2 ``agent`` on ``stream`` for the block; yields the proxy
-    to the client."""
+    to the client. Leaving the block, also by an exception or a
+    cancellation, closes the connection and cancels the running turns."""
     with _serving(agent) as made:
         async with trio.open_nursery() as nursery:
             async with open_connection(stream, agent_handler(made, nursery), config=config):
@@ -433,7 +449,8 @@ async def run_agent(
 ) -> None:
     """Serve the v2 ``agent`` on this process's stdin and stdout until the
     client closes them (see :func:`acp_trio.v2.run_router` to serve v1 and v2
-    clients alike)."""
+    clients alike). Cancelling it closes the connection: running requests
+    are answered ``-32800`` and the turns cancelled."""
     async with open_stdio_stream() as stream:
         await serve_agent(agent, stream, config=config)
 

@@ -196,29 +196,36 @@ class Client(Extensible):
     agent: AgentProxy
 
     async def session_update(self, params: UpdateSessionNotification) -> None:
-        """``session/update``: one upsert, chunk or state. Default: ignore."""
+        """``session/update``: one upsert, chunk or state. Default: ignore.
+        Runs in wire order in the notification consumer, which only the
+        connection closing cancels."""
 
     async def request_permission(
         self, params: RequestPermissionRequest
     ) -> RequestPermissionResponse:
-        """``session/request_permission``. Default: ``-32601``."""
+        """``session/request_permission``. Default: ``-32601``. ``$/cancel_request`` cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("session/request_permission")
 
     async def create_elicitation(
         self, params: CreateElicitationRequest
     ) -> CreateElicitationResponse:
-        """``elicitation/create``. Default: ``-32601``."""
+        """``elicitation/create``. Default: ``-32601``. ``$/cancel_request`` cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found("elicitation/create")
 
     async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
-        """``elicitation/complete``. Default: ignore."""
+        """``elicitation/complete``. Default: ignore. Runs in the notification
+        consumer, which only the connection closing cancels."""
 
     async def ext_method(self, method: str, params: Any) -> Any:
-        """An extension request no added handler takes. Default: ``-32601``."""
+        """An extension request no added handler takes. Default: ``-32601``. ``$/cancel_request``
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
         raise _not_found(method)
 
     async def ext_notification(self, method: str, params: Any) -> None:
-        """An extension notification no added handler takes; ignored."""
+        """An extension notification no added handler takes; ignored. Runs in
+        the notification consumer, which only the connection closing cancels."""
 
     def capabilities(self) -> ClientCapabilities:
         """The capabilities :func:`open_client` sends in ``initialize``."""
@@ -264,7 +271,9 @@ async def open_client(
     schema_converter: SchemaConverter = converter,
 ) -> AsyncIterator[AgentProxy]:
     """Talk v2 to an agent on ``stream`` for the block; yields the proxy
-    (also at ``client.agent``). Call :meth:`AgentProxy.initialize` first."""
+    (also at ``client.agent``). Call :meth:`AgentProxy.initialize` first.
+    Leaving the block, also by an exception or a cancellation, closes the
+    connection: pending calls fail with :class:`~acp_trio.ConnectionClosed`."""
 
     def make(connection: Connection) -> _ClientHandler:
         proxy = AgentProxy(connection, schema_converter)
@@ -288,7 +297,8 @@ async def connect_to_agent(
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
     :func:`acp_trio.connect_to_agent`); call :meth:`AgentProxy.initialize`
-    first."""
+    first. Leaving the block, also by an exception or a cancellation, closes
+    the connection, then stops and reaps the process (shielded, bounded)."""
     async with open_agent_process(command, cwd=cwd, env=env) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(client, process.stream, config=config) as agent:

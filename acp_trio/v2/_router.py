@@ -193,7 +193,8 @@ async def serve_router(
     """Serve a v1 agent and/or a v2 agent (each an object or a factory) on
     ``stream``: the first valid ``initialize`` chooses the side by its
     protocol version (see the module doc), which then serves the whole
-    connection until it closes."""
+    connection until it closes. Cancelling it closes the connection (running
+    requests answered ``-32800``)."""
     if v1 is None and v2 is None:
         raise ValueError("serve_router needs a v1 agent, a v2 agent or both")
     supported = [n for n, side in ((1, v1), (2, v2)) if side is not None]
@@ -218,7 +219,8 @@ async def run_router(
     v2: V2Agent | None = None,
     config: ConnectionConfig | None = None,
 ) -> None:
-    """:func:`serve_router` on this process's stdin and stdout."""
+    """:func:`serve_router` on this process's stdin and stdout; cancelling it
+    closes the connection (running requests answered ``-32800``)."""
     async with open_stdio_stream() as stream:
         await serve_router(stream, v1=v1, v2=v2, config=config)
 
@@ -248,7 +250,9 @@ async def open_any_client(
     offer protocol version 2 with the ``v2`` client, and, if the agent
     answers version 1 and a ``v1`` client is given, continue with it on a
     fresh connection (``connect()`` again). Raises
-    :class:`~acp_trio.UnsupportedProtocolVersion` if no version fits."""
+    :class:`~acp_trio.UnsupportedProtocolVersion` if no version fits. Leaving
+    the block, also by an exception or a cancellation, closes the connection
+    (and whatever ``connect()`` opened)."""
     params = schema_v2.InitializeRequest(
         protocol_version=schema_v2.PROTOCOL_VERSION,
         info=info or schema_v2.Implementation(name="acp_trio", version=acp_trio.__version__),
@@ -281,7 +285,8 @@ async def connect_any(
     config: ConnectionConfig | None = None,
 ) -> AsyncIterator[Negotiated]:
     """:func:`open_any_client` with a spawned agent ``command`` (spawned
-    again for a v1 fallback)."""
+    again for a v1 fallback). Leaving the block, also by an exception or a
+    cancellation, closes the connection and stops the process."""
 
     @asynccontextmanager
     async def connect() -> AsyncIterator[trio.abc.Stream]:

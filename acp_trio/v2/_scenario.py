@@ -162,7 +162,8 @@ class ScenarioAgent(Agent):
 
 async def run_scenario_router() -> None:
     """Serve the v1 and the v2 scenario agents on this process's stdio,
-    behind the version router."""
+    behind the version router; cancelling it closes the connection (running
+    requests answered ``-32800``)."""
     from acp_trio.testing import ScenarioAgent as V1ScenarioAgent
 
     await run_router(v1=V1ScenarioAgent, v2=ScenarioAgent)

@@ -206,12 +206,14 @@ class ToolCallHandle(_Scoped):
 
     @property
     def id(self) -> str:
+        """The tool call's ``toolCallId``."""
         return self._entity.key
 
     async def update(self, **fields: Any) -> None:
         """Send a ``tool_call_update`` for this call with ``fields``
         (:class:`~acp_trio.schema.v2.ToolCallUpdate`'s, e.g. ``content=``,
-        ``raw_output=``); omitted fields stay as they were."""
+        ``raw_output=``); omitted fields stay as they were. Cancelled while
+        waiting for room in the output queue, nothing is sent."""
         await self.session.send(ToolCallUpdate(tool_call_id=self.id, **fields))
 
 
@@ -222,10 +224,12 @@ class TerminalHandle(_Scoped):
 
     @property
     def id(self) -> str:
+        """The terminal's ``terminalId``."""
         return self._entity.key
 
     async def output(self, data: bytes) -> None:
-        """Send ``data`` as a ``terminal_output_chunk`` (base64 on the wire)."""
+        """Send ``data`` as a ``terminal_output_chunk`` (base64 on the wire).
+        Cancelled while waiting for room in the output queue, nothing is sent."""
         await self.session.send(
             TerminalOutputChunk(terminal_id=self.id, data=base64.b64encode(data).decode("ascii"))
         )
@@ -252,20 +256,25 @@ class Turn:
 
     @property
     def session_id(self) -> str:
+        """The id of the session the turn runs in."""
         return self.session.id
 
     @property
     def client(self) -> ClientProxy:
+        """The proxy to the client (the agent's ``client``)."""
         return self.session.client
 
     async def send(self, update: SessionUpdate) -> None:
-        """Send one ``session/update`` for the turn's session."""
+        """Send one ``session/update`` for the turn's session (nothing once
+        it is closed). Cancelled while waiting for room in the output queue,
+        nothing is sent."""
         await self.session.send(update)
 
     @asynccontextmanager
     async def requires_action(self) -> AsyncIterator[None]:
         """Report ``requires_action`` for the block (the turn waits on the
-        user), then ``running`` again if the turn goes on."""
+        user), then ``running`` again if the turn goes on; if the turn is
+        cancelled in the block, its ``idle`` follows instead."""
         await self.session.send_state("requires_action")
         try:
             yield
