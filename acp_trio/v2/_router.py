@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -31,7 +33,7 @@ import attrs
 import trio
 
 import acp_trio
-from acp_trio._connection import ConnectionConfig
+from acp_trio._connection import Connection, ConnectionConfig
 from acp_trio._exceptions import ErrorCode
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
@@ -189,11 +191,13 @@ async def serve_router(
     v1: V1Agent | None = None,
     v2: V2Agent | None = None,
     config: ConnectionConfig | None = None,
+    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a v1 agent and/or a v2 agent (each an object or a factory) on
     ``stream``: the first valid ``initialize`` chooses the side by its
     protocol version (see the module doc), which then serves the whole
-    connection until it closes. Cancelling it closes the connection (running
+    connection until it closes; ``task_status.started()`` gets that
+    connection once chosen. Cancelling it closes the connection (running
     requests answered ``-32800``)."""
     if v1 is None and v2 is None:
         raise ValueError("serve_router needs a v1 agent, a v2 agent or both")
@@ -207,10 +211,10 @@ async def serve_router(
     replay = _ReplayStream(stream, rest)
     if version == 2:
         assert v2 is not None
-        await agent_v2.serve_agent(v2, replay, config=config)
+        await agent_v2.serve_agent(v2, replay, config=config, task_status=task_status)
     else:
         assert v1 is not None
-        await acp_trio.serve_agent(v1, replay, config=config)
+        await acp_trio.serve_agent(v1, replay, config=config, task_status=task_status)
 
 
 async def run_router(
@@ -218,11 +222,52 @@ async def run_router(
     v1: V1Agent | None = None,
     v2: V2Agent | None = None,
     config: ConnectionConfig | None = None,
+    handle_signals: bool = True,
 ) -> None:
-    """:func:`serve_router` on this process's stdin and stdout; cancelling it
-    closes the connection (running requests answered ``-32800``)."""
-    async with open_stdio_stream() as stream:
-        await serve_router(stream, v1=v1, v2=v2, config=config)
+    """:func:`serve_router` on this process's stdin and stdout, until the
+    client closes them; cancelling it closes the connection (running
+    requests answered ``-32800``).
+
+    With ``handle_signals`` (and called from the main thread), SIGTERM and
+    SIGINT shut down in order, as :func:`acp_trio.run_agent` does: the
+    connection is closed (running requests answered ``-32800``, output
+    flushed), then this returns; after SIGINT it raises ``KeyboardInterrupt``.
+    """
+    received: list[int] = []
+    chosen = _Chosen()
+    async with open_stdio_stream() as stream, trio.open_nursery() as nursery:
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            await nursery.start(_close_on_signal, chosen, received, nursery.cancel_scope)
+        await serve_router(stream, v1=v1, v2=v2, config=config, task_status=chosen)
+        nursery.cancel_scope.cancel()
+    if signal.SIGINT in received:
+        raise KeyboardInterrupt
+
+
+class _Chosen:
+    """A task status that keeps the connection the router chose."""
+
+    connection: Connection | None = None
+
+    def started(self, value: Connection | None = None) -> None:
+        self.connection = value
+
+
+async def _close_on_signal(
+    chosen: _Chosen,
+    received: list[int],
+    reading: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            received.append(signum)
+            if chosen.connection is None:
+                reading.cancel()  # still before the choice: stop reading
+            else:
+                chosen.connection.close_soon()
 
 
 @attrs.frozen

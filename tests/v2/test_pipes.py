@@ -5,6 +5,8 @@ watchdogs, no timing assertions."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -103,3 +105,27 @@ async def test_a_v1_only_agent_makes_the_client_fall_back_over_pipes() -> None:
             assert isinstance(got.agent, acp_trio.AgentProxy)
             session = await got.agent.new_session("/tmp")
     assert session.session_id == "v1-session"
+
+
+async def test_sigterm_shuts_the_router_down_in_order_before_and_after_the_choice() -> None:
+    codes = []
+    with trio.fail_after(PIPE_LIMIT):
+        for choose in (False, True):
+            async with (
+                acp_trio.open_agent_process(AGENT, stderr="discard") as process,
+                v2.open_client(RecordingClient(), process.stream) as agent,
+            ):
+                if choose:
+                    await agent.initialize()
+                    sid = (await agent.new_session("/tmp")).session_id
+                    await agent.send_prompt(sid, text("wait"))
+                else:
+                    # Answered -32600 by the router: it is reading, and
+                    # its signal handler is in place.
+                    with pytest.raises(RequestError):
+                        await agent.connection.call("session/new", {"cwd": "/"})
+                os.kill(process.pid, signal.SIGTERM)
+                # The agent closes its side and exits by itself.
+                codes.append(await process.process.wait())
+    # An orderly exit (0), not death by the signal (-15).
+    assert codes == [0, 0]
