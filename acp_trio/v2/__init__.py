@@ -11,7 +11,7 @@ shared with v1.
   :func:`run_agent`, or serve a v1 and a v2 agent on one entry point with
   :func:`serve_router` / :func:`run_router`.
 - Client side: subclass :class:`Client`, talk through :class:`AgentProxy`
-  (:func:`open_client`, :func:`connect_to_agent`), or offer v2 and fall back
+  (:func:`open_client`, :func:`open_spawned_agent`), or offer v2 and fall back
   to v1 with :func:`connect_any`.
 """
 
@@ -24,8 +24,8 @@ from acp_trio.v2._agent import serve_agent as serve_agent
 from acp_trio.v2._client import AgentProxy as AgentProxy
 from acp_trio.v2._client import Client as Client
 from acp_trio.v2._client import TurnResult as TurnResult
-from acp_trio.v2._client import connect_to_agent as connect_to_agent
 from acp_trio.v2._client import open_client as open_client
+from acp_trio.v2._client import open_spawned_agent as open_spawned_agent
 from acp_trio.v2._router import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from acp_trio.v2._router import Negotiated as Negotiated
 from acp_trio.v2._router import choose_version as choose_version
@@ -42,25 +42,25 @@ from acp_trio.v2._turn import Turn as Turn
 __all__ = [
     "AGENT_METHODS",
     "UNSUPPORTED_PROTOCOL_VERSION",
-    "Negotiated",
-    "ScenarioAgent",
-    "run_scenario_router",
-    "choose_version",
-    "connect_any",
-    "open_any_client",
-    "run_router",
-    "serve_router",
     "Agent",
     "AgentProxy",
     "Client",
     "ClientProxy",
+    "Negotiated",
+    "ScenarioAgent",
     "TerminalHandle",
     "ToolCallHandle",
     "Turn",
     "TurnResult",
-    "connect_to_agent",
+    "choose_version",
+    "connect_any",
     "open_agent",
+    "open_any_client",
     "open_client",
+    "open_spawned_agent",
     "run_agent",
+    "run_router",
+    "run_scenario_router",
     "serve_agent",
+    "serve_router",
 ]

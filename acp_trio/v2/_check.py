@@ -31,7 +31,7 @@ import trio.testing
 
 from acp_trio._exceptions import RequestError
 from acp_trio.schema.v2 import TextContent, UpdateSessionNotification, converter
-from acp_trio.v2._client import AgentProxy, Client, connect_to_agent
+from acp_trio.v2._client import AgentProxy, Client, open_spawned_agent
 
 __all__ = ["CheckResult", "check_agent_v2", "main"]
 
@@ -195,7 +195,7 @@ async def check_agent_v2(command: Sequence[str], *, seconds: float = 20.0) -> li
         client = _Recorder()
         try:
             with trio.fail_after(seconds):
-                async with connect_to_agent(client, command) as agent:
+                async with open_spawned_agent(client, command) as agent:
                     await check(agent, client)
         except _Failed as exc:
             results.append(CheckResult(name, False, str(exc)))

@@ -59,7 +59,7 @@ from acp_trio.schema.v2 import (
 )
 from acp_trio.v2._generated_proxies import AgentProxyMethods
 
-__all__ = ["AgentProxy", "Client", "TurnResult", "connect_to_agent", "open_client"]
+__all__ = ["AgentProxy", "Client", "TurnResult", "open_spawned_agent", "open_client"]
 
 _log = logging.getLogger("acp_trio.v2.client")
 
@@ -287,7 +287,7 @@ async def open_client(
 
 
 @asynccontextmanager
-async def connect_to_agent(
+async def open_spawned_agent(
     client: Client,
     command: Sequence[str],
     *,
@@ -296,7 +296,7 @@ async def connect_to_agent(
     config: ConnectionConfig | None = None,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
-    :func:`acp_trio.connect_to_agent`); call :meth:`AgentProxy.initialize`
+    :func:`acp_trio.open_client` over a spawned process); call :meth:`AgentProxy.initialize`
     first. Leaving the block, also by an exception or a cancellation, closes
     the connection, then stops and reaps the process (shielded, bounded)."""
     async with open_agent_process(command, cwd=cwd, env=env) as process:

@@ -16,6 +16,7 @@ import trio.testing
 
 import acp_trio
 from acp_trio import RequestError, v2
+from acp_trio._transports import open_agent_process
 
 from .conftest import PIPE_LIMIT, RecordingClient, text
 
@@ -112,7 +113,7 @@ async def test_sigterm_shuts_the_router_down_in_order_before_and_after_the_choic
     with trio.fail_after(PIPE_LIMIT):
         for choose in (False, True):
             async with (
-                acp_trio.open_agent_process(AGENT, stderr="discard") as process,
+                open_agent_process(AGENT, stderr="discard") as process,
                 v2.open_client(RecordingClient(), process.stream) as agent,
             ):
                 if choose:

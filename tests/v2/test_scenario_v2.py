@@ -11,6 +11,7 @@ import trio.testing
 
 import acp_trio
 from acp_trio import RequestError, v2
+from acp_trio._transports import open_agent_process
 from acp_trio.testing import ScenarioClient
 
 from .conftest import PIPE_LIMIT, RecordingClient, text
@@ -82,7 +83,10 @@ async def test_the_v2_scenario_vocabulary_over_pipes() -> None:
 async def test_a_v1_client_gets_the_v1_scenario_agent_through_the_router() -> None:
     with trio.fail_after(PIPE_LIMIT):
         client = ScenarioClient()
-        async with acp_trio.connect_to_agent(client, COMMAND) as agent:
+        async with (
+            open_agent_process(COMMAND) as process,
+            acp_trio.open_client(client, process.stream) as agent,
+        ):
             await agent.initialize()
             session = await agent.new_session("/tmp")
             answer = await agent.prompt(
