@@ -160,14 +160,19 @@ class Agent(Extensible):
         raise _not_found("session/new")
 
     async def list_sessions(self, params: ListSessionsRequest) -> ListSessionsResponse:
-        """``session/list``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
-        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
-        raise _not_found("session/list")
+        """``session/list``, part of the ``capabilities.session`` baseline.
+        Default: no sessions (an agent that keeps none). ``$/cancel_request`` or
+        the connection closing cancels it (let ``trio.Cancelled`` propagate:
+        ``-32800`` is answered)."""
+        return ListSessionsResponse(sessions=[])
 
     async def resume_session(self, params: ResumeSessionRequest) -> ResumeSessionResponse:
-        """``session/resume``. Default: ``-32601``. ``$/cancel_request`` or the connection closing
-        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
-        raise _not_found("session/resume")
+        """``session/resume``, part of the ``capabilities.session`` baseline.
+        Default: ``-32002`` (session not found) with ``{sessionId}``, as for an
+        agent that keeps no sessions. ``$/cancel_request`` or the connection
+        closing cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is
+        answered)."""
+        raise RequestError.resource_not_found({"sessionId": params.session_id})
 
     async def close_session(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         """``session/close``, called after the SDK ended the session's turn,

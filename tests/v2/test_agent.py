@@ -290,3 +290,19 @@ async def test_close_cancels_a_running_turn_and_held_prompts_before_answering(
                 await agent.close_session(sid)
                 assert client.states()[-1] == ("idle", "cancelled")
     assert errors == [-32800]
+
+
+async def test_the_session_baseline_defaults_list_nothing_and_resume_not_found(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with memory_pair(client) as agent:
+            assert agent.initialized is not None
+            assert agent.initialized.capabilities.session is not None
+            listed = await agent.list_sessions()
+            with pytest.raises(RequestError) as info:
+                await agent.resume_session("gone", "/tmp")
+    assert listed.sessions == []
+    assert info.value.code == -32002
+    assert info.value.data == {"sessionId": "gone"}
