@@ -8,7 +8,10 @@
   a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
-- ``scenario-agent``: serves the reference scenario agent on stdio.
+- ``check-agent-v2 [--json] -- CMD...``: checks an ACP v2 (Preview) scenario
+  agent (lifecycle, held prompts, per-entity cancel, ``-32022``).
+- ``scenario-agent [--v2]``: serves the reference scenario agent on stdio (with
+  ``--v2``, the v1 and v2 ones behind the version router).
 - ``conduct -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 """
@@ -166,7 +169,22 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     trace.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
+    check_v2 = sub.add_parser(
+        "check-agent-v2",
+        help="check an ACP v2 (Preview) scenario agent: lifecycle, held prompts, cancel, -32022",
+        description="Spawn a stdio ACP v2 agent speaking the scenario vocabulary (e.g. "
+        "`python -m acp_trio scenario-agent --v2`) and check the v2 rules, each on a fresh "
+        "process. Exit status: 0 every check passed, 1 one failed.",
+    )
+    check_v2.add_argument("--json", action="store_true", help="print the results as JSON")
+    check_v2.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
+
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
+    agent.add_argument(
+        "--v2",
+        action="store_true",
+        help="serve the v1 and the ACP v2 (Preview) scenario agents behind the version router",
+    )
     conduct = sub.add_parser(
         "conduct",
         help="serve a chain of proxies and an agent as one agent on stdio",
@@ -186,6 +204,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "check-agent": check,
         "check-client": client,
         "trace": trace,
+        "check-agent-v2": check_v2,
         "scenario-agent": agent,
     }
 
@@ -373,6 +392,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.tool == "check-agent":
         return _check_agent(tools["check-agent"], args)
+    if args.tool == "check-agent-v2":
+        from acp_trio.v2._check import main as check_v2_main
+
+        return check_v2_main(_command(tools["check-agent-v2"], args.command), as_json=args.json)
     if args.tool == "check-client":
         return _check_client(tools["check-client"], args)
     if args.tool == "trace":
@@ -387,6 +410,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
     if args.tool == "conduct":
         return _conduct(tools["conduct"], args.command)
+    if args.v2:
+        from acp_trio.v2._scenario import run_scenario_router
+
+        trio.run(run_scenario_router)
+        return 0
     from acp_trio.testing import run_scenario_agent
 
     trio.run(run_scenario_agent)

@@ -27,6 +27,7 @@ MODULES = [
     "acp_trio.testing",
     "acp_trio.contrib",
     "acp_trio.contrib.v2",
+    "acp_trio.v2",
     "acp_trio.build",
     "acp_trio.proxy",
 ]

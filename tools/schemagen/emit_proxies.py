@@ -51,20 +51,46 @@ METHOD_NAMES: dict[str, str] = {
     "elicitation/complete": "complete_elicitation",
 }
 
+#: The v2 names (ACP v2 renames and adds methods; ``session/prompt`` is only
+#: the request there, ``send_prompt``: the v2 proxy's ``prompt`` is the whole turn).
+V2_METHOD_NAMES: dict[str, str] = {
+    "initialize": "initialize",
+    "auth/login": "login",
+    "auth/logout": "logout",
+    "session/new": "new_session",
+    "session/list": "list_sessions",
+    "session/resume": "resume_session",
+    "session/close": "close_session",
+    "session/delete": "delete_session",
+    "session/set_config_option": "set_session_config_option",
+    "session/prompt": "send_prompt",
+    "session/cancel": "cancel",
+    "tool_call/cancel": "cancel_tool_call",
+    "terminal/cancel": "cancel_terminal",
+    "session/update": "session_update",
+    "session/request_permission": "request_permission",
+    "elicitation/create": "create_elicitation",
+    "elicitation/complete": "complete_elicitation",
+}
+
 #: (wire method, attribute) -> the default the keyword form gives a field the
 #: schema requires: a Python expression, and the value the runtime fills in.
 DEFAULTS: dict[tuple[str, str], tuple[str, str]] = {
     ("initialize", "protocol_version"): ("PROTOCOL_VERSION", "PROTOCOL_VERSION"),
     ("session/new", "mcp_servers"): ("()", "[]"),
     ("session/load", "mcp_servers"): ("()", "[]"),
+    # v2 only (v1's initialize has no ``info``): the v2 proxy's hook fills it in.
+    ("initialize", "info"): ("acp_trio's", "None"),
 }
 
 #: Which proxy calls the methods each side handles.
 PROXIES = {"agent": "AgentProxyMethods", "client": "ClientProxyMethods"}
 
 
-def method_name(meth: Method, meta_key: str | None = None) -> str:
-    return METHOD_NAMES.get(meth.name) or meta_key or meth.name.replace("/", "_")
+def method_name(
+    meth: Method, meta_key: str | None = None, names: dict[str, str] | None = None
+) -> str:
+    return (names or METHOD_NAMES).get(meth.name) or meta_key or meth.name.replace("/", "_")
 
 
 def _positional(meth: Method, fields: list[Field]) -> list[Field]:
@@ -78,9 +104,20 @@ def _positional(meth: Method, fields: list[Field]) -> list[Field]:
 
 
 class ProxiesEmitter:
-    def __init__(self, m: Model, types_module: str) -> None:
+    """``methods_module`` (where ``PROTOCOL_VERSION`` comes from) and
+    ``names`` default to v1's; the v2 proxies pass their own."""
+
+    def __init__(
+        self,
+        m: Model,
+        types_module: str,
+        methods_module: str = "acp_trio.schema._generated_methods",
+        names: dict[str, str] | None = None,
+    ) -> None:
         self.m = m
         self.types_module = types_module
+        self.methods_module = methods_module
+        self.names = names or METHOD_NAMES
         self.te = TypesEmitter(m, "")
 
     def keyword_annotation(self, f: Field) -> str:
@@ -91,7 +128,7 @@ class ProxiesEmitter:
         return ann
 
     def emit_method(self, meth: Method) -> list[str]:
-        name = method_name(meth)
+        name = method_name(meth, names=self.names)
         params = meth.params
         result = meth.result or "None"
         send = (
@@ -128,9 +165,12 @@ class ProxiesEmitter:
             doc += [
                 f"        ({names}; the rest as keywords).",
             ]
-            defaults = {a: v for (w, a), (_, v) in DEFAULTS.items() if w == meth.name}
+            present = {f.attr for f in fields}
+            defaults = {
+                a: v for (w, a), (_, v) in DEFAULTS.items() if w == meth.name and a in present
+            }
             for (w, a), (shown, _) in DEFAULTS.items():
-                if w == meth.name:
+                if w == meth.name and a in present:
                     doc.append(f"        ``{a}`` defaults to ``{shown}``.")
             defaults_arg = (
                 "{" + ", ".join(f"{q(a)}: {v}" for a, v in defaults.items()) + "}"
@@ -204,7 +244,7 @@ class ProxiesEmitter:
             "from __future__ import annotations\n",
             "from collections.abc import Mapping, Sequence",
             "from typing import TYPE_CHECKING, Any, Final, overload\n",
-            "from acp_trio.schema._generated_methods import PROTOCOL_VERSION",
+            f"from {self.methods_module} import PROTOCOL_VERSION",
             f"from {self.types_module} import *",
             "from acp_trio.schema._runtime import build_params\n",
             "__all__ = [",
@@ -216,7 +256,7 @@ class ProxiesEmitter:
         ]
         for side in ("agent", "client"):
             rows = [
-                f"    {q(meth.name)}: {q(method_name(meth, meta_keys.get(meth.name)))},"
+                f"    {q(meth.name)}: {q(method_name(meth, meta_keys.get(meth.name), self.names))},"
                 for meth in self.sorted_methods(side)
             ]
             out += [
@@ -246,7 +286,7 @@ class ProxiesEmitter:
         return "\n".join(out) + "\n"
 
     def sorted_methods(self, side: str) -> list[Method]:
-        order = list(METHOD_NAMES)
+        order = list(self.names)
         methods = [m for m in self.m.methods if m.handled_by == side]
         return sorted(
             methods, key=lambda m: (order.index(m.name) if m.name in order else len(order), m.name)

@@ -1,0 +1,305 @@
+"""The typed ACP v2 client side: subclass :class:`Client`, talk to an agent
+through :class:`AgentProxy`.
+
+:meth:`AgentProxy.prompt` is a whole turn: it sends ``session/prompt``,
+waits for the answer (the prompt inserted, its ``messageId``), then for the
+turn's ``state_update: idle``, and returns a :class:`TurnResult`. Cancelling
+it (or its deadline passing) sends ``session/cancel`` for the session.
+:meth:`AgentProxy.send_prompt` only sends the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any, overload
+
+import attrs
+import trio
+
+from acp_trio import __version__
+from acp_trio._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._dispatch import (
+    Extensible,
+    Peer,
+    Route,
+    TypedHandler,
+    adopt_hook_docs,
+    one_connection,
+)
+from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
+from acp_trio._framed import FramedStream
+from acp_trio._transports import open_agent_process
+from acp_trio.schema import SchemaConverter
+from acp_trio.schema._runtime import build_params
+from acp_trio.schema.v2 import (
+    PROTOCOL_VERSION,
+    ClientCapabilities,
+    CompleteElicitationNotification,
+    ContentBlock,
+    CreateElicitationRequest,
+    CreateElicitationResponse,
+    Error,
+    IdleStateUpdate,
+    Implementation,
+    InitializeRequest,
+    InitializeResponse,
+    PromptRequest,
+    PromptResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    SessionId,
+    UpdateSessionNotification,
+    UserMessage,
+    UserMessageChunk,
+    converter,
+)
+from acp_trio.v2._generated_proxies import AgentProxyMethods
+
+__all__ = ["AgentProxy", "Client", "TurnResult", "open_spawned_agent", "open_client"]
+
+_log = logging.getLogger("acp_trio.v2.client")
+
+#: The ``info`` a v2 client sends unless told otherwise.
+DEFAULT_INFO = Implementation(name="acp_trio", version=__version__)
+
+# How many ended turns a session remembers (an idle can be read before the
+# prompt's answer that names its message).
+_REMEMBERED_TURNS = 64
+
+
+@attrs.frozen
+class TurnResult:
+    """How a turn ended: its user message's id, the idle stop reason
+    (``end_turn``, ``cancelled``, ``error``, ...; ``None`` if the agent gave
+    none) and, for ``error``, the error it reported."""
+
+    message_id: str
+    stop_reason: str | None
+    error: Error | None = None
+
+
+class _Turns:
+    """The client's view of each session's turns, from its updates in wire
+    order: which user message the running turn is, and how ended ones ended."""
+
+    def __init__(self) -> None:
+        self._current: dict[str, str] = {}
+        self._ended: dict[str, OrderedDict[str, IdleStateUpdate]] = {}
+        self._waiters: dict[tuple[str, str], trio.Event] = {}
+
+    def saw(self, params: UpdateSessionNotification) -> None:
+        update = params.update
+        session_id = params.session_id
+        if isinstance(update, UserMessage | UserMessageChunk):
+            self._current[session_id] = update.message_id
+        elif isinstance(update, IdleStateUpdate) and update.stop_reason is not None:
+            message_id = self._current.pop(session_id, None)
+            if message_id is None:
+                return
+            ended = self._ended.setdefault(session_id, OrderedDict())
+            ended[message_id] = update
+            while len(ended) > _REMEMBERED_TURNS:
+                ended.popitem(last=False)
+            waiter = self._waiters.pop((session_id, message_id), None)
+            if waiter is not None:
+                waiter.set()
+
+    async def wait(self, session_id: str, message_id: str) -> IdleStateUpdate:
+        ended = self._ended.setdefault(session_id, OrderedDict())
+        if message_id not in ended:
+            event = self._waiters.setdefault((session_id, message_id), trio.Event())
+            try:
+                await event.wait()
+            finally:
+                self._waiters.pop((session_id, message_id), None)
+        return ended.pop(message_id)
+
+
+@adopt_hook_docs
+class AgentProxy(AgentProxyMethods, Peer):
+    """Typed v2 calls from the client to its agent. Each method takes the
+    params object or its fields (required ones positional, ``session_id``
+    first; the rest as keywords). :meth:`prompt` is a whole turn;
+    :meth:`send_prompt` only the request."""
+
+    def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:
+        super().__init__(connection, schema_converter)
+        self.turns = _Turns()
+        #: The agent's ``initialize`` answer, once there is one.
+        self.initialized: InitializeResponse | None = None
+
+    async def _send_initialize(self, params: InitializeRequest) -> InitializeResponse:
+        """``info`` defaults to acp_trio's. Raises
+        :class:`~acp_trio.UnsupportedProtocolVersion` (and closes the
+        connection) if the agent answers another version than 2 (see
+        :func:`acp_trio.v2.open_any_client` to fall back to v1)."""
+        # The keyword form's default for the required ``info`` is None.
+        info: Implementation | None = params.info
+        if info is None:
+            params = attrs.evolve(params, info=DEFAULT_INFO)
+        raw = await self.connection.call("initialize", self.converter.unstructure(params))
+        answered = raw.get("protocolVersion") if isinstance(raw, dict) else None
+        if answered != PROTOCOL_VERSION:
+            # Checked before the shape: a v1 answer has no ``info``.
+            self.connection.close_soon()
+            version = answered if isinstance(answered, int) else -1
+            raise UnsupportedProtocolVersion(version, PROTOCOL_VERSION)
+        result: InitializeResponse = self._structure_result("initialize", raw, InitializeResponse)
+        self.initialized = result
+        return result
+
+    @overload
+    async def prompt(self, params: PromptRequest, /) -> TurnResult: ...
+    @overload
+    async def prompt(
+        self,
+        session_id: SessionId,
+        prompt: Sequence[ContentBlock],
+        *,
+        meta: dict[str, Any] | None = ...,
+    ) -> TurnResult: ...
+    async def prompt(self, *args: Any, **kwargs: Any) -> TurnResult:
+        """A whole turn (``session_id``, ``prompt``): send ``session/prompt``
+        and wait for the turn's ``idle`` state. Cancelling the call (a
+        deadline, a cancel scope) sends ``session/cancel`` for the session,
+        then lets the cancellation go on. Raises :class:`RequestError` if the
+        prompt was refused (``-32800`` if cancelled before it was inserted)."""
+        params = build_params(
+            PromptRequest, "prompt", ("session_id", "prompt"), ("prompt",), args, kwargs, None
+        )
+        try:
+            accepted: PromptResponse = await self._request("session/prompt", params, PromptResponse)
+            idle = await self.turns.wait(params.session_id, accepted.message_id)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5), suppress(ACPError):
+                await self.cancel(params.session_id)
+            raise
+        return TurnResult(accepted.message_id, idle.stop_reason, idle.error)
+
+
+def _not_found(method: str) -> RequestError:
+    return RequestError.method_not_found(method)
+
+
+class Client(Extensible):
+    """Base class of an ACP v2 client: override what you handle.
+
+    :attr:`agent` is the proxy to the agent of the one connection this
+    object is on. Session updates go to :meth:`session_update` in wire
+    order (fold them with :class:`acp_trio.contrib.v2.SessionAccumulator`).
+    """
+
+    agent: AgentProxy
+
+    async def session_update(self, params: UpdateSessionNotification) -> None:
+        """``session/update``: one upsert, chunk or state. Default: ignore.
+        Runs in wire order in the notification consumer, which only the
+        connection closing cancels."""
+
+    async def request_permission(
+        self, params: RequestPermissionRequest
+    ) -> RequestPermissionResponse:
+        """``session/request_permission``. Default: ``-32601``. ``$/cancel_request`` cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
+        raise _not_found("session/request_permission")
+
+    async def create_elicitation(
+        self, params: CreateElicitationRequest
+    ) -> CreateElicitationResponse:
+        """``elicitation/create``. Default: ``-32601``. ``$/cancel_request`` cancels it (let
+        ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
+        raise _not_found("elicitation/create")
+
+    async def complete_elicitation(self, params: CompleteElicitationNotification) -> None:
+        """``elicitation/complete``. Default: ignore. Runs in the notification
+        consumer, which only the connection closing cancels."""
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        """An extension request no added handler takes. Default: ``-32601``. ``$/cancel_request``
+        cancels it (let ``trio.Cancelled`` propagate: ``-32800`` is answered)."""
+        raise _not_found(method)
+
+    async def ext_notification(self, method: str, params: Any) -> None:
+        """An extension notification no added handler takes; ignored. Runs in
+        the notification consumer, which only the connection closing cancels."""
+
+    def capabilities(self) -> ClientCapabilities:
+        """The capabilities :func:`open_client` sends in ``initialize``."""
+        return ClientCapabilities()
+
+
+class _ClientHandler(TypedHandler):
+    def __init__(self, client: Client, proxy: AgentProxy) -> None:
+        self.client = client
+        self.proxy = proxy
+        requests = {
+            "session/request_permission": Route(
+                RequestPermissionRequest, client.request_permission
+            ),
+            "elicitation/create": Route(CreateElicitationRequest, client.create_elicitation),
+        }
+        notifications = {
+            "session/update": Route(UpdateSessionNotification, self._session_update),
+            "elicitation/complete": Route(
+                CompleteElicitationNotification, client.complete_elicitation
+            ),
+        }
+        super().__init__(
+            requests,
+            notifications,
+            client.ext_method,
+            client.ext_notification,
+            client._extension_handlers(),
+            schema_converter=proxy.converter,
+        )
+
+    async def _session_update(self, params: UpdateSessionNotification) -> None:
+        self.proxy.turns.saw(params)
+        await self.client.session_update(params)
+
+
+@asynccontextmanager
+async def open_client(
+    client: Client,
+    stream: trio.abc.Stream | FramedStream,
+    *,
+    config: ConnectionConfig | None = None,
+    schema_converter: SchemaConverter = converter,
+) -> AsyncIterator[AgentProxy]:
+    """Talk v2 to an agent on ``stream`` for the block; yields the proxy
+    (also at ``client.agent``). Call :meth:`AgentProxy.initialize` first.
+    Leaving the block, also by an exception or a cancellation, closes the
+    connection: pending calls fail with :class:`~acp_trio.ConnectionClosed`."""
+
+    def make(connection: Connection) -> _ClientHandler:
+        proxy = AgentProxy(connection, schema_converter)
+        client.agent = proxy
+        return _ClientHandler(client, proxy)
+
+    error = f"this {type(client).__name__} object is already connected to an agent"
+    with one_connection(client, error):
+        async with open_connection(stream, make, config=config):
+            yield client.agent
+
+
+@asynccontextmanager
+async def open_spawned_agent(
+    client: Client,
+    command: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: dict[str, str] | None = None,
+    config: ConnectionConfig | None = None,
+) -> AsyncIterator[AgentProxy]:
+    """Spawn the agent ``command`` and talk v2 to it over its stdio (see
+    :func:`acp_trio.open_client` over a spawned process); call :meth:`AgentProxy.initialize`
+    first. Leaving the block, also by an exception or a cancellation, closes
+    the connection, then stops and reaps the process (shielded, bounded)."""
+    async with open_agent_process(command, cwd=cwd, env=env) as process:
+        config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
+        async with open_client(client, process.stream, config=config) as agent:
+            yield agent
