@@ -16,6 +16,7 @@ import acp_trio
 import acp_trio.contrib
 import acp_trio.lowlevel
 import acp_trio.testing
+import acp_trio.v2
 
 ACP_TRIO = Path(acp_trio.__file__).parent
 
@@ -97,7 +98,7 @@ def test_testing_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing]
+    "module", [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing, acp_trio.v2]
 )
 def test_public_modules_only_re_export(module: types.ModuleType) -> None:
     # The code lives in `_`-prefixed modules; a public module imports names,
@@ -124,6 +125,7 @@ def test_public_modules_only_re_export(module: types.ModuleType) -> None:
         (acp_trio.lowlevel.Connection, "acp_trio.lowlevel.Connection"),
         (acp_trio.contrib.WorkspaceFiles, "acp_trio.contrib.WorkspaceFiles"),
         (acp_trio.testing.ScenarioAgent, "acp_trio.testing.ScenarioAgent"),
+        (acp_trio.v2.Agent, "acp_trio.v2.Agent"),
     ],
 )
 def test_public_names_show_where_they_are_imported_from(value: object, shown: str) -> None:
@@ -144,6 +146,11 @@ def test_a_public_error_shows_its_public_name_in_a_traceback() -> None:
         acp_trio.TerminalHandle,
         acp_trio.contrib.TerminalManager,
         acp_trio.lowlevel.AgentProcess,
+        acp_trio.v2.AgentProxy,
+        acp_trio.v2.ClientProxy,
+        acp_trio.v2.Turn,
+        acp_trio.v2.ToolCallHandle,
+        acp_trio.v2.TerminalHandle,
     ],
 )
 def test_live_objects_have_no_public_constructor(cls: type) -> None:

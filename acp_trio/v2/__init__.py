@@ -12,7 +12,7 @@ shared with v1.
   :func:`serve_router` / :func:`run_router`.
 - Client side: subclass :class:`Client`, talk through :class:`AgentProxy`
   (:func:`open_client`, :func:`open_spawned_agent`), or offer v2 and fall back
-  to v1 with :func:`connect_any`.
+  to v1 with :func:`open_any_spawned_agent`.
 """
 
 from acp_trio.v2._agent import AGENT_METHODS as AGENT_METHODS
@@ -29,8 +29,8 @@ from acp_trio.v2._client import open_spawned_agent as open_spawned_agent
 from acp_trio.v2._router import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from acp_trio.v2._router import Negotiated as Negotiated
 from acp_trio.v2._router import choose_version as choose_version
-from acp_trio.v2._router import connect_any as connect_any
 from acp_trio.v2._router import open_any_client as open_any_client
+from acp_trio.v2._router import open_any_spawned_agent as open_any_spawned_agent
 from acp_trio.v2._router import run_router as run_router
 from acp_trio.v2._router import serve_router as serve_router
 from acp_trio.v2._scenario import ScenarioAgent as ScenarioAgent
@@ -53,7 +53,7 @@ __all__ = [
     "Turn",
     "TurnResult",
     "choose_version",
-    "connect_any",
+    "open_any_spawned_agent",
     "open_agent",
     "open_any_client",
     "open_client",
@@ -64,3 +64,7 @@ __all__ = [
     "serve_agent",
     "serve_router",
 ]
+
+from acp_trio._public import fix_module_names as _fix_module_names
+
+_fix_module_names("acp_trio.v2", globals())

@@ -42,6 +42,7 @@ from acp_trio._dispatch import (
 )
 from acp_trio._exceptions import RequestError
 from acp_trio._framed import FramedStream
+from acp_trio._public import NoPublicConstructor
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import SchemaConverter
@@ -107,7 +108,7 @@ AGENT_METHODS: Final[dict[str, str]] = {
 
 
 @adopt_hook_docs
-class ClientProxy(ClientProxyMethods, Peer):
+class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
     """Typed v2 calls from the agent to its client (object or keyword form).
     Cancelling a call cancels its request on the wire (``$/cancel_request``)."""
 
@@ -318,7 +319,7 @@ class _AgentHandler(TypedHandler):
         # Inserted: from here nothing may stop the prompt's answer.
         session.held.remove(entry)
         message_id = str(uuid.uuid4())
-        turn = Turn(session, params, message_id)
+        turn = Turn._create(session, params, message_id)
         session.turn = turn
         await _shielded(session.send(UserMessage(message_id=message_id, content=params.prompt)))
         await _shielded(session.send_state("running"))
@@ -407,7 +408,7 @@ def agent_handler(
     """The handler factory of a v2 agent whose turns run in ``nursery``."""
 
     def make(connection: Connection) -> _AgentHandler:
-        proxy = ClientProxy(connection, schema_converter)
+        proxy = ClientProxy._create(connection, schema_converter)
         agent.client = proxy
         return _AgentHandler(agent, proxy, nursery)
 

@@ -32,6 +32,7 @@ from acp_trio._dispatch import (
 )
 from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
 from acp_trio._framed import FramedStream
+from acp_trio._public import NoPublicConstructor
 from acp_trio._transports import open_agent_process
 from acp_trio.schema import SchemaConverter
 from acp_trio.schema._runtime import build_params
@@ -120,7 +121,7 @@ class _Turns:
 
 
 @adopt_hook_docs
-class AgentProxy(AgentProxyMethods, Peer):
+class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
     """Typed v2 calls from the client to its agent. Each method takes the
     params object or its fields (required ones positional, ``session_id``
     first; the rest as keywords). :meth:`prompt` is a whole turn;
@@ -276,7 +277,7 @@ async def open_client(
     connection: pending calls fail with :class:`~acp_trio.ConnectionClosed`."""
 
     def make(connection: Connection) -> _ClientHandler:
-        proxy = AgentProxy(connection, schema_converter)
+        proxy = AgentProxy._create(connection, schema_converter)
         client.agent = proxy
         return _ClientHandler(client, proxy)
 

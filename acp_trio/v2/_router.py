@@ -13,7 +13,7 @@ with ``{requested, supported}`` (and the router reads on). Once chosen, the
 whole connection, that ``initialize`` first, goes to that side, for good: a
 repeated ``initialize`` goes there too.
 
-Client side (:func:`open_any_client`, :func:`connect_any`): ``initialize``
+Client side (:func:`open_any_client`, :func:`open_any_spawned_agent`): ``initialize``
 offers version 2; if the agent answers 1, the v1 client takes over on a fresh
 connection (its own ``initialize`` carries v1 capabilities, which the first
 one could not).
@@ -46,7 +46,7 @@ __all__ = [
     "UNSUPPORTED_PROTOCOL_VERSION",
     "Negotiated",
     "choose_version",
-    "connect_any",
+    "open_any_spawned_agent",
     "open_any_client",
     "run_router",
     "serve_router",
@@ -320,7 +320,7 @@ async def open_any_client(
 
 
 @asynccontextmanager
-async def connect_any(
+async def open_any_spawned_agent(
     command: Sequence[str],
     v2: client_v2.Client,
     v1: acp_trio.Client | None = None,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._public import NoPublicConstructor
 from acp_trio.schema.v2 import (
     UNSET,
     BackgroundToolCall,
@@ -181,7 +182,7 @@ class Session:
         entity.scope.cancel()
 
 
-class _Scoped:
+class _Scoped(metaclass=NoPublicConstructor):
     """The part of :class:`ToolCallHandle` and :class:`TerminalHandle` that
     is the same: the entity, its session, its cancel scope."""
 
@@ -239,7 +240,7 @@ class TerminalHandle(_Scoped):
         self.exit_status = TerminalExitStatus(exit_code=exit_code, signal=signal)
 
 
-class Turn:
+class Turn(metaclass=NoPublicConstructor):
     """One inserted prompt of a session, running in its own cancel scope.
 
     ``session/cancel`` (or ``session/close``) cancels :attr:`scope`: the
@@ -370,7 +371,7 @@ class _ToolCallReports:
         self.fields = fields
 
     def handle(self, session: Session, entity: _Entity) -> _Scoped:
-        return ToolCallHandle(session, entity)
+        return ToolCallHandle._create(session, entity)
 
     def first(self, entity: _Entity) -> SessionUpdate:
         caps = (
@@ -392,7 +393,7 @@ class _TerminalReports:
         self.fields = fields
 
     def handle(self, session: Session, entity: _Entity) -> _Scoped:
-        return TerminalHandle(session, entity)
+        return TerminalHandle._create(session, entity)
 
     def first(self, entity: _Entity) -> SessionUpdate:
         caps = (

@@ -3,7 +3,7 @@ v2 API), both directions, over stdio, through the version routers,
 cancellation included; and the v1 fallback when the other side speaks v1
 only.
 
-- acp_trio's v2 client (``acp_trio.v2.connect_any``) drives
+- acp_trio's v2 client (``acp_trio.v2.open_any_spawned_agent``) drives
   ``ts_v2_agent.mjs``, served by the TS SDK's ``AgentProtocolRouter``.
 - ``ts_v2_client.mjs`` drives ``tests/v2/v2_test_agent.py``, served by
   ``acp_trio.v2.run_router``.
@@ -110,7 +110,7 @@ async def test_acp_trio_v2_client_against_the_ts_v2_agent_through_its_router() -
     client = Recorder()
     assert NODE is not None
     with trio.fail_after(LIMIT):
-        async with v2.connect_any([NODE, str(TS_V2_AGENT)], client) as got:
+        async with v2.open_any_spawned_agent([NODE, str(TS_V2_AGENT)], client) as got:
             assert got.version == 2
             agent = got.agent
             assert isinstance(agent, v2.AgentProxy)
@@ -169,7 +169,7 @@ async def test_acp_trio_client_falls_back_to_v1_against_a_v1_only_ts_agent(agent
         else [NODE, str(TS_V1_AGENT)]
     )
     with trio.fail_after(LIMIT):
-        async with v2.connect_any(command, Recorder(), acp_trio.Client()) as got:
+        async with v2.open_any_spawned_agent(command, Recorder(), acp_trio.Client()) as got:
             assert got.version == 1
             assert isinstance(got.agent, acp_trio.AgentProxy)
             session = await got.agent.new_session("/tmp")

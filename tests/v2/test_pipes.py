@@ -1,6 +1,6 @@
 """The v2 cancellation rules over real pipes: the v2 test agent runs as a
 subprocess behind the version router (``v2_test_agent.py``), and the v2
-client talks to it through ``connect_any``. Real clock, generous
+client talks to it through ``open_any_spawned_agent``. Real clock, generous
 watchdogs, no timing assertions."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ async def test_session_cancel_with_a_running_turn_and_two_held_prompts() -> None
     client = RecordingClient()
     codes: list[int] = []
     with trio.fail_after(PIPE_LIMIT):
-        async with v2.connect_any(AGENT, client) as got:
+        async with v2.open_any_spawned_agent(AGENT, client) as got:
             agent = got.agent
             assert isinstance(agent, v2.AgentProxy)
             sid = (await agent.new_session("/tmp")).session_id
@@ -57,7 +57,7 @@ async def test_session_cancel_with_a_running_turn_and_two_held_prompts() -> None
 async def test_tool_call_cancel_of_one_of_two_parallel_tool_calls() -> None:
     client = RecordingClient()
     with trio.fail_after(PIPE_LIMIT):
-        async with v2.connect_any(AGENT, client) as got:
+        async with v2.open_any_spawned_agent(AGENT, client) as got:
             agent = got.agent
             assert isinstance(agent, v2.AgentProxy)
             sid = (await agent.new_session("/tmp")).session_id
@@ -84,7 +84,7 @@ async def test_tool_call_cancel_of_one_of_two_parallel_tool_calls() -> None:
 async def test_a_turn_whose_handler_raises_ends_idle_with_error() -> None:
     client = RecordingClient()
     with trio.fail_after(PIPE_LIMIT):
-        async with v2.connect_any(AGENT, client) as got:
+        async with v2.open_any_spawned_agent(AGENT, client) as got:
             agent = got.agent
             assert isinstance(agent, v2.AgentProxy)
             sid = (await agent.new_session("/tmp")).session_id
@@ -101,7 +101,9 @@ async def test_a_turn_whose_handler_raises_ends_idle_with_error() -> None:
 
 async def test_a_v1_only_agent_makes_the_client_fall_back_over_pipes() -> None:
     with trio.fail_after(PIPE_LIMIT):
-        async with v2.connect_any([*AGENT, "--no-v2"], RecordingClient(), acp_trio.Client()) as got:
+        async with v2.open_any_spawned_agent(
+            [*AGENT, "--no-v2"], RecordingClient(), acp_trio.Client()
+        ) as got:
             assert got.version == 1
             assert isinstance(got.agent, acp_trio.AgentProxy)
             session = await got.agent.new_session("/tmp")

@@ -28,7 +28,7 @@ def chunks(client: RecordingClient) -> list[str]:
 async def test_the_v2_scenario_vocabulary_over_pipes() -> None:
     client = RecordingClient(answer="allow")
     with trio.fail_after(PIPE_LIMIT):
-        async with v2.connect_any(COMMAND, client) as got:
+        async with v2.open_any_spawned_agent(COMMAND, client) as got:
             agent = got.agent
             assert isinstance(agent, v2.AgentProxy)
             sid = (await agent.new_session("/tmp")).session_id
