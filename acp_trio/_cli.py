@@ -9,7 +9,7 @@
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
 - ``scenario-agent``: serves the reference scenario agent on stdio.
-- ``conduct -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
+- ``conduct [--trace FILE] -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 """
 
@@ -175,6 +175,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "each component with a successor, proxy/successor routed hop by hop, each hop's "
         "requests cancelled on its own connection. Ends when the client closes stdin or a "
         "component exits; no process is left behind.",
+    )
+    conduct.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="append every hop's messages to FILE as JSON lines, with each hop's own ids",
     )
     conduct.add_argument(
         "command",
@@ -345,7 +350,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return report.exit_code
 
 
-def _conduct(parser: argparse.ArgumentParser, words: list[str]) -> int:
+def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | None) -> int:
     components: list[list[str]] = []
     for word in words:
         if word == "--":
@@ -359,11 +364,20 @@ def _conduct(parser: argparse.ArgumentParser, words: list[str]) -> int:
     from acp_trio._conductor import serve_conductor
     from acp_trio._transports import open_stdio_stream
 
+    try:
+        log = None if trace is None else open(trace, "a", encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        parser.error(f"cannot open the trace {trace}: {exc}")
+
     async def run() -> None:
         async with open_stdio_stream() as stream:
-            await serve_conductor(stream, components)
+            await serve_conductor(stream, components, trace=log)
 
-    trio.run(run)
+    try:
+        trio.run(run)
+    finally:
+        if log is not None:
+            log.close()
     return 0
 
 
@@ -386,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with log:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
     if args.tool == "conduct":
-        return _conduct(tools["conduct"], args.command)
+        return _conduct(tools["conduct"], args.command, args.trace)
     from acp_trio.testing import run_scenario_agent
 
     trio.run(run_scenario_agent)
