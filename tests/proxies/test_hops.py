@@ -195,3 +195,45 @@ async def test_the_command_line_writes_the_per_hop_trace(tmp_path: Path) -> None
     hop, request_id = trace.forwarded(1, plain.message["id"])
     assert trace.request(hop, "conductor", request_id).message["method"] == "fs/read_text_file"
     assert [r["event"] for r in trace.records if "event" in r][-1] == "stopping"
+
+
+META = [sys.executable, str(Path(__file__).with_name("meta_proxy.py"))]
+
+
+async def test_the_envelope_meta_stays_on_its_hop_and_the_message_meta_passes() -> None:
+    log = io.StringIO()
+    left, right = trio.testing.memory_stream_pair()
+    inner = {"example.org/trace": {"id": "t-1"}}
+    sent = {**prompt_of("", "echo hi"), "_meta": inner}
+    chain = [META, list(SCENARIO_AGENT_COMMAND)]
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, chain, stderr="capture", trace=log, task_status=task_status
+                )
+            )
+            async with acp_trio.open_connection(left, Allowing()) as conn:
+                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": CAPS})
+                sent["sessionId"] = (
+                    await conn.call("session/new", {"cwd": "/", "mcpServers": []})
+                )["sessionId"]
+                assert await conn.call("session/prompt", sent) == {"stopReason": "end_turn"}
+            nursery.cancel_scope.cancel()
+    trace = Trace(log.getvalue())
+    trace.check_each_hop()
+    # The proxy's envelope carried its own _meta ...
+    (envelope,) = [r for r in trace.requests("session/prompt") if r.hop == 1 and r.sender == "peer"]
+    assert envelope.message["params"]["_meta"] == {"example.org/hop": "local to this hop"}
+    # ... which the agent never sees; the prompt's own _meta arrives unchanged.
+    (delivered,) = [r for r in trace.requests("session/prompt") if r.hop == 2]
+    assert delivered.message["params"] == sent
+    assert not [
+        f for f in trace.frames if f.hop == 2 and "example.org/hop" in json.dumps(f.message)
+    ]
+    # The conductor's own envelopes (the agent's update, wrapped for the
+    # proxy) carry no _meta of their own.
+    wrapped = [f for f in trace.frames if f.hop == 1 and f.sender == "conductor"]
+    envelopes = [f for f in wrapped if f.message.get("method") == SUCCESSOR]
+    assert envelopes
+    assert all("_meta" not in f.message["params"] for f in envelopes)
