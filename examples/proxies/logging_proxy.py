@@ -28,22 +28,21 @@ def log(line: str) -> None:
         print(f"logging-proxy: {line}", file=sys.stderr, flush=True)
 
 
-def route(method: str, params: Any) -> tuple[str, Any]:
-    """Where a message goes: unwrap the successor's, wrap the client's."""
-    if method == SUCCESSOR:
-        return params["method"], params.get("params")
-    if method == "proxy/initialize":
-        method = "initialize"  # forwarded as initialize, as the RFD asks
-    return SUCCESSOR, {"method": method, "params": params}
-
-
 class LoggingProxy(acp_trio.Handler):
     def __init__(self) -> None:
         self.connection: acp_trio.Connection | None = None
         self.connected = trio.Event()
 
+    def route(self, method: str, params: Any) -> tuple[str, Any]:
+        """Where a message goes: unwrap the successor's, wrap the client's."""
+        if method == SUCCESSOR:
+            return params["method"], params.get("params")
+        if method == "proxy/initialize":
+            method = "initialize"  # forwarded as initialize, as the RFD asks
+        return SUCCESSOR, {"method": method, "params": params}
+
     async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
-        out, out_params = route(method, params)
+        out, out_params = self.route(method, params)
         log(f"request {ctx.id!r} {method} -> {out}")
         try:
             return await ctx.connection.call(out, out_params)
@@ -53,15 +52,15 @@ class LoggingProxy(acp_trio.Handler):
             log(f"request {ctx.id!r} done")
 
     async def handle_notification(self, method: str, params: Any) -> None:
-        out, out_params = route(method, params)
+        out, out_params = self.route(method, params)
         log(f"notification {method} -> {out}")
         await self.connected.wait()
         assert self.connection is not None
         await self.connection.notify(out, out_params)
 
 
-async def main() -> None:
-    proxy = LoggingProxy()
+async def main(proxy: LoggingProxy) -> None:
+    """Serve ``proxy`` on stdio until the conductor closes it."""
     async with (
         acp_trio.open_stdio_stream() as stream,
         acp_trio.open_connection(stream, proxy) as connection,
@@ -72,4 +71,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main)
+    trio.run(main, LoggingProxy())

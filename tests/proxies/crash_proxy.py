@@ -22,15 +22,4 @@ class CrashProxy(logging_proxy.LoggingProxy):
         return await super().handle_request(ctx, method, params)
 
 
-async def main() -> None:
-    proxy = CrashProxy()
-    async with (
-        acp_trio.open_stdio_stream() as stream,
-        acp_trio.open_connection(stream, proxy) as connection,
-    ):
-        proxy.connection = connection
-        proxy.connected.set()
-        await connection.wait_closed()
-
-
-trio.run(main)
+trio.run(logging_proxy.main, CrashProxy())

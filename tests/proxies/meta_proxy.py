@@ -3,45 +3,25 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "proxies"))
+
 from typing import Any
 
+import logging_proxy
 import trio
 
-import acp_trio
-
-SUCCESSOR = "proxy/successor"
 HOP_META = {"example.org/hop": "local to this hop"}
 
 
-def route(method: str, params: Any) -> tuple[str, Any]:
-    if method == SUCCESSOR:
-        return params["method"], params.get("params")
-    if method == "proxy/initialize":
-        method = "initialize"
-    return SUCCESSOR, {"method": method, "params": params, "_meta": HOP_META}
+class MetaProxy(logging_proxy.LoggingProxy):
+    def route(self, method: str, params: Any) -> tuple[str, Any]:
+        out, out_params = super().route(method, params)
+        if out == logging_proxy.SUCCESSOR:
+            out_params = {**out_params, "_meta": HOP_META}
+        return out, out_params
 
 
-class MetaProxy(acp_trio.Handler):
-    connection: acp_trio.Connection
-
-    async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
-        try:
-            return await ctx.connection.call(*route(method, params))
-        except acp_trio.RequestError as exc:
-            raise exc.passed_on() from None
-
-    async def handle_notification(self, method: str, params: Any) -> None:
-        await self.connection.notify(*route(method, params))
-
-
-async def main() -> None:
-    proxy = MetaProxy()
-    async with (
-        acp_trio.open_stdio_stream() as stream,
-        acp_trio.open_connection(stream, proxy) as connection,
-    ):
-        proxy.connection = connection
-        await connection.wait_closed()
-
-
-trio.run(main)
+trio.run(logging_proxy.main, MetaProxy())
