@@ -1,4 +1,6 @@
-"""A proxy that passes messages on, and exits mid-turn on its first prompt."""
+"""A proxy that passes messages on, and exits (code 7) mid-turn on the first
+request of the method given after ``--on`` (default ``session/prompt``),
+wrapped in ``proxy/successor`` or not."""
 
 from __future__ import annotations
 
@@ -14,10 +16,13 @@ import trio
 
 import acp_trio
 
+ON = sys.argv[sys.argv.index("--on") + 1] if "--on" in sys.argv else "session/prompt"
+
 
 class CrashProxy(logging_proxy.LoggingProxy):
     async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
-        if method == "session/prompt":
+        inner = params["method"] if method == logging_proxy.SUCCESSOR else method
+        if inner == ON:
             os._exit(7)
         return await super().handle_request(ctx, method, params)
 
