@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Literal
 
 import attrs
@@ -41,6 +41,7 @@ import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, Handler, connect_connection
 from acp_trio._exceptions import ConnectionClosed, RequestError
+from acp_trio._forward_order import ForwardOrder
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext
@@ -96,12 +97,21 @@ class _Chain:
         has_successor = index < len(self.hops) - 1
         return PROXY_INITIALIZE if method == "initialize" and has_successor else method
 
-    async def call(self, index: int, method: str, params: Any, cause: tuple[int, Any]) -> Any:
+    async def call(
+        self,
+        index: int,
+        method: str,
+        params: Any,
+        cause: tuple[int, Any],
+        sending: Callable[[], None],
+    ) -> Any:
         """Call ``method`` on hop ``index`` for the request ``cause`` (hop,
-        id) being handled."""
-        await self.ready.wait()
+        id) being handled; ``sending()`` is called just before it is sent."""
+        if not self.ready.is_set():
+            await self.ready.wait()
         conn = self.hop(index)
         try:
+            sending()  # no checkpoint from here until the request is queued
             if self.trace is None:
                 return await conn.call(method, params)
             async with conn.open_request(method, params) as pending:
@@ -120,7 +130,8 @@ class _Chain:
             raise RequestError(-32603, f"{what} is gone: {exc.reason}{status}") from None
 
     async def notify(self, index: int, method: str, params: Any) -> None:
-        await self.ready.wait()
+        if not self.ready.is_set():
+            await self.ready.wait()
         try:
             await self.hop(index).notify(method, params)
         except ConnectionClosed:
@@ -149,6 +160,7 @@ class _HopHandler(Handler):
 
     chain: _Chain
     index: int
+    order: ForwardOrder = attrs.field(factory=ForwardOrder)
 
     def _route(self, method: str, params: Any) -> tuple[int, str, Any]:
         """Where a message of this hop goes: (hop, method, params)."""
@@ -163,11 +175,31 @@ class _HopHandler(Handler):
             return 0, method, params  # the first component speaks to the client
         return self.index - 1, PROXY_SUCCESSOR, _wrap(method, params)
 
+    # A notification goes on after the requests read before it (see
+    # acp_trio._forward_order): a session/cancel never overtakes its prompt.
+
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        self.order.received(ctx)
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        self.order.finished(ctx)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        self.order.notification_read()
+        return False
+
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         target, out_method, out_params = self._route(method, params)
-        return await self.chain.call(target, out_method, out_params, (self.index, ctx.id))
+        return await self.chain.call(
+            target,
+            out_method,
+            out_params,
+            (self.index, ctx.id),
+            lambda: self.order.sending(ctx),
+        )
 
     async def handle_notification(self, method: str, params: Any) -> None:
+        await self.order.before_notification()
         try:
             target, out_method, out_params = self._route(method, params)
         except RequestError as exc:

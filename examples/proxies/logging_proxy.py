@@ -6,6 +6,8 @@ arrive as they are and go on to the successor wrapped in ``proxy/successor``;
 the successor's messages arrive wrapped and go on to the client side as they
 are. Forwarding is a nested call in the incoming request's scope, so a
 cancelled request cancels its forwarded one, on the wire, with its own id.
+A ``ForwardOrder`` keeps each notification behind the requests read before
+it, so that a ``session/cancel`` never overtakes its prompt.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import trio
 
 import acp_trio
+from acp_trio.proxy import ForwardOrder
 
 SUCCESSOR = "proxy/successor"
 
@@ -32,6 +35,17 @@ class LoggingProxy(acp_trio.Handler):
     def __init__(self) -> None:
         self.connection: acp_trio.Connection | None = None
         self.connected = trio.Event()
+        self.order = ForwardOrder()
+
+    def request_received(self, ctx: acp_trio.RequestContext, params: Any) -> None:
+        self.order.received(ctx)
+
+    def request_finished(self, ctx: acp_trio.RequestContext) -> None:
+        self.order.finished(ctx)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        self.order.notification_read()
+        return False
 
     def route(self, method: str, params: Any) -> tuple[str, Any]:
         """Where a message goes: unwrap the successor's, wrap the client's."""
@@ -44,6 +58,7 @@ class LoggingProxy(acp_trio.Handler):
     async def handle_request(self, ctx: acp_trio.RequestContext, method: str, params: Any) -> Any:
         out, out_params = self.route(method, params)
         log(f"request {ctx.id!r} {method} -> {out}")
+        self.order.sending(ctx)  # sent now: the notifications after it may follow
         try:
             return await ctx.connection.call(out, out_params)
         except acp_trio.RequestError as exc:
@@ -52,9 +67,11 @@ class LoggingProxy(acp_trio.Handler):
             log(f"request {ctx.id!r} done")
 
     async def handle_notification(self, method: str, params: Any) -> None:
+        await self.order.before_notification()
         out, out_params = self.route(method, params)
         log(f"notification {method} -> {out}")
-        await self.connected.wait()
+        if not self.connected.is_set():
+            await self.connected.wait()
         assert self.connection is not None
         await self.connection.notify(out, out_params)
 

@@ -283,3 +283,34 @@ async def test_a_typed_proxy_answers_by_policy_or_asks_the_client(refused: bool)
                 await client.wait_for_requests("session/request_permission")
                 await agent.cancel(session)
     assert replies[0].stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize("proxy", ["logging", "typed"])
+async def test_a_session_cancel_right_after_its_prompt_never_overtakes_it(proxy: str) -> None:
+    # Each hop runs a request in a task of its own and notifications in
+    # another: without ForwardOrder a session/cancel sent right after its
+    # prompt could be passed on first, find no turn, and leave the prompt
+    # waiting for ever.
+    first = PROXY if proxy == "logging" else CONTEXT
+    components = [first, [*PROXY, "--quiet"], list(SCENARIO_AGENT_COMMAND)]
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, components, stderr="capture", task_status=task_status
+                )
+            )
+            async with acp_trio.open_connection(left, RawClient()) as conn:
+                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                new = await conn.call("session/new", {"cwd": "/", "mcpServers": []})
+                prompt = {
+                    "sessionId": new["sessionId"],
+                    "prompt": [{"type": "text", "text": "wait_for_cancel"}],
+                }
+                for _ in range(10):
+                    async with conn.open_request("session/prompt", prompt) as pending:
+                        await conn.notify("session/cancel", {"sessionId": new["sessionId"]})
+                        with trio.fail_after(LIMIT / 4):
+                            assert await pending.result() == {"stopReason": "cancelled"}
+            nursery.cancel_scope.cancel()

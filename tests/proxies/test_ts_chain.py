@@ -34,16 +34,15 @@ CHAIN = [*CONDUCT, *SCENARIO_AGENT_COMMAND]
 
 # One session, every command of ../shared/scenario-agent.md. The context
 # proxy appends a text block to each prompt; the scenario agent reads only
-# the first one, so the vocabulary is unchanged. A session/cancel with no
-# nested request to wait for (wait_for_cancel) is sent a while after the
-# prompt: it is a notification and must not overtake the prompt on its way
-# down the chain.
+# the first one, so the vocabulary is unchanged. The session/cancel of a
+# wait_for_cancel is sent at once after its prompt: every hop keeps it
+# behind the prompt (ForwardOrder), or the turn would never end.
 SCRIPT: list[dict[str, Any]] = [
     {"prompt": "echo hello"},
     {"prompt": "stream 3 4"},
     {"prompt": "read 2 /a"},
     {"prompt": "write 2 /a 10"},
-    {"prompt": "wait_for_cancel", "cancel": "session", "after_ms": 500},
+    {"prompt": "wait_for_cancel", "cancel": "session", "after_ms": 0},
     {"prompt": "wait_for_cancel", "cancel": "request", "after_ms": 100},
     {"prompt": "nested", "cancel": "session", "wait_requests": 3},
     {"prompt": "nested", "cancel": "request", "wait_requests": 3},
