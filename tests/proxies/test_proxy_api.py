@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 import acp_trio
@@ -151,3 +152,36 @@ async def test_the_envelope_meta_is_hop_local_and_the_message_meta_passes(typed:
     assert up_method == "session/request_permission"
     assert plain["_meta"] == inner  # the envelope's _meta stayed on its hop
     assert "hop" not in json.dumps(plain)
+
+
+class Holding(Proxy):
+    """Checkpoints before passing a prompt on (as any real override may)."""
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        await trio.lowlevel.checkpoint()
+        return await self.successor.prompt(params)
+
+
+async def test_a_notification_waits_for_the_requests_read_before_it() -> None:
+    # Without ForwardOrder the session/cancel, read after the prompt, would
+    # go out first while the override checkpoints.
+    received: list[str] = []
+
+    def trace(direction: str, frame: bytes) -> None:
+        message = json.loads(frame)
+        if direction == "recv" and "method" in message:
+            received.append(message["params"].get("method", message["method"]))
+
+    config = acp_trio.ConnectionConfig(trace=trace)
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_proxy, Holding(), right)
+            async with acp_trio.open_connection(left, Recording(), config=config) as conn:
+                async with conn.open_request("session/prompt", prompt) as pending:
+                    await conn.notify("session/cancel", {"sessionId": "s"})
+                    await pending.result()
+                await conn.call("session/prompt", prompt)  # the cancel went out before
+            nursery.cancel_scope.cancel()
+    assert received == ["session/prompt", "session/cancel", "session/prompt"]
