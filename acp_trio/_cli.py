@@ -12,7 +12,7 @@
   agent (lifecycle, held prompts, per-entity cancel, ``-32022``).
 - ``scenario-agent [--v2]``: serves the reference scenario agent on stdio (with
   ``--v2``, the v1 and v2 ones behind the version router).
-- ``conduct -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
+- ``conduct [--trace FILE] -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 """
 
@@ -195,6 +195,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "component exits; no process is left behind.",
     )
     conduct.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="append every hop's messages to FILE as JSON lines, with each hop's own ids",
+    )
+    conduct.add_argument(
         "command",
         nargs=argparse.REMAINDER,
         help="-- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...",
@@ -364,7 +369,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return report.exit_code
 
 
-def _conduct(parser: argparse.ArgumentParser, words: list[str]) -> int:
+def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | None) -> int:
     components: list[list[str]] = []
     for word in words:
         if word == "--":
@@ -378,11 +383,20 @@ def _conduct(parser: argparse.ArgumentParser, words: list[str]) -> int:
     from acp_trio._conductor import serve_conductor
     from acp_trio._transports import open_stdio_stream
 
+    try:
+        log = None if trace is None else open(trace, "a", encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        parser.error(f"cannot open the trace {trace}: {exc}")
+
     async def run() -> None:
         async with open_stdio_stream() as stream:
-            await serve_conductor(stream, components)
+            await serve_conductor(stream, components, trace=log)
 
-    trio.run(run)
+    try:
+        trio.run(run)
+    finally:
+        if log is not None:
+            log.close()
     return 0
 
 
@@ -409,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with log:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
     if args.tool == "conduct":
-        return _conduct(tools["conduct"], args.command)
+        return _conduct(tools["conduct"], args.command, args.trace)
     if args.v2:
         from acp_trio.v2._scenario import run_scenario_router
 

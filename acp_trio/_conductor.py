@@ -21,22 +21,31 @@ incoming request's scope, which cancels the forwarded call, which sends
 ``$/cancel_request`` with *its* id on the next connection; every hop answers
 its own request exactly once. A reply or error comes back unchanged; an error
 of the conductor's own (the next component exited) is a plain ``-32603``.
+
+With a trace file (``conduct --trace FILE``), every message of every hop is
+a JSON line with the hop's number, its peer (``client``, ``proxy N``,
+``agent``) and its own ids, and each request the conductor passes on is
+linked to the one it came from (``"event": "forward"``), so one request can
+be followed through the chain (see :class:`~acp_trio._trace.TraceLog`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Literal
 
 import attrs
 import trio
 
 from acp_trio._connection import Connection, ConnectionConfig, Handler, connect_connection
 from acp_trio._exceptions import ConnectionClosed, RequestError
+from acp_trio._forward_order import ForwardOrder
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
 from acp_trio._requests import RequestContext
+from acp_trio._trace import TraceLog
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._process import StderrMode
 
@@ -53,9 +62,30 @@ class _Chain:
     conductor plays the agent there), ``hops[1:]`` the components', in
     order, the last being the agent."""
 
-    def __init__(self) -> None:
-        self.hops: list[Connection | None] = []
+    def __init__(self, size: int, trace: TraceLog | None = None) -> None:
+        self.hops: list[Connection | None] = [None] * (size + 1)
         self.ready = trio.Event()
+        self.trace = trace
+
+    def peer(self, index: int) -> str:
+        """The peer of hop ``index``, as the trace names it."""
+        if index == 0:
+            return "client"
+        return "agent" if index == len(self.hops) - 1 else f"proxy {index}"
+
+    def config(self, index: int, config: ConnectionConfig) -> ConnectionConfig:
+        """``config`` for hop ``index``, its frames traced if tracing."""
+        trace, outer, peer = self.trace, config.trace, self.peer(index)
+        if trace is None:
+            return config
+        where = {"recv": f"{peer}->conductor", "send": f"conductor->{peer}"}
+
+        def hook(direction: Literal["send", "recv"], frame: bytes) -> None:
+            trace.hop_frame(index, peer, where[direction], frame)
+            if outer is not None:
+                outer(direction, frame)
+
+        return attrs.evolve(config, trace=hook)
 
     def hop(self, index: int) -> Connection:
         conn = self.hops[index]
@@ -67,11 +97,31 @@ class _Chain:
         has_successor = index < len(self.hops) - 1
         return PROXY_INITIALIZE if method == "initialize" and has_successor else method
 
-    async def call(self, index: int, method: str, params: Any) -> Any:
-        await self.ready.wait()
+    async def call(
+        self,
+        index: int,
+        method: str,
+        params: Any,
+        cause: tuple[int, Any],
+        sending: Callable[[], None],
+    ) -> Any:
+        """Call ``method`` on hop ``index`` for the request ``cause`` (hop,
+        id) being handled; ``sending()`` is called just before it is sent."""
+        if not self.ready.is_set():
+            await self.ready.wait()
         conn = self.hop(index)
         try:
-            return await conn.call(method, params)
+            sending()  # no checkpoint from here until the request is queued
+            if self.trace is None:
+                return await conn.call(method, params)
+            async with conn.open_request(method, params) as pending:
+                self.trace.event(
+                    "forward",
+                    method=method,
+                    **{"from": {"hop": cause[0], "id": cause[1]}},
+                    to={"hop": index, "id": pending.id},
+                )
+                return await pending.result()
         except RequestError as exc:
             raise exc.passed_on() from None  # the successor's own error, unchanged
         except ConnectionClosed as exc:
@@ -80,7 +130,8 @@ class _Chain:
             raise RequestError(-32603, f"{what} is gone: {exc.reason}{status}") from None
 
     async def notify(self, index: int, method: str, params: Any) -> None:
-        await self.ready.wait()
+        if not self.ready.is_set():
+            await self.ready.wait()
         try:
             await self.hop(index).notify(method, params)
         except ConnectionClosed:
@@ -109,6 +160,7 @@ class _HopHandler(Handler):
 
     chain: _Chain
     index: int
+    order: ForwardOrder = attrs.field(factory=ForwardOrder)
 
     def _route(self, method: str, params: Any) -> tuple[int, str, Any]:
         """Where a message of this hop goes: (hop, method, params)."""
@@ -123,11 +175,31 @@ class _HopHandler(Handler):
             return 0, method, params  # the first component speaks to the client
         return self.index - 1, PROXY_SUCCESSOR, _wrap(method, params)
 
+    # A notification goes on after the requests read before it (see
+    # acp_trio._forward_order): a session/cancel never overtakes its prompt.
+
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        self.order.received(ctx)
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        self.order.finished(ctx)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        self.order.notification_read()
+        return False
+
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         target, out_method, out_params = self._route(method, params)
-        return await self.chain.call(target, out_method, out_params)
+        return await self.chain.call(
+            target,
+            out_method,
+            out_params,
+            (self.index, ctx.id),
+            lambda: self.order.sending(ctx),
+        )
 
     async def handle_notification(self, method: str, params: Any) -> None:
+        await self.order.before_notification()
         try:
             target, out_method, out_params = self._route(method, params)
         except RequestError as exc:
@@ -143,6 +215,7 @@ async def serve_conductor(
     config: ConnectionConfig | None = None,
     stderr: StderrMode | logging.Logger = "forward",
     drain_grace: float = 2.0,
+    trace: IO[str] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the chain ``components`` (commands: proxies first, the agent
@@ -156,11 +229,16 @@ async def serve_conductor(
     answered ``-32603`` (given up to ``drain_grace`` seconds to go out) and
     the chain stops, as when the client leaves.
     Cancelling the caller stops the chain the same way.
+
+    With ``trace`` (a text file open for writing), every hop's messages are
+    logged to it as JSON lines, with the hop and its own ids (see the
+    module's docstring).
     """
     if not components or any(not command for command in components):
         raise ValueError("a chain needs at least one component, each a non-empty command")
-    chain = _Chain()
-    chain.hops = [None] * (len(components) + 1)
+    log = None if trace is None else TraceLog(trace, clock=time.monotonic)
+    chain = _Chain(len(components), log)
+    config = config or ConnectionConfig()
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
             processes = []
@@ -168,14 +246,19 @@ async def serve_conductor(
                 for index, command in enumerate(components, start=1):
                     process = await nursery.start(_run_component, command, stderr)
                     processes.append(process)
+                    if log is not None:
+                        peer = chain.peer(index)
+                        log.event(
+                            "start", hop=index, peer=peer, command=list(command), pid=process.pid
+                        )
                     hop_config = attrs.evolve(
-                        config or ConnectionConfig(), exit_details=process.exit_details
+                        chain.config(index, config), exit_details=process.exit_details
                     )
                     chain.hops[index] = await connect_connection(
                         nursery, process.stream, _HopHandler(chain, index), config=hop_config
                     )
                 client = await connect_connection(
-                    nursery, client_stream, _HopHandler(chain, 0), config=config
+                    nursery, client_stream, _HopHandler(chain, 0), config=chain.config(0, config)
                 )
                 chain.hops[0] = client
                 chain.ready.set()
@@ -187,6 +270,8 @@ async def serve_conductor(
                         await _drain_client(chain, drain_grace)
             finally:
                 nursery.cancel_scope.cancel()
+                if log is not None:
+                    log.event("stopping")
 
 
 async def _until_any_closed(chain: _Chain) -> int:

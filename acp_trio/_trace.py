@@ -30,7 +30,7 @@ import datetime
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import IO, Any, Literal
 
@@ -57,11 +57,17 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class TraceLog:
-    """JSON lines, one per message, flushed as they are written."""
+    """JSON lines, one per message, flushed as they are written.
 
-    def __init__(self, file: IO[str]) -> None:
+    ``clock`` gives the ``elapsed`` seconds (Trio's clock by default; the
+    conductor's per-hop trace uses :func:`time.monotonic`, as its records are
+    written from a connection's trace hook, where Trio must not be called).
+    """
+
+    def __init__(self, file: IO[str], *, clock: Callable[[], float] = trio.current_time) -> None:
         self._file = file
-        self._start = trio.current_time()
+        self._clock = clock
+        self._start = clock()
         self._decoders: dict[Direction, LineDecoder] = {
             "client->agent": LineDecoder(),
             "agent->client": LineDecoder(),
@@ -71,7 +77,7 @@ class TraceLog:
         now = datetime.datetime.now(datetime.UTC)
         stamped = {
             "time": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "elapsed": round(trio.current_time() - self._start, 6),
+            "elapsed": round(self._clock() - self._start, 6),
             **record,
         }
         self._file.write(json.dumps(stamped, ensure_ascii=False) + "\n")
@@ -90,6 +96,16 @@ class TraceLog:
             self._write({"direction": direction, "raw": frame.decode("utf-8", "replace")})
             return
         self._write({"direction": direction, "message": message})
+
+    def hop_frame(self, hop: int, peer: str, direction: str, frame: bytes) -> None:
+        """One whole message on hop ``hop`` of a chain (the conductor's
+        connection to ``peer``), ``direction`` as seen from the conductor."""
+        try:
+            message = json.loads(frame)
+        except (ValueError, RecursionError):
+            self._write({"hop": hop, "peer": peer, "direction": direction, "raw": repr(frame)})
+            return
+        self._write({"hop": hop, "peer": peer, "direction": direction, "message": message})
 
     def feed(self, direction: Direction, data: bytes) -> None:
         for frame in self._decoders[direction].feed(data):

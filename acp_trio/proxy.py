@@ -15,6 +15,10 @@ passed on unchanged, typed or not.
 call forms), ``self.client`` calls the client side with the client proxy's.
 Each is a nested call in the handler's scope: cancelling the incoming request
 cancels it, on its own hop, with its own ``$/cancel_request``.
+
+A notification is passed on only after the requests read before it (a
+``session/cancel`` never overtakes its prompt); :class:`ForwardOrder` does
+that, for a proxy written on a bare :class:`~acp_trio.lowlevel.Handler` too.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import trio
 from acp_trio._conductor import serve_conductor
 from acp_trio._connection import Connection, ConnectionConfig, Handler, serve_connection
 from acp_trio._exceptions import RequestError
+from acp_trio._forward_order import ForwardOrder
 from acp_trio._framed import FramedStream
 from acp_trio._requests import RequestContext
 from acp_trio._transports import open_stdio_stream
@@ -38,6 +43,7 @@ from acp_trio.schema._generated_proxies import (
 )
 
 __all__ = [
+    "ForwardOrder",
     "PredecessorProxy",
     "Proxy",
     "SuccessorProxy",
@@ -101,6 +107,7 @@ class Proxy:
     def __init__(self) -> None:
         self.connection: Connection | None = None
         self._ready = trio.Event()
+        self._order = ForwardOrder()
         self.successor = SuccessorProxy(self, wrap=True)
         self.client = PredecessorProxy(self, wrap=False)
 
@@ -114,6 +121,7 @@ class Proxy:
         conn = await self._connection()
         if to_successor:
             method, params = SUCCESSOR, _envelope(method, params)
+        self._order.sending()  # no checkpoint from here until the request is queued
         try:
             return await conn.call(method, params)
         except RequestError as exc:
@@ -164,7 +172,8 @@ class Proxy:
 
     async def _connection(self) -> Connection:
         # Messages can be read before serve_proxy has recorded the connection.
-        await self._ready.wait()
+        if not self._ready.is_set():
+            await self._ready.wait()
         assert self.connection is not None
         return self.connection
 
@@ -192,6 +201,20 @@ def _unwrap(params: Any) -> tuple[str, Any]:
 class _ProxyHandler(Handler):
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
+        self.order = proxy._order
+
+    # A notification goes on after the requests read before it (see
+    # acp_trio._forward_order): a session/cancel never overtakes its prompt.
+
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        self.order.received(ctx)
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        self.order.finished(ctx)
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        self.order.notification_read()
+        return False
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         if method == SUCCESSOR:
@@ -202,6 +225,7 @@ class _ProxyHandler(Handler):
         return await self.proxy.client_message(method, params, True)
 
     async def handle_notification(self, method: str, params: Any) -> None:
+        await self.order.before_notification()
         if method == SUCCESSOR:
             try:
                 inner, inner_params = _unwrap(params)

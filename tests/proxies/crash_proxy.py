@@ -1,4 +1,6 @@
-"""A proxy that passes messages on, and exits mid-turn on its first prompt."""
+"""A proxy that passes messages on, and exits (code 7) mid-turn on the first
+request of the method given after ``--on`` (default ``session/prompt``),
+wrapped in ``proxy/successor`` or not."""
 
 from __future__ import annotations
 
@@ -14,25 +16,17 @@ import trio
 
 import acp_trio
 
+ON = sys.argv[sys.argv.index("--on") + 1] if "--on" in sys.argv else "session/prompt"
+
 
 class CrashProxy(logging_proxy.LoggingProxy):
     async def handle_request(
         self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
     ) -> Any:
-        if method == "session/prompt":
+        inner = params["method"] if method == logging_proxy.SUCCESSOR else method
+        if inner == ON:
             os._exit(7)
         return await super().handle_request(ctx, method, params)
 
 
-async def main() -> None:
-    proxy = CrashProxy()
-    async with (
-        acp_trio.lowlevel.open_stdio_stream() as stream,
-        acp_trio.lowlevel.open_connection(stream, proxy) as connection,
-    ):
-        proxy.connection = connection
-        proxy.connected.set()
-        await connection.wait_closed()
-
-
-trio.run(main)
+trio.run(logging_proxy.main, CrashProxy())

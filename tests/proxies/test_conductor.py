@@ -4,6 +4,9 @@ crashes mid-turn."""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -139,17 +142,52 @@ async def test_cancel_request_of_a_prompt_is_per_hop(proxies: int) -> None:
             nursery.cancel_scope.cancel()
 
 
-async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error() -> None:
+def assert_gone(pids: list[int]) -> None:
+    """No process of the chain is left: each component was reaped, and
+    nothing is left in its process group (each leads its own)."""
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+
+
+@pytest.mark.parametrize("where", ["first proxy, on the prompt", "second proxy, on nested"])
+async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str) -> None:
+    # On the prompt: the first proxy exits as it arrives. On nested: the
+    # second exits when the agent's first nested request reaches it, the
+    # turn waiting on it (and maybe on requests already at the client).
+    if where.startswith("first"):
+        components, gone = [CRASH, PROXY, list(SCENARIO_AGENT_COMMAND)], 1
+    else:
+        crash = [*CRASH, "--on", "terminal/create"]
+        components, gone = [PROXY, crash, list(SCENARIO_AGENT_COMMAND)], 2
     client = ScenarioClient()
+    trace = io.StringIO()
     with trio.fail_after(LIMIT):
-        async with chain_of([CRASH, list(SCENARIO_AGENT_COMMAND)], client) as agent:
-            await agent.initialize(client.initialize_request())
-            session = (await agent.new_session("/")).session_id
-            with pytest.raises(acp_trio.RequestError) as caught:
-                await agent.prompt_text(session, "echo hi")
-            assert caught.value.code == -32603
-            assert "chain component 1 is gone" in str(caught.value)
-            assert "exit code 7" in str(caught.value)
+        left, right = trio.testing.memory_stream_pair()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, components, stderr="capture", trace=trace, task_status=task_status
+                )
+            )
+            async with acp_trio.open_client(client, left) as agent:
+                await agent.initialize(client.initialize_request())
+                session = (await agent.new_session("/")).session_id
+                with pytest.raises(acp_trio.RequestError) as caught:
+                    await agent.prompt_text(session, "nested")
+                # The chain stops: the conductor closes the client's connection.
+                with trio.fail_after(LIMIT / 2):
+                    await agent.connection.wait_closed()
+            # serve_conductor returns on its own once the chain is down.
+    assert caught.value.code == -32603
+    assert f"chain component {gone} is gone" in str(caught.value)
+    assert "exit code 7" in str(caught.value)
+    starts = [json.loads(line) for line in trace.getvalue().splitlines()]
+    pids = [r["pid"] for r in starts if r.get("event") == "start"]
+    assert len(pids) == 3
+    assert_gone(pids)
 
 
 async def test_the_command_line_serves_the_chain_on_stdio() -> None:
@@ -247,3 +285,34 @@ async def test_a_typed_proxy_answers_by_policy_or_asks_the_client(refused: bool)
                 await client.wait_for_requests("session/request_permission")
                 await agent.cancel(session)
     assert replies[0].stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize("proxy", ["logging", "typed"])
+async def test_a_session_cancel_right_after_its_prompt_never_overtakes_it(proxy: str) -> None:
+    # Each hop runs a request in a task of its own and notifications in
+    # another: without ForwardOrder a session/cancel sent right after its
+    # prompt could be passed on first, find no turn, and leave the prompt
+    # waiting for ever.
+    first = PROXY if proxy == "logging" else CONTEXT
+    components = [first, [*PROXY, "--quiet"], list(SCENARIO_AGENT_COMMAND)]
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, components, stderr="capture", task_status=task_status
+                )
+            )
+            async with acp_trio.lowlevel.open_connection(left, RawClient()) as conn:
+                await conn.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                new = await conn.call("session/new", {"cwd": "/", "mcpServers": []})
+                prompt = {
+                    "sessionId": new["sessionId"],
+                    "prompt": [{"type": "text", "text": "wait_for_cancel"}],
+                }
+                for _ in range(10):
+                    async with conn.open_request("session/prompt", prompt) as pending:
+                        await conn.notify("session/cancel", {"sessionId": new["sessionId"]})
+                        with trio.fail_after(LIMIT / 4):
+                            assert await pending.result() == {"stopReason": "cancelled"}
+            nursery.cancel_scope.cancel()

@@ -3,10 +3,13 @@ conductor: the envelope both ways, typed overrides, bad input."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import attrs
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 import acp_trio
@@ -97,3 +100,92 @@ async def test_a_proxy_serves_one_connection() -> None:
             with pytest.raises(RuntimeError, match="already serves"):
                 await serve_proxy(proxy, left)
             nursery.cancel_scope.cancel()
+
+
+class Appending(Proxy):
+    """Changes the prompt the way examples/proxies/context_proxy.py does."""
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        text = schema.TextContent(text="LOUD")
+        return await self.successor.prompt(attrs.evolve(params, prompt=[*params.prompt, text]))
+
+
+class Recording(Conductor):
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        self.seen.append((method, params))
+        if method == "proxy/successor":
+            return {"stopReason": "end_turn", "_meta": {"answer": "kept"}}
+        return {"outcome": {"outcome": "cancelled"}, "_meta": {"answer": "kept"}}
+
+
+@pytest.mark.parametrize("typed", [True, False])
+async def test_the_envelope_meta_is_hop_local_and_the_message_meta_passes(typed: bool) -> None:
+    conductor = Recording()
+    inner = {"trace": {"id": "t-1"}, "nested": [1, {"a": None}]}
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        prompt = {
+            "sessionId": "s",
+            "prompt": [{"type": "text", "text": "hi", "_meta": {"block": 1}}],
+            "_meta": inner,
+        }
+        result = await conn.call("session/prompt", prompt)
+        assert result == {"stopReason": "end_turn", "_meta": {"answer": "kept"}}
+        asked = {
+            "method": "session/request_permission",
+            "params": {
+                "sessionId": "s",
+                "toolCall": {"toolCallId": "c"},
+                "options": [{"optionId": "a", "name": "A", "kind": "allow_once"}],
+                "_meta": inner,
+            },
+            "_meta": {"hop": "local to the conductor's hop"},
+        }
+        result = await conn.call("proxy/successor", asked)
+        assert result == {"outcome": {"outcome": "cancelled"}, "_meta": {"answer": "kept"}}
+
+    proxy = Appending() if typed else Proxy()
+    await run_with(proxy, conductor, body)
+    (sent_method, envelope), (up_method, plain) = conductor.seen
+    assert sent_method == "proxy/successor"
+    assert "_meta" not in envelope  # the proxy's envelope has no meta of its own
+    assert envelope["params"]["_meta"] == inner  # the message's own, unchanged
+    assert envelope["params"]["prompt"][0]["_meta"] == {"block": 1}
+    assert up_method == "session/request_permission"
+    assert plain["_meta"] == inner  # the envelope's _meta stayed on its hop
+    assert "hop" not in json.dumps(plain)
+
+
+class Holding(Proxy):
+    """Checkpoints before passing a prompt on (as any real override may)."""
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        await trio.lowlevel.checkpoint()
+        return await self.successor.prompt(params)
+
+
+async def test_a_notification_waits_for_the_requests_read_before_it() -> None:
+    # Without ForwardOrder the session/cancel, read after the prompt, would
+    # go out first while the override checkpoints.
+    received: list[str] = []
+
+    def trace(direction: str, frame: bytes) -> None:
+        message = json.loads(frame)
+        if direction == "recv" and "method" in message:
+            received.append(message["params"].get("method", message["method"]))
+
+    config = acp_trio.ConnectionConfig(trace=trace)
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_proxy, Holding(), right)
+            async with acp_trio.lowlevel.open_connection(left, Recording(), config=config) as conn:
+                async with conn.open_request("session/prompt", prompt) as pending:
+                    await conn.notify("session/cancel", {"sessionId": "s"})
+                    await pending.result()
+                await conn.call("session/prompt", prompt)  # the cancel went out before
+            nursery.cancel_scope.cancel()
+    assert received == ["session/prompt", "session/cancel", "session/prompt"]
