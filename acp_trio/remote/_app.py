@@ -10,8 +10,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
+import trio
+
 from acp_trio._message_stream import MessageStream
-from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE
+from acp_trio.remote._http_server import HttpProfile
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend, AsgiWebSocketMessages
 
 __all__ = ["RemoteApp", "StreamHandler"]
@@ -58,19 +61,30 @@ class RemoteApp:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         token: str | None = None,
         allowed_origins: Collection[str] = (),
+        queue_size: int = 64,
     ) -> None:
         self.handle = handle
         self.path = path
         self.max_message_size = max_message_size
         self.token = token
         self.allowed_origins = frozenset(allowed_origins)
-        #: The ids of the connections being served.
+        #: The ids of the WebSocket connections being served.
         self.connections: set[str] = set()
+        #: The Streamable HTTP profile (its connections: ``http.connections``).
+        self.http = HttpProfile(
+            self._handle,
+            max_message_size=max_message_size,
+            body_limit=library_limit(max_message_size),
+            queue_size=queue_size,
+        )
+
+    async def _handle(self, stream: MessageStream) -> None:
+        await self.handle(stream)
 
     async def __call__(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
         kind = scope["type"]
         if kind == "lifespan":
-            await _lifespan(receive, send)
+            await self._lifespan(receive, send)
         elif kind == "websocket":
             await self._websocket(scope, receive, send)
         elif kind == "http":
@@ -117,9 +131,25 @@ class RemoteApp:
 
     async def _http(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
         refused = self.refusal(scope)
-        if refused is None:
-            refused = 405, "use a WebSocket (GET with Upgrade: websocket)"
-        await send_text(send, *refused, extra=[(b"allow", b"GET")])
+        if refused is not None:
+            await send_text(send, *refused)
+            return
+        await self.http(scope, receive, send)
+
+    async def _lifespan(self, receive: ASGIReceive, send: ASGISend) -> None:
+        # The lifespan's task holds the nursery of the HTTP connections,
+        # which outlive the requests that start them.
+        async with trio.open_nursery() as nursery:
+            while True:
+                event = await receive()
+                if event["type"] == "lifespan.startup":
+                    self.http.nursery = nursery
+                    await send({"type": "lifespan.startup.complete"})
+                elif event["type"] == "lifespan.shutdown":
+                    self.http.nursery = None
+                    nursery.cancel_scope.cancel()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
 
 
 async def send_text(
@@ -149,13 +179,3 @@ async def _reject_websocket(scope: Scope, send: ASGISend, status: int, text: str
         await send({"type": "websocket.http.response.body", "body": body})
     else:
         await send({"type": "websocket.close", "code": 1008})
-
-
-async def _lifespan(receive: ASGIReceive, send: ASGISend) -> None:
-    while True:
-        event = await receive()
-        if event["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif event["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

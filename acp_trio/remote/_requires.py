@@ -10,7 +10,9 @@ __all__ = ["check"]
 def check() -> None:
     """Raise ``ImportError`` naming the extra if a library it installs is missing."""
     missing = [
-        name for name in ("hypercorn", "trio_websocket") if importlib.util.find_spec(name) is None
+        name
+        for name in ("hypercorn", "trio_websocket", "httpx2")
+        if importlib.util.find_spec(name) is None
     ]
     if missing:
         raise ImportError(
