@@ -9,8 +9,8 @@ import json
 import logging
 import random
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -21,6 +21,7 @@ from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._message_stream import oversized
 from acp_trio.remote._http_connection import session_of
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._sse import SseDecoder, SseTooLarge
 
 __all__ = ["HttpMessages", "HttpStatusError", "open_http_stream"]
 
@@ -32,6 +33,22 @@ SESSION_ID = "Acp-Session-Id"
 
 # Statuses that opening the stream again will not change.
 _FATAL = frozenset({400, 401, 403, 404, 405, 406, 410})
+
+
+def raw_chunks(response: httpx2.Response) -> AsyncGenerator[bytes, None]:
+    """The body's bytes, as an async generator to close with ``aclosing``.
+
+    httpx2's own iterators leave the generator of the layer below unclosed
+    when left early (a ResourceWarning under Trio); httpcore2's stream
+    closes what it opened, so it is read directly when it is there.
+    """
+    layer: Any = response.stream
+    layer = getattr(layer, "_stream", layer)  # the elapsed-time wrapper
+    inner = getattr(layer, "_httpcore_stream", None)
+    chunks = inner.__aiter__() if inner is not None else None
+    if isinstance(chunks, AsyncGenerator):
+        return chunks
+    return response.aiter_raw()
 
 
 class HttpStatusError(trio.BrokenResourceError):
@@ -169,23 +186,23 @@ class HttpMessages:
         failures = 0
         while not self._closed:
             try:
-                async with self._sse_client.sse(
-                    self._url,
-                    headers=self._headers(session_id, post=False),
-                    max_event_size=library_limit(self._max_message_size),
-                    timeout=httpx2.Timeout(30, read=None),
-                ) as source:
-                    status = source.response.status_code
+                headers = {**self._headers(session_id, post=False), "Accept": "text/event-stream"}
+                async with self._sse_client.stream(
+                    "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
+                ) as response:
+                    status = response.status_code
                     if status in _FATAL:
                         await self._fail(HttpStatusError(status, "the SSE stream was refused"))
                         return
                     if status != 200:
                         raise HttpStatusError(status, "the SSE stream was refused")
                     failures = 0
-                    async for event in source:
-                        if event.data:
-                            await self._received(event.data.encode("utf-8"))
-            except (httpx2.HTTPError, HttpStatusError) as exc:
+                    decoder = SseDecoder(library_limit(self._max_message_size))
+                    async with aclosing(raw_chunks(response)) as chunks:
+                        async for chunk in chunks:
+                            for data in decoder.feed(chunk):
+                                await self._received(data)
+            except (httpx2.HTTPError, HttpStatusError, SseTooLarge) as exc:
                 _log.debug("SSE stream %s dropped: %s", session_id, exc)
             failures += 1
             self.reconnects += 1

@@ -13,6 +13,7 @@ import trio
 
 from acp_trio._message_stream import MessageStream
 from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, Outbox
+from acp_trio.remote._sse import encode_event
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend
 
 __all__ = ["HttpProfile"]
@@ -233,7 +234,7 @@ class HttpProfile:
 
                 nursery.start_soon(watch)
                 async for message in box.receive:
-                    event = b"data: " + message + b"\n\n"
+                    event = encode_event(message)
                     await send({"type": "http.response.body", "body": event, "more_body": True})
                 nursery.cancel_scope.cancel()
         if box.reader is reader:
