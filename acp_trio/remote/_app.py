@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from acp_trio._message_stream import MessageStream
-from acp_trio.remote._http_server import HttpProfile
+from acp_trio.remote._http_server import HttpProfile, drain_body
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend, AsgiWebSocketMessages
 
@@ -132,6 +132,7 @@ class RemoteApp:
     async def _http(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
         refused = self.refusal(scope)
         if refused is not None:
+            await drain_body(receive)
             await send_text(send, *refused)
             return
         await self.http(scope, receive, send)

@@ -16,7 +16,7 @@ from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, O
 from acp_trio.remote._sse import encode_event
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend
 
-__all__ = ["HttpProfile"]
+__all__ = ["HttpProfile", "drain_body"]
 
 _log = logging.getLogger("acp_trio.remote")
 
@@ -57,6 +57,19 @@ class _TooLarge(Exception):
     pass
 
 
+async def drain_body(receive: ASGIReceive) -> None:
+    """Read the rest of a request's body, keeping none of it.
+
+    Always done before answering: hypercorn 0.18's HTTP/2 code raises out
+    of the whole server (``KeyError`` in ``_handle_events``) when body data
+    arrives for a stream the app already answered.
+    """
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect" or not event.get("more_body", False):
+            return
+
+
 async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
     """The request's body, ``None`` if the client went away; raises
     :class:`_TooLarge` past ``limit`` bytes."""
@@ -69,6 +82,8 @@ async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
         chunk = event.get("body", b"")
         size += len(chunk)
         if size > limit:
+            if event.get("more_body", False):
+                await drain_body(receive)
             raise _TooLarge
         chunks.append(chunk)
         if not event.get("more_body", False):
@@ -101,8 +116,10 @@ class HttpProfile:
         elif method == "GET":
             await self._get(scope, receive, send)
         elif method == "DELETE":
+            await drain_body(receive)
             await self._delete(scope, send)
         else:
+            await drain_body(receive)
             await _respond(
                 send, 405, b"method not allowed\n", headers=[(b"allow", b"GET, POST, DELETE")]
             )
@@ -118,6 +135,7 @@ class HttpProfile:
     async def _post(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
         content_type = (_header(scope, "content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
+            await drain_body(receive)
             await _error(send, 415, "Content-Type must be application/json")
             return
         try:
