@@ -19,7 +19,7 @@ import trio
 from acp_trio._groups import plain_exceptions
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._message_stream import oversized
-from acp_trio.remote._http_connection import session_of
+from acp_trio.remote._http_connection import id_key, session_of
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._sse import SseDecoder, SseTooLarge
 
@@ -84,6 +84,8 @@ class HttpMessages:
             queue_size
         )
         self._streams: set[str | None] = set()
+        # The agent's session-scoped requests not answered yet: id -> session.
+        self._request_session: dict[tuple[str, Any], str] = {}
         self._send_lock = trio.Lock()
         self._closed = False
         self._broken: BaseException | None = None
@@ -127,6 +129,9 @@ class HttpMessages:
         except ValueError:
             obj = None
         session_id = session_of(obj) if isinstance(obj, dict) else None
+        if session_id is None and isinstance(obj, dict) and "method" not in obj:
+            # A reply to one of the agent's session-scoped requests.
+            session_id = self._request_session.pop(id_key(obj.get("id")), None)
         if self.connection_id is None:
             # Only initialize goes before the connection exists; it is
             # answered in the POST's body.
@@ -162,7 +167,8 @@ class HttpMessages:
         if len(data) > self._max_message_size:
             await self._inbound_send.send(oversized(data, self._max_message_size))
             return
-        # A new session's stream opens as soon as its id is seen.
+        # A new session's stream opens as soon as its id is seen; a reply to
+        # one of the agent's requests goes with its session's header.
         if b'"sessionId"' in data:
             try:
                 obj = json.loads(data)
@@ -172,6 +178,10 @@ class HttpMessages:
                 result = obj.get("result")
                 if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
                     self._open_stream(result["sessionId"])
+            elif isinstance(obj, dict) and "id" in obj:
+                session_id = session_of(obj)
+                if session_id is not None:
+                    self._request_session[id_key(obj["id"])] = session_id
         await self._inbound_send.send(data)
 
     def _open_stream(self, session_id: str | None) -> None:

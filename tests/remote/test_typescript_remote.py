@@ -1,19 +1,23 @@
-"""Interop: the TypeScript SDK 2.4.0's experimental Streamable HTTP client
-(``createHttpStream``) against acp_trio's server, on loopback. Skipped
+"""Interop with the TypeScript SDK 2.4.0's experimental Streamable HTTP
+transports, on loopback: its client (``createHttpStream``) against
+acp_trio's server, acp_trio's client against its server (``AcpServer``). Skipped
 without Node.js or the SDK (``make tests/interop/node_modules/.installed``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from acp_trio.remote import agent_app
-from acp_trio.testing import ScenarioAgent
+from acp_trio import schema
+from acp_trio.remote import agent_app, connect_remote_agent
+from acp_trio.testing import ScenarioAgent, ScenarioClient
 
 from .conftest import LIMIT, running
 
@@ -56,3 +60,59 @@ async def test_the_typescript_http_client_talks_to_our_server() -> None:
     results = [e["result"]["stopReason"] for e in events if e["ev"] == "result"]
     assert results == ["end_turn"] * 4
     assert events[-1] == {"ev": "done"}
+
+
+TS_SERVER = INTEROP / "ts_remote_server.mjs"
+
+
+async def test_our_http_client_talks_to_the_typescript_server() -> None:
+    assert NODE is not None
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            process = await nursery.start(
+                functools.partial(
+                    trio.run_process,
+                    [NODE, str(TS_SERVER)],
+                    cwd=INTEROP,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    check=False,
+                )
+            )
+            try:
+                line = b""
+                while not line.endswith(b"\n"):
+                    chunk = await process.stdout.receive_some()
+                    assert chunk, "the TypeScript server exited"
+                    line += chunk
+                url = json.loads(line)["url"]
+                client = ScenarioClient()
+                # Node's http server speaks HTTP/1.1 only.
+                async with connect_remote_agent(client, url, profile="http1") as agent:
+                    await agent.initialize(client.initialize_request())
+                    session = await agent.new_session(
+                        schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                    )
+                    sid = session.session_id
+                    for command in ("echo hi ts", "stream 30 2", "read 2 /x"):
+                        result = await agent.prompt_text(sid, command)
+                        assert result.stop_reason == "end_turn"
+                    assert client.texts() == [
+                        "hi ts",
+                        *(f"{i}." if i < 10 else str(i) for i in range(30)),
+                        "read 2 128",
+                    ]
+                    # session/cancel reaches the TypeScript agent.
+                    results: list[schema.PromptResponse] = []
+                    async with trio.open_nursery() as turn:
+
+                        async def run() -> None:
+                            results.append(await agent.prompt_text(sid, "wait_for_cancel"))
+
+                        turn.start_soon(run)
+                        await trio.sleep(0.2)
+                        await agent.cancel(sid)
+                    assert results[0].stop_reason == "cancelled"
+            finally:
+                process.terminate()
+                nursery.cancel_scope.cancel()
