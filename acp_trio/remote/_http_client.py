@@ -169,7 +169,7 @@ class HttpMessages:
             return
         # A new session's stream opens as soon as its id is seen; a reply to
         # one of the agent's requests goes with its session's header.
-        if b'"sessionId"' in data:
+        if b'"sessionId"' in data and b'"session/update"' not in data:
             try:
                 obj = json.loads(data)
             except ValueError:
