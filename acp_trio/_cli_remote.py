@@ -45,6 +45,14 @@ def add_parsers(
         metavar="ORIGIN",
         help="a browser origin allowed to connect (repeatable); others get 403",
     )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="end an HTTP connection (and its agent) after S seconds with no request and no "
+        "open stream (default 300)",
+    )
     serve.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
     connect = sub.add_parser(
         "connect",
@@ -96,6 +104,7 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             allow_remote=args.allow_remote,
             token=token,
             allowed_origins=args.allow_origin,
+            idle_timeout=args.idle_timeout,
         )
 
     try:

@@ -49,6 +49,11 @@ class RemoteApp:
     - ``allowed_origins``: a request carrying an ``Origin`` header (a
       browser's) is refused (``403``) unless its origin is listed; requests
       without one (editors, command-line clients) are not affected.
+    - ``queue_size``: the bound of each queue (messages POSTed and not read
+      yet; messages for an SSE stream and not sent yet).
+    - ``idle_timeout``: a Streamable HTTP connection with no request and no
+      open stream for this many seconds is ended, as by DELETE (a client
+      that went away); ``None``: never.
 
     The app must run on Trio (hypercorn's Trio worker does).
     """
@@ -62,6 +67,7 @@ class RemoteApp:
         token: str | None = None,
         allowed_origins: Collection[str] = (),
         queue_size: int = 64,
+        idle_timeout: float | None = 300.0,
     ) -> None:
         self.handle = handle
         self.path = path
@@ -76,6 +82,7 @@ class RemoteApp:
             max_message_size=max_message_size,
             body_limit=library_limit(max_message_size),
             queue_size=queue_size,
+            idle_timeout=idle_timeout,
         )
 
     async def _handle(self, stream: MessageStream) -> None:

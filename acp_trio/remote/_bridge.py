@@ -77,16 +77,19 @@ async def serve_command(
     token: str | None = None,
     allowed_origins: Sequence[str] = (),
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    idle_timeout: float | None = 300.0,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the stdio agent ``command`` over both profiles: one agent
     process per ACP connection, stopped when it ends (DELETE, WebSocket
-    closed, server stopped)."""
+    closed, ``idle_timeout`` without a request or an open stream, server
+    stopped)."""
     app = RemoteApp(
         functools.partial(_serve_one, list(command), max_message_size),
         max_message_size=max_message_size,
         token=token,
         allowed_origins=allowed_origins,
+        idle_timeout=idle_timeout,
     )
     await serve_remote(app, port, host=host, allow_remote=allow_remote, task_status=task_status)
 

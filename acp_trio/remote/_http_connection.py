@@ -68,6 +68,20 @@ class HttpConnection:
         self.cancel_scope = trio.CancelScope()
         self.ended = trio.Event()
         self._closed = False
+        #: When a request last touched it (``trio.current_time()``), and how
+        #: many SSE streams are open now: what the idle timeout looks at.
+        self.last_activity = trio.current_time()
+        self.open_streams = 0
+
+    def touch(self) -> None:
+        self.last_activity = trio.current_time()
+
+    def idle_for(self) -> float:
+        """Seconds without a request and without an open stream (0 while a
+        stream is open)."""
+        if self.open_streams:
+            return 0.0
+        return trio.current_time() - self.last_activity
 
     # -- the HTTP side -------------------------------------------------
 

@@ -101,8 +101,10 @@ class HttpProfile:
         max_message_size: int,
         body_limit: int,
         queue_size: int,
+        idle_timeout: float | None = None,
     ) -> None:
         self.handle = handle
+        self.idle_timeout = idle_timeout
         self.max_message_size = max_message_size
         self.body_limit = body_limit
         self.queue_size = queue_size
@@ -165,6 +167,7 @@ class HttpProfile:
         if isinstance(connection, int):
             await _error(send, connection, "unknown connection")
             return
+        connection.touch()
         if message is not None:
             connection.note_incoming(message)
         try:
@@ -206,12 +209,28 @@ class HttpProfile:
     async def _serve(self, connection: HttpConnection) -> None:
         try:
             with connection.cancel_scope:
-                await self.handle(connection)
+                async with trio.open_nursery() as nursery:
+                    if self.idle_timeout is not None:
+                        nursery.start_soon(self._expire, connection, self.idle_timeout)
+                    await self.handle(connection)
+                    nursery.cancel_scope.cancel()
         except Exception:
             _log.exception("serving HTTP connection %s failed", connection.id)
         finally:
             self.connections.pop(connection.id, None)
             connection.end()
+
+    async def _expire(self, connection: HttpConnection, limit: float) -> None:
+        """End ``connection`` once no request and no stream touched it for
+        ``limit`` seconds (a client that went away without DELETE)."""
+        while True:
+            idle = connection.idle_for()
+            if idle >= limit:
+                _log.info("HTTP connection %s idle for %.0f s: ended", connection.id, idle)
+                self.connections.pop(connection.id, None)
+                connection.cancel_scope.cancel()
+                return
+            await trio.sleep(limit - idle)
 
     async def _get(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
         accept = _header(scope, "accept") or ""
@@ -227,7 +246,12 @@ class HttpProfile:
         if box is None:
             await _error(send, 404, "unknown session")
             return
-        await self._stream(box, receive, send)
+        connection.open_streams += 1
+        try:
+            await self._stream(box, receive, send)
+        finally:
+            connection.open_streams -= 1
+            connection.touch()
 
     async def _stream(self, box: Outbox, receive: ASGIReceive, send: ASGISend) -> None:
         """Send ``box``'s messages as SSE events until the client leaves, a

@@ -285,3 +285,31 @@ async def test_a_client_that_stops_reading_slows_its_agent() -> None:
                         break
                     texts.append(message["params"]["update"]["content"]["text"])
             assert [t.rstrip(".") for t in texts] == [str(i) for i in range(n)]
+
+
+async def test_a_connection_nobody_uses_is_ended_after_the_idle_timeout() -> None:
+    ended = trio.Event()
+
+    async def handle(stream: Any) -> None:
+        try:
+            await acp_trio.serve_agent(ScenarioAgent, stream)
+        finally:
+            ended.set()
+
+    app = RemoteApp(handle, idle_timeout=0.3)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base, raw_client(False) as client:
+            url = base + "/acp"
+            connection_id = await initialize(client, url)
+            # An open stream keeps it, however long.
+            async with sse(client, url, connection_id):
+                await trio.sleep(1.0)
+                assert connection_id in app.http.connections
+                assert not ended.is_set()
+            # Then nothing: it goes, its agent with it, as after DELETE.
+            await ended.wait()
+            assert connection_id not in app.http.connections
+            r = await client.post(
+                url, content=dumps(INIT), headers={**JSON, "Acp-Connection-Id": connection_id}
+            )
+            assert r.status_code == 404
