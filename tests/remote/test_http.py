@@ -176,3 +176,39 @@ async def test_auto_falls_back_to_http_when_websocket_is_refused() -> None:
                 assert client.texts() == ["via http"]
             # DELETE on leaving: the connection is gone.
             await until(lambda: not app.http.connections)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_the_client_reopens_a_dropped_stream_and_the_turn_goes_on(profile: str) -> None:
+    app = agent_app(ScenarioAgent)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            client = ScenarioClient()
+            async with (
+                open_http_stream(base + "/acp", http2=profile == "http") as stream,
+                acp_trio.open_client(client, stream) as agent,
+            ):
+                await agent.initialize(client.initialize_request())
+                session_id = await new_session(agent)
+                results: list[schema.PromptResponse] = []
+                async with trio.open_nursery() as nursery:
+
+                    async def run() -> None:
+                        results.append(await agent.prompt_text(session_id, "permission"))
+
+                    nursery.start_soon(run)
+                    await client.wait_for_requests("session/request_permission")
+                    # The server ends the session's SSE stream in the middle
+                    # of the turn (as a proxy timing out would).
+                    (connection,) = app.http.connections.values()
+                    reader = connection.outboxes[session_id].reader
+                    assert reader is not None
+                    reader.cancel()
+                    await until(lambda: stream.reconnects >= 1)
+                    # The turn was not cancelled: the cancel goes through and
+                    # the agent's answer comes on the reopened stream.
+                    await agent.cancel(session_id)
+                assert results[0].stop_reason == "cancelled"
+                result = await agent.prompt_text(session_id, "echo after the drop")
+                assert result.stop_reason == "end_turn"
+                assert client.texts(session_id)[-1] == "after the drop"
