@@ -20,7 +20,7 @@ ACPX_STAMP := tests/acpx/node_modules/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks regen clean
+.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-remote regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,10 @@ bench-framing: $(STAMP)
 
 bench-connection: $(STAMP)
 	$(BIN)/python benchmarks/bench_connection.py
+
+# Remote ACP on loopback: acp_trio and the TypeScript SDK, WebSocket and Streamable HTTP.
+bench-remote: $(STAMP) $(INTEROP_STAMP)
+	$(BIN)/python benchmarks/bench_remote.py
 
 bench-schema: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_schema.py

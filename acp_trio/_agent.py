@@ -55,6 +55,7 @@ from acp_trio._dispatch import (
 from acp_trio._exceptions import RequestError
 from acp_trio._framed import FramedStream
 from acp_trio._groups import plain_exceptions
+from acp_trio._message_stream import MessageStream
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._sessions import AgentSessions, keep_sessions
 from acp_trio._transports import open_stdio_stream
@@ -510,7 +511,7 @@ def _agent_handler(
 
 async def serve_agent(
     agent: Agent | Callable[[], Agent],
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
@@ -535,7 +536,7 @@ async def serve_agent(
 @asynccontextmanager
 async def open_agent(
     agent: Agent | Callable[[], Agent],
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,

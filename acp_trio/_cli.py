@@ -14,6 +14,8 @@
   ``--v2``, the v1 and v2 ones behind the version router).
 - ``conduct [--trace FILE] -- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...``: serves a
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
+- ``serve --http HOST:PORT [--token T] -- AGENT_CMD...`` and ``connect URL``:
+  remote ACP (WebSocket, Streamable HTTP; the ``remote`` extra).
 """
 
 from __future__ import annotations
@@ -204,7 +206,11 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         nargs=argparse.REMAINDER,
         help="-- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...",
     )
+    from acp_trio._cli_remote import add_parsers
+
+    remote = add_parsers(sub)
     return parser, {
+        **remote,
         "conduct": conduct,
         "check-agent": check,
         "check-client": client,
@@ -424,6 +430,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return trio.run(functools.partial(run_trace, command, log=log, grace=args.grace))
     if args.tool == "conduct":
         return _conduct(tools["conduct"], args.command, args.trace)
+    if args.tool in ("serve", "connect"):
+        from acp_trio._cli_remote import run
+
+        return run(tools[args.tool], args)
     if args.v2:
         from acp_trio.v2._scenario import run_scenario_router
 

@@ -55,6 +55,7 @@ from acp_trio._exceptions import (
     RequestError,
 )
 from acp_trio._framed import FramedStream
+from acp_trio._message_stream import MessageStream
 from acp_trio._requests import PendingRequest, RequestContext, current_request
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._process import StderrMode
@@ -388,7 +389,7 @@ def _client_handler(
 @asynccontextmanager
 async def open_client(
     client: Client,
-    stream: trio.abc.Stream | FramedStream,
+    stream: trio.abc.Stream | FramedStream | MessageStream,
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,

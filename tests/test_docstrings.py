@@ -24,6 +24,7 @@ import pytest
 MODULES = [
     "acp_trio",
     "acp_trio.lowlevel",
+    "acp_trio.remote",
     "acp_trio.testing",
     "acp_trio.contrib",
     "acp_trio.contrib.v2",

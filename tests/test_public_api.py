@@ -15,6 +15,7 @@ import pytest
 import acp_trio
 import acp_trio.contrib
 import acp_trio.lowlevel
+import acp_trio.remote
 import acp_trio.testing
 import acp_trio.v2
 
@@ -98,7 +99,8 @@ def test_testing_names() -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing, acp_trio.v2]
+    "module",
+    [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing, acp_trio.v2, acp_trio.remote],
 )
 def test_public_modules_only_re_export(module: types.ModuleType) -> None:
     # The code lives in `_`-prefixed modules; a public module imports names,

@@ -1,0 +1,116 @@
+"""``python -m acp_trio serve`` and ``connect``: remote ACP from the command
+line (needs the ``remote`` extra). Kept apart from ``_cli`` so that the
+command line loads without the extra."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+
+import trio
+
+__all__ = ["add_parsers", "run"]
+
+_TOKEN_ENV = "ACP_TRIO_TOKEN"
+
+
+def add_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> dict[str, argparse.ArgumentParser]:
+    serve = sub.add_parser(
+        "serve",
+        help="serve a stdio agent over WebSocket and Streamable HTTP",
+        description="Expose a stdio ACP agent (any SDK) at http://HOST:PORT/acp over both "
+        "remote profiles (WebSocket, Streamable HTTP over HTTP/1.1 or h2c): one agent process "
+        "per ACP connection, stopped when the connection ends. Loopback only unless "
+        "--allow-remote; see the README's SECURITY section.",
+    )
+    serve.add_argument(
+        "--http", required=True, metavar="HOST:PORT", help="where to listen (port 0: any free)"
+    )
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding an address other than loopback",
+    )
+    serve.add_argument(
+        "--token",
+        help=f"require 'Authorization: Bearer TOKEN' (default: ${_TOKEN_ENV} if set)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to connect (repeatable); others get 403",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="end an HTTP connection (and its agent) after S seconds with no request and no "
+        "open stream (default 300)",
+    )
+    serve.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
+    connect = sub.add_parser(
+        "connect",
+        help="bridge a remote agent to stdio",
+        description="Connect to the remote ACP agent at URL (ws://, wss://, http://, "
+        "https://) and bridge it to stdio, so any editor can use it as a local agent.",
+    )
+    connect.add_argument("url", metavar="URL")
+    connect.add_argument(
+        "--profile",
+        choices=["auto", "websocket", "http", "http1"],
+        default="auto",
+        help="auto (default): WebSocket, else Streamable HTTP",
+    )
+    connect.add_argument(
+        "--token", help=f"send 'Authorization: Bearer TOKEN' (default: ${_TOKEN_ENV} if set)"
+    )
+    return {"serve": serve, "connect": connect}
+
+
+def _split(parser: argparse.ArgumentParser, where: str) -> tuple[str, int]:
+    host, sep, port = where.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        parser.error(f"--http takes HOST:PORT, not {where!r}")
+    return host.strip("[]"), int(port)
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        from acp_trio.remote import _bridge
+    except ImportError as exc:
+        parser.error(str(exc))
+    token = args.token or os.environ.get(_TOKEN_ENV) or None
+    if args.tool == "connect":
+        trio.run(
+            functools.partial(_bridge.connect_stdio, args.url, profile=args.profile, token=token)
+        )
+        return 0
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the agent's command after --")
+    host, port = _split(parser, args.http)
+
+    async def serve() -> None:
+        await _bridge.serve_command(
+            command,
+            host,
+            port,
+            allow_remote=args.allow_remote,
+            token=token,
+            allowed_origins=args.allow_origin,
+            idle_timeout=args.idle_timeout,
+        )
+
+    try:
+        trio.run(serve)
+    except ValueError as exc:
+        parser.error(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    return 0

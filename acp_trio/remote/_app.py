@@ -1,0 +1,189 @@
+"""The ASGI app serving ``/acp``: a small app of our own, no web framework,
+so it can run under hypercorn's Trio worker or be mounted in another ASGI
+app running on Trio."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from typing import Any
+
+import trio
+
+from acp_trio._message_stream import MessageStream
+from acp_trio.remote._http_server import HttpProfile, drain_body
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._ws_server import ASGIReceive, ASGISend, AsgiWebSocketMessages
+
+__all__ = ["RemoteApp", "StreamHandler"]
+
+_log = logging.getLogger("acp_trio.remote")
+
+#: What serves one ACP connection: called with its message stream, returns
+#: when the connection is over.
+StreamHandler = Callable[[MessageStream], Awaitable[None]]
+
+Scope = MutableMapping[str, Any]
+
+
+def header(scope: Scope, name: str) -> str | None:
+    """The first value of header ``name`` (lower case) in ``scope``."""
+    wanted = name.encode("latin-1")
+    for key, value in scope.get("headers", ()):
+        if key.lower() == wanted:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+class RemoteApp:
+    """An ASGI 3 app serving ACP at ``path`` (``/acp``): one ACP connection
+    per WebSocket, each served by ``handle(stream)`` in the request's task.
+
+    - ``max_message_size``: the cap of every connection (bytes); a message
+      over it is answered as on stdio. Run by :func:`serve_remote`, the
+      server's own limits are set from it.
+    - ``token``: if set, every request must carry ``Authorization: Bearer
+      <token>`` (else ``401``).
+    - ``allowed_origins``: a request carrying an ``Origin`` header (a
+      browser's) is refused (``403``) unless its origin is listed; requests
+      without one (editors, command-line clients) are not affected.
+    - ``queue_size``: the bound of each queue (messages POSTed and not read
+      yet; messages for an SSE stream and not sent yet).
+    - ``idle_timeout``: a Streamable HTTP connection with no request and no
+      open stream for this many seconds is ended, as by DELETE (a client
+      that went away); ``None``: never.
+
+    The app must run on Trio (hypercorn's Trio worker does).
+    """
+
+    def __init__(
+        self,
+        handle: StreamHandler,
+        *,
+        path: str = "/acp",
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        token: str | None = None,
+        allowed_origins: Collection[str] = (),
+        queue_size: int = 64,
+        idle_timeout: float | None = 300.0,
+    ) -> None:
+        self.handle = handle
+        self.path = path
+        self.max_message_size = max_message_size
+        self.token = token
+        self.allowed_origins = frozenset(allowed_origins)
+        #: The ids of the WebSocket connections being served.
+        self.connections: set[str] = set()
+        #: The Streamable HTTP profile (its connections: ``http.connections``).
+        self.http = HttpProfile(
+            self._handle,
+            max_message_size=max_message_size,
+            body_limit=library_limit(max_message_size),
+            queue_size=queue_size,
+            idle_timeout=idle_timeout,
+        )
+
+    async def _handle(self, stream: MessageStream) -> None:
+        await self.handle(stream)
+
+    async def __call__(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "websocket":
+            await self._websocket(scope, receive, send)
+        elif kind == "http":
+            await self._http(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """Why a request is refused (status, text), or ``None``."""
+        if scope.get("path") != self.path:
+            return 404, "not found"
+        if self.token is not None:
+            given = header(scope, "authorization") or ""
+            expected = f"Bearer {self.token}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return 401, "a bearer token is required"
+        origin = header(scope, "origin")
+        if origin is not None and origin not in self.allowed_origins:
+            return 403, "origin not allowed"
+        return None
+
+    async def _websocket(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
+        event = await receive()
+        if event["type"] != "websocket.connect":
+            return
+        refused = self.refusal(scope)
+        if refused is not None:
+            await _reject_websocket(scope, send, *refused)
+            return
+        connection_id = uuid.uuid4().hex
+        await send(
+            {
+                "type": "websocket.accept",
+                "headers": [(b"acp-connection-id", connection_id.encode())],
+            }
+        )
+        stream = AsgiWebSocketMessages(receive, send, self.max_message_size)
+        self.connections.add(connection_id)
+        try:
+            await self.handle(stream)
+        except Exception:
+            _log.exception("serving WebSocket connection %s failed", connection_id)
+        finally:
+            self.connections.discard(connection_id)
+            await stream.aclose()
+
+    async def _http(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
+        refused = self.refusal(scope)
+        if refused is not None:
+            await drain_body(receive)
+            await send_text(send, *refused)
+            return
+        await self.http(scope, receive, send)
+
+    async def _lifespan(self, receive: ASGIReceive, send: ASGISend) -> None:
+        # The lifespan's task holds the nursery of the HTTP connections,
+        # which outlive the requests that start them.
+        async with trio.open_nursery() as nursery:
+            while True:
+                event = await receive()
+                if event["type"] == "lifespan.startup":
+                    self.http.nursery = nursery
+                    await send({"type": "lifespan.startup.complete"})
+                elif event["type"] == "lifespan.shutdown":
+                    self.http.nursery = None
+                    nursery.cancel_scope.cancel()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+
+async def send_text(
+    send: ASGISend, status: int, text: str, *, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A whole plain-text response."""
+    body = (text + "\n").encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _reject_websocket(scope: Scope, send: ASGISend, status: int, text: str) -> None:
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = (text + "\n").encode()
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+            }
+        )
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})

@@ -1,0 +1,287 @@
+"""The Streamable HTTP profile, client side, on ``httpx2`` (httpcore2's
+Trio backend, HTTP/1.1 or h2c): POST each message, read the replies and the
+agent's messages from SSE streams, reconnecting a dropped stream with
+backoff and jitter."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing, asynccontextmanager
+from typing import Any
+
+import httpx2
+import trio
+
+from acp_trio._groups import plain_exceptions
+from acp_trio._jsonrpc import OversizedFrame
+from acp_trio._message_stream import oversized
+from acp_trio.remote._http_connection import id_key, session_of
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._sse import SseDecoder, SseTooLarge
+
+__all__ = ["HttpMessages", "HttpStatusError", "open_http_stream"]
+
+_log = logging.getLogger("acp_trio.remote")
+
+CONNECTION_ID = "Acp-Connection-Id"
+SESSION_ID = "Acp-Session-Id"
+
+
+# Statuses that opening the stream again will not change.
+_FATAL = frozenset({400, 401, 403, 404, 405, 406, 410})
+
+
+def raw_chunks(response: httpx2.Response) -> AsyncGenerator[bytes, None]:
+    """The body's bytes, as an async generator to close with ``aclosing``.
+
+    httpx2's own iterators leave the generator of the layer below unclosed
+    when left early (a ResourceWarning under Trio); httpcore2's stream
+    closes what it opened, so it is read directly when it is there.
+    """
+    layer: Any = response.stream
+    layer = getattr(layer, "_stream", layer)  # the elapsed-time wrapper
+    inner = getattr(layer, "_httpcore_stream", None)
+    chunks = inner.__aiter__() if inner is not None else None
+    if isinstance(chunks, AsyncGenerator):
+        return chunks
+    return response.aiter_raw()
+
+
+class HttpStatusError(trio.BrokenResourceError):
+    """The server answered a POST with an unexpected status."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"the server answered {status}: {text.strip()}")
+        self.status = status
+
+
+class HttpMessages:
+    """A Streamable HTTP connection as a
+    :class:`~acp_trio._message_stream.MessageStream`. Made by
+    :func:`open_http_stream`."""
+
+    def __init__(
+        self,
+        client: httpx2.AsyncClient,
+        sse_client: httpx2.AsyncClient,
+        url: str,
+        nursery: trio.Nursery,
+        max_message_size: int,
+        queue_size: int,
+        max_backoff: float,
+    ) -> None:
+        self._client = client
+        self._sse_client = sse_client
+        self._url = url
+        self._nursery = nursery
+        self._max_message_size = max_message_size
+        self._max_backoff = max_backoff
+        self._inbound_send, self._inbound = trio.open_memory_channel[bytes | OversizedFrame](
+            queue_size
+        )
+        self._streams: set[str | None] = set()
+        # The agent's session-scoped requests not answered yet: id -> session.
+        self._request_session: dict[tuple[str, Any], str] = {}
+        self._send_lock = trio.Lock()
+        self._closed = False
+        self._broken: BaseException | None = None
+        #: ``Acp-Connection-Id``, once ``initialize`` was answered.
+        self.connection_id: str | None = None
+        #: How many times an SSE stream was opened again after it dropped.
+        self.reconnects = 0
+
+    @property
+    def max_message_size(self) -> int:
+        return self._max_message_size
+
+    @property
+    def client(self) -> httpx2.AsyncClient:
+        """The underlying httpx2 client (its cookies, its HTTP version)."""
+        return self._client
+
+    async def receive_message(self) -> bytes | OversizedFrame | None:
+        if self._closed:
+            raise trio.ClosedResourceError("the connection was closed")
+        try:
+            return await self._inbound.receive()
+        except trio.EndOfChannel:
+            if self._broken is not None:
+                raise trio.BrokenResourceError(str(self._broken)) from self._broken
+            return None
+
+    def _headers(self, session_id: str | None = None, *, post: bool = True) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"} if post else {}
+        if self.connection_id is not None:
+            headers[CONNECTION_ID] = self.connection_id
+        if session_id is not None:
+            headers[SESSION_ID] = session_id
+        return headers
+
+    async def send_message(self, message: bytes) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the connection was closed")
+        try:
+            obj: Any = json.loads(message)
+        except ValueError:
+            obj = None
+        session_id = session_of(obj) if isinstance(obj, dict) else None
+        if session_id is None and isinstance(obj, dict) and "method" not in obj:
+            # A reply to one of the agent's session-scoped requests.
+            session_id = self._request_session.pop(id_key(obj.get("id")), None)
+        if self.connection_id is None:
+            # Only initialize goes before the connection exists; it is
+            # answered in the POST's body.
+            async with self._send_lock:
+                if self.connection_id is None:
+                    await self._initialize(message)
+                    return
+        if session_id is not None:
+            self._open_stream(session_id)
+        try:
+            response = await self._client.post(
+                self._url, content=message, headers=self._headers(session_id)
+            )
+        except httpx2.HTTPError as exc:
+            raise trio.BrokenResourceError(f"POST failed: {exc}") from exc
+        if response.status_code != 202:
+            raise HttpStatusError(response.status_code, response.text)
+
+    async def _initialize(self, message: bytes) -> None:
+        try:
+            response = await self._client.post(self._url, content=message, headers=self._headers())
+        except httpx2.HTTPError as exc:
+            raise trio.BrokenResourceError(f"POST failed: {exc}") from exc
+        if response.status_code != 200:
+            raise HttpStatusError(response.status_code, response.text)
+        self.connection_id = response.headers.get(CONNECTION_ID)
+        if self.connection_id is None:
+            raise HttpStatusError(200, f"no {CONNECTION_ID} header in the reply to initialize")
+        self._open_stream(None)
+        await self._received(response.content)
+
+    async def _received(self, data: bytes) -> None:
+        if len(data) > self._max_message_size:
+            await self._inbound_send.send(oversized(data, self._max_message_size))
+            return
+        # A new session's stream opens as soon as its id is seen; a reply to
+        # one of the agent's requests goes with its session's header.
+        if b'"sessionId"' in data and b'"session/update"' not in data:
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                obj = None
+            if isinstance(obj, dict) and "method" not in obj:
+                result = obj.get("result")
+                if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+                    self._open_stream(result["sessionId"])
+            elif isinstance(obj, dict) and "id" in obj:
+                session_id = session_of(obj)
+                if session_id is not None:
+                    self._request_session[id_key(obj["id"])] = session_id
+        await self._inbound_send.send(data)
+
+    def _open_stream(self, session_id: str | None) -> None:
+        if session_id in self._streams or self._closed:
+            return
+        self._streams.add(session_id)
+        self._nursery.start_soon(self._read_stream, session_id)
+
+    async def _read_stream(self, session_id: str | None) -> None:
+        """Read one SSE stream for the connection's life, opening it again
+        (backoff with jitter) when it drops."""
+        failures = 0
+        while not self._closed:
+            try:
+                headers = {**self._headers(session_id, post=False), "Accept": "text/event-stream"}
+                async with self._sse_client.stream(
+                    "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
+                ) as response:
+                    status = response.status_code
+                    if status in _FATAL:
+                        await self._fail(HttpStatusError(status, "the SSE stream was refused"))
+                        return
+                    if status != 200:
+                        raise HttpStatusError(status, "the SSE stream was refused")
+                    failures = 0
+                    decoder = SseDecoder(library_limit(self._max_message_size))
+                    async with aclosing(raw_chunks(response)) as chunks:
+                        async for chunk in chunks:
+                            for data in decoder.feed(chunk):
+                                await self._received(data)
+            except (httpx2.HTTPError, HttpStatusError, SseTooLarge) as exc:
+                _log.debug("SSE stream %s dropped: %s", session_id, exc)
+            failures += 1
+            self.reconnects += 1
+            delay = min(self._max_backoff, 0.05 * 2 ** min(failures, 10))
+            await trio.sleep(delay * (0.5 + random.random() / 2))
+
+    async def _fail(self, error: BaseException) -> None:
+        if self._broken is None:
+            self._broken = error
+        self._inbound_send.close()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            if self.connection_id is not None:
+                try:
+                    await self._client.delete(self._url, headers=self._headers(post=False))
+                except httpx2.HTTPError as exc:
+                    _log.debug("DELETE failed: %s", exc)
+        self._inbound_send.close()
+        self._nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_http_stream(
+    url: str,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    http2: bool = True,
+    queue_size: int = 64,
+    max_backoff: float = 5.0,
+    verify: ssl.SSLContext | bool = True,
+) -> AsyncIterator[HttpMessages]:
+    """Open a Streamable HTTP connection to an ACP server
+    (``http://host:port/acp``) for the duration of the block, as a message
+    stream for :func:`~acp_trio.open_client` or
+    :func:`~acp_trio.lowlevel.open_connection`. Nothing is sent until the first
+    message, which must be ``initialize``.
+
+    ``http2=True`` speaks HTTP/2 (h2c, prior knowledge, on ``http:``);
+    ``False`` HTTP/1.1. Cookies the server sets are kept and sent back for
+    the connection's life. A dropped SSE stream is opened again, with
+    exponential backoff and jitter up to ``max_backoff`` seconds (messages
+    the server sent meanwhile are lost, as the RFD's v1 says; those it had
+    not sent yet wait for the new stream). Leaving the block sends DELETE.
+    """
+    plain = url.startswith("http://")
+    common: dict[str, Any] = {
+        "http1": not (http2 and plain),
+        "http2": http2,
+        "headers": {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})},
+        "timeout": httpx2.Timeout(60),
+        "verify": verify,
+    }
+    client = httpx2.AsyncClient(**common)
+    # The SSE streams get an HTTP connection of their own (sharing the
+    # cookie jar): POSTs multiplexed with long-lived streams on one h2
+    # connection could stall under httpcore2 (seen on loopback).
+    sse_client = httpx2.AsyncClient(cookies=client.cookies.jar, **common)
+    with plain_exceptions():
+        async with client, sse_client, trio.open_nursery() as nursery:
+            stream = HttpMessages(
+                client, sse_client, url, nursery, max_message_size, queue_size, max_backoff
+            )
+            try:
+                yield stream
+            finally:
+                await stream.aclose()

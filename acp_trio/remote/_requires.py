@@ -1,0 +1,24 @@
+"""A clear error when the ``remote`` extra is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+__all__ = ["check"]
+
+
+def check() -> None:
+    """Raise ``ImportError`` naming the extra if a library it installs is missing."""
+    missing = [
+        name
+        for name in ("hypercorn", "trio_websocket", "httpx2")
+        if importlib.util.find_spec(name) is None
+    ]
+    if missing:
+        raise ImportError(
+            f"acp_trio.remote needs the 'remote' extra (missing: {', '.join(missing)}): "
+            f"pip install 'acp-trio[remote]'"
+        )
+
+
+check()

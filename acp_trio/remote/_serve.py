@@ -1,0 +1,188 @@
+"""Running the app with hypercorn's Trio worker, and the typed entry points
+(serve an :class:`~acp_trio.Agent`, talk to a remote agent as a
+:class:`~acp_trio.Client`)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import trio
+import trio_websocket
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from acp_trio._agent import Agent, serve_agent
+from acp_trio._client import AgentProxy, Client, open_client
+from acp_trio._connection import ConnectionConfig
+from acp_trio._message_stream import MessageStream
+from acp_trio.remote._app import RemoteApp
+from acp_trio.remote._http_client import open_http_stream
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._ws_client import open_websocket_stream
+
+__all__ = [
+    "Profile",
+    "agent_app",
+    "open_remote_agent",
+    "hypercorn_config",
+    "open_remote_stream",
+    "serve_remote",
+]
+
+
+def agent_app(
+    agent: Callable[[], Agent],
+    *,
+    config: ConnectionConfig | None = None,
+    path: str = "/acp",
+    token: str | None = None,
+    allowed_origins: Collection[str] = (),
+) -> RemoteApp:
+    """An ASGI app serving a new agent from the factory ``agent`` on each
+    ACP connection. The message cap is ``config.max_message_size``."""
+    config = config or ConnectionConfig()
+
+    async def handle(stream: MessageStream) -> None:
+        await serve_agent(agent, stream, config=config)
+
+    return RemoteApp(
+        handle,
+        path=path,
+        max_message_size=config.max_message_size,
+        token=token,
+        allowed_origins=allowed_origins,
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
+    """A hypercorn configuration for ``app`` on ``host:port``, its limits
+    set from the app's message cap."""
+    config = Config()
+    bind_host = f"[{host.strip('[]')}]" if ":" in host else host
+    config.bind = [f"{bind_host}:{port}"]
+    config.websocket_max_message_size = library_limit(app.max_message_size)
+    config.accesslog = None
+    config.graceful_timeout = 1.0
+    # WebSocket pings are left to the peers (no server-initiated pings).
+    config.websocket_ping_interval = None
+    return config
+
+
+async def serve_remote(
+    app: RemoteApp,
+    port: int = 0,
+    *,
+    host: str = "127.0.0.1",
+    allow_remote: bool = False,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``app`` with hypercorn's Trio worker on ``host:port``
+    (HTTP/1.1, h2c and WebSocket on one port); reports the bound URLs
+    (``http://127.0.0.1:PORT``) through ``task_status`` (port 0 picks a free
+    port). Cancelling the call stops the server and every connection.
+
+    Binding anything but a loopback address needs ``allow_remote=True``
+    (else ``ValueError``); see the README's SECURITY section first.
+    """
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(
+            f"refusing to bind {host!r}: not a loopback address (pass allow_remote=True, "
+            f"and protect the server with a token)"
+        )
+    # hypercorn types the app with its own TypedDicts; ours takes plain mappings.
+    framework: Any = app
+    await serve(framework, hypercorn_config(app, host, port), task_status=task_status)
+
+
+Profile = Literal["auto", "websocket", "http", "http1"]
+
+
+@asynccontextmanager
+async def open_remote_stream(
+    url: str,
+    *,
+    profile: Profile = "auto",
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> AsyncIterator[MessageStream]:
+    """A message stream to the ACP server at ``url`` for the block.
+
+    ``profile``: ``"websocket"`` (``ws://``/``wss://`` URLs, or ``http(s)://``
+    turned into them), ``"http"`` (Streamable HTTP over HTTP/2, h2c on
+    ``http://``), ``"http1"`` (Streamable HTTP over HTTP/1.1), or ``"auto"``:
+    a ``ws(s)://`` URL is WebSocket; an ``http(s)://`` one tries WebSocket
+    first and falls back to Streamable HTTP if the server refuses the
+    upgrade.
+    """
+    ws_url = url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+    http_url = url.replace("ws://", "http://", 1).replace("wss://", "https://", 1)
+    options: dict[str, Any] = {
+        "max_message_size": max_message_size,
+        "token": token,
+        "headers": headers,
+    }
+    if profile == "auto" and not url.startswith(("ws://", "wss://")):
+        try:
+            websocket = open_websocket_stream(ws_url, **options)
+            stream: MessageStream = await websocket.__aenter__()
+        except trio_websocket.HandshakeError:
+            profile = "http"
+        else:
+            try:
+                yield stream
+            except BaseException as exc:
+                if not await websocket.__aexit__(type(exc), exc, exc.__traceback__):
+                    raise
+            else:
+                await websocket.__aexit__(None, None, None)
+            return
+    if profile in ("auto", "websocket"):
+        async with open_websocket_stream(ws_url, **options) as stream:
+            yield stream
+    else:
+        async with open_http_stream(http_url, http2=profile == "http", **options) as stream:
+            yield stream
+
+
+@asynccontextmanager
+async def open_remote_agent(
+    client: Client,
+    url: str,
+    *,
+    profile: Profile = "auto",
+    config: ConnectionConfig | None = None,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> AsyncIterator[AgentProxy]:
+    """Talk to the remote agent at ``url`` (``ws://host:port/acp`` or
+    ``http://host:port/acp``) for the duration of the block; yields the
+    proxy to the agent, as :func:`~acp_trio.open_client` does. ``profile``
+    as for :func:`open_remote_stream`. The message cap is
+    ``config.max_message_size``; ``token`` is sent as a bearer token.
+    """
+    config = config or ConnectionConfig()
+    async with (
+        open_remote_stream(
+            url,
+            profile=profile,
+            max_message_size=config.max_message_size,
+            token=token,
+            headers=headers,
+        ) as stream,
+        open_client(client, stream, config=config) as agent,
+    ):
+        yield agent

@@ -1,0 +1,164 @@
+"""The client side of the WebSocket profile, on ``trio-websocket``."""
+
+from __future__ import annotations
+
+import ssl
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import trio
+import trio_websocket
+
+from acp_trio._groups import plain_exceptions
+from acp_trio._jsonrpc import OversizedFrame
+from acp_trio._message_stream import oversized
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+
+__all__ = ["WebSocketMessages", "open_websocket_stream"]
+
+CONNECTION_ID_HEADER = "acp-connection-id"
+
+
+class WebSocketMessages:
+    """A client WebSocket as a :class:`~acp_trio._message_stream.MessageStream`.
+
+    trio-websocket keeps a bounded queue of received messages
+    (``message_queue_size``); when it is full, it stops reading the socket,
+    so a slow reader slows the server down.
+    """
+
+    def __init__(self, ws: trio_websocket.WebSocketConnection, max_message_size: int) -> None:
+        self._ws = ws
+        self._max_message_size = max_message_size
+        self.connection_id: str | None = None
+        for name, value in ws.handshake_headers:
+            if name.decode("latin-1").lower() == CONNECTION_ID_HEADER:
+                self.connection_id = value.decode("latin-1")
+
+    @property
+    def max_message_size(self) -> int:
+        return self._max_message_size
+
+    @property
+    def websocket(self) -> trio_websocket.WebSocketConnection:
+        """The underlying trio-websocket connection."""
+        return self._ws
+
+    async def receive_message(self) -> bytes | OversizedFrame | None:
+        while True:
+            try:
+                message = await self._ws.get_message()
+            except trio_websocket.ConnectionClosed as exc:
+                reason = exc.reason
+                if reason is not None and reason.code == 1009:
+                    raise trio.BrokenResourceError(
+                        f"the server closed the WebSocket: a message was too big "
+                        f"({reason.reason or 'code 1009'})"
+                    ) from exc
+                return None
+            if isinstance(message, bytes):
+                continue  # binary frames are ignored
+            data = message.encode("utf-8")
+            if len(data) > self._max_message_size:
+                return oversized(data, self._max_message_size)
+            return data
+
+    async def send_message(self, message: bytes) -> None:
+        try:
+            await self._ws.send_message(message.decode("utf-8"))
+        except trio_websocket.ConnectionClosed as exc:
+            raise trio.BrokenResourceError("the WebSocket is closed") from exc
+
+    async def aclose(self) -> None:
+        with trio.CancelScope(shield=True):
+            await self._ws.aclose()
+
+
+def _headers(token: str | None, headers: Mapping[str, str] | None) -> list[tuple[bytes, bytes]]:
+    result = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    if token is not None:
+        result.append((b"authorization", f"Bearer {token}".encode("latin-1")))
+    return result
+
+
+def _target(url: str) -> tuple[str, int, str, str, bool]:
+    """(host, port, Host header, resource, TLS) of a ``ws:``/``wss:`` URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("ws", "wss"):
+        raise ValueError(f"a WebSocket URL starts with ws:// or wss://, not {url!r}")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"no host in {url!r}")
+    tls = parts.scheme == "wss"
+    port = parts.port or (443 if tls else 80)
+    name = f"[{host}]" if ":" in host else host
+    host_header = name if port in (80, 443) else f"{name}:{port}"
+    resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return host, port, host_header, resource, tls
+
+
+@asynccontextmanager
+async def open_websocket_stream(
+    url: str,
+    *,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    connect_timeout: float = 30,
+    message_queue_size: int = 16,
+    ssl_context: ssl.SSLContext | None = None,
+) -> AsyncIterator[WebSocketMessages]:
+    """Open a WebSocket to an ACP server (``ws://host:port/acp``) for the
+    duration of the block, as a message stream for
+    :func:`~acp_trio.open_client` or :func:`~acp_trio.lowlevel.open_connection`.
+
+    ``token`` is sent as ``Authorization: Bearer <token>``. Messages over
+    ``max_message_size`` bytes are answered as on stdio; the library's own
+    limit is set a little above it (see :func:`library_limit`). At most
+    ``message_queue_size`` received messages wait to be read; then the
+    socket is not read until they are.
+
+    Raises ``OSError`` if no connection can be made, ``trio.TooSlowError``
+    after ``connect_timeout`` seconds, and
+    ``trio_websocket.ConnectionRejected`` (with the HTTP ``status_code``) if
+    the server refuses the upgrade. Leaving the block closes the WebSocket
+    and its socket (bounded in time, also when cancelled).
+    """
+    host, port, host_header, resource, tls = _target(url)
+    with plain_exceptions():
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(connect_timeout):
+                tcp: trio.SocketStream | trio.SSLStream[trio.SocketStream]
+                if tls:
+                    tcp = await trio.open_ssl_over_tcp_stream(
+                        host,
+                        port,
+                        ssl_context=ssl_context or ssl.create_default_context(),
+                        https_compatible=True,
+                    )
+                else:
+                    tcp = await trio.open_tcp_stream(host, port)
+            try:
+                with trio.fail_after(connect_timeout):
+                    ws = await trio_websocket.wrap_client_stream(
+                        nursery,
+                        tcp,
+                        host_header,
+                        resource,
+                        extra_headers=_headers(token, headers),
+                        max_message_size=library_limit(max_message_size),
+                        message_queue_size=message_queue_size,
+                    )
+                stream = WebSocketMessages(ws, max_message_size)
+                try:
+                    yield stream
+                finally:
+                    with trio.CancelScope(shield=True), trio.move_on_after(5):
+                        await stream.aclose()
+            finally:
+                # trio-websocket leaves the socket open when the server
+                # closed first; it is ours, so we close it.
+                with trio.CancelScope(shield=True):
+                    await tcp.aclose()
+                nursery.cancel_scope.cancel()

@@ -1,0 +1,76 @@
+"""The server side of the WebSocket profile: an ASGI WebSocket seen as a
+:class:`~acp_trio._message_stream.MessageStream`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import trio
+
+from acp_trio._jsonrpc import OversizedFrame
+from acp_trio._message_stream import oversized
+
+__all__ = ["ASGIReceive", "ASGISend", "AsgiWebSocketMessages"]
+
+ASGIReceive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+ASGISend = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class AsgiWebSocketMessages:
+    """One accepted ASGI WebSocket carrying one ACP connection: one JSON-RPC
+    message per text frame; binary frames are ignored, as the RFD says.
+
+    The ASGI server's receive queue is bounded (hypercorn: ``max_app_queue_size``),
+    and a send waits until the frame is written, so a slow peer slows us down
+    instead of growing a buffer.
+    """
+
+    def __init__(self, receive: ASGIReceive, send: ASGISend, max_message_size: int) -> None:
+        self._receive = receive
+        self._send = send
+        self._max_message_size = max_message_size
+        self._ended = False  # the peer disconnected
+        self._closed = False  # we closed
+        self.close_code: int | None = None
+
+    @property
+    def max_message_size(self) -> int:
+        return self._max_message_size
+
+    async def receive_message(self) -> bytes | OversizedFrame | None:
+        while True:
+            if self._closed:
+                raise trio.ClosedResourceError("the WebSocket was closed")
+            if self._ended:
+                return None
+            event = await self._receive()
+            kind = event["type"]
+            if kind == "websocket.disconnect":
+                self._ended = True
+                self.close_code = event.get("code")
+                return None
+            if kind != "websocket.receive":
+                continue
+            text = event.get("text")
+            if text is None:
+                continue  # a binary frame: ignored
+            data: bytes = str(text).encode("utf-8")
+            if len(data) > self._max_message_size:
+                return oversized(data, self._max_message_size)
+            return data
+
+    async def send_message(self, message: bytes) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the WebSocket was closed")
+        if self._ended:
+            raise trio.BrokenResourceError("the peer closed the WebSocket")
+        await self._send({"type": "websocket.send", "text": message.decode("utf-8")})
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._ended:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await self._send({"type": "websocket.close", "code": 1000})

@@ -1,0 +1,136 @@
+"""Remote ACP on loopback: stream and read over WebSocket and Streamable
+HTTP, acp_trio's server and client against the TypeScript SDK 2.4.0's
+(``make bench-remote``; the TypeScript cells need ``make
+tests/interop/node_modules/.installed``).
+
+Workloads (the scenario vocabulary): ``stream N 16`` (N updates, then the
+reply) and ``read N /x`` (N sequential agent -> client requests). Each cell
+is the median of RUNS prompts on one warm connection, in milliseconds.
+Cells: acp_trio server + client per profile (WebSocket, HTTP/2 h2c,
+HTTP/1.1); the TypeScript client and server (HTTP/1.1: Node's http server);
+the two mixed pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from acp_trio import schema
+from acp_trio.remote import agent_app, open_remote_agent, serve_remote
+from acp_trio.testing import ScenarioAgent, ScenarioClient
+
+INTEROP = Path(__file__).resolve().parent.parent / "tests" / "interop"
+NODE = shutil.which("node")
+HAVE_TS = NODE is not None and (INTEROP / "node_modules" / "@agentclientprotocol").is_dir()
+
+
+async def trio_client(url: str, profile: str, commands: list[str], runs: int) -> list[float]:
+    """Milliseconds per command (median of ``runs``), acp_trio's client."""
+    client = ScenarioClient()
+    medians = []
+    async with open_remote_agent(client, url, profile=profile) as agent:  # type: ignore[arg-type]
+        await agent.initialize(client.initialize_request())
+        session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        for command in commands:
+            await agent.prompt_text(session.session_id, command)  # warm-up
+            times = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                await agent.prompt_text(session.session_id, command)
+                times.append((time.perf_counter() - start) * 1000)
+            medians.append(statistics.median(times))
+    return medians
+
+
+async def ts_client(url: str, commands: list[str], runs: int) -> list[float]:
+    assert NODE is not None
+    prompts = [c for command in commands for c in [command] * (runs + 1)]
+    result = await trio.run_process(
+        [NODE, str(INTEROP / "ts_remote_client.mjs"), "--quiet", url, *prompts],
+        cwd=INTEROP,
+        capture_stdout=True,
+        check=True,
+    )
+    events = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    ms = [e["ms"] for e in events if e["ev"] == "result"]
+    medians = []
+    for i in range(len(commands)):
+        chunk = ms[i * (runs + 1) : (i + 1) * (runs + 1)][1:]  # without the warm-up
+        medians.append(statistics.median(chunk))
+    return medians
+
+
+async def with_trio_server(run: Any) -> list[float]:
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(functools.partial(serve_remote, agent_app(ScenarioAgent), 0))
+        try:
+            return await run(binds[0] + "/acp")  # type: ignore[no-any-return]
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def with_ts_server(run: Any) -> list[float]:
+    assert NODE is not None
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                [NODE, str(INTEROP / "ts_remote_server.mjs")],
+                cwd=INTEROP,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                check=False,
+            )
+        )
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive_some()
+            return await run(json.loads(line)["url"])  # type: ignore[no-any-return]
+        finally:
+            process.terminate()
+            nursery.cancel_scope.cancel()
+
+
+async def main(n_stream: int, n_read: int, runs: int) -> None:
+    commands = [f"stream {n_stream} 16", f"read {n_read} /x"]
+    cells: list[tuple[str, list[float]]] = []
+    for profile, name in (
+        ("websocket", "WebSocket"),
+        ("http", "HTTP/2 h2c"),
+        ("http1", "HTTP/1.1"),
+    ):
+        run = functools.partial(trio_client, profile=profile, commands=commands, runs=runs)
+        cells.append((f"acp_trio server + acp_trio client, {name}", await with_trio_server(run)))
+    if HAVE_TS:
+        ts = functools.partial(ts_client, commands=commands, runs=runs)
+        cells.append(("TypeScript server + TypeScript client, HTTP/1.1", await with_ts_server(ts)))
+        cells.append(("acp_trio server + TypeScript client, HTTP/1.1", await with_trio_server(ts)))
+        ours = functools.partial(trio_client, profile="http1", commands=commands, runs=runs)
+        cells.append(("TypeScript server + acp_trio client, HTTP/1.1", await with_ts_server(ours)))
+    else:
+        print("(TypeScript cells skipped: node or the SDK is missing)", file=sys.stderr)
+    print(f"| pair (loopback) | stream {n_stream} (ms) | read {n_read} (ms) |")
+    print("| --- | ---: | ---: |")
+    for name, (stream_ms, read_ms) in cells:
+        print(f"| {name} | {stream_ms:.1f} | {read_ms:.1f} |")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--stream", type=int, default=2000)
+    parser.add_argument("--read", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    trio.run(main, args.stream, args.read, args.runs)

@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// A minimal remote client written with the official TypeScript SDK's
+// experimental Streamable HTTP transport (@agentclientprotocol/sdk 2.4.0):
+//   node ts_remote_client.mjs URL PROMPT...
+// Connects to URL (http://host:port/acp), initializes, opens a session,
+// sends each PROMPT in turn and prints one JSON line per event:
+//   {ev: "update", text}, {ev: "result", prompt, result, ms}, {ev: "done"}
+// (ms: the prompt's round trip, updates included, in milliseconds)
+// or {ev: "fatal", message} (exit code 1).
+
+import * as acp from "@agentclientprotocol/sdk";
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+
+const { methods } = acp;
+// --quiet: count the updates instead of printing them (for benchmarks).
+const quiet = process.argv[2] === "--quiet";
+const [url, ...prompts] = process.argv.slice(quiet ? 3 : 2);
+let updates = 0;
+const emit = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+const app = acp
+  .client({ name: "ts-remote-client" })
+  .onNotification(methods.client.session.update, (ctx) => {
+    const content = ctx.params.update.content;
+    if (quiet) updates += 1;
+    else if (content && content.type === "text") emit({ ev: "update", text: content.text });
+  })
+  .onRequest(methods.client.fs.readTextFile, async () => ({ content: "x".repeat(64) }))
+  .onRequest(methods.client.fs.writeTextFile, async () => ({}));
+
+try {
+  const stream = createHttpStream(url);
+  await app.connectWith(stream, async (agent) => {
+    await agent.request(methods.agent.initialize, {
+      protocolVersion: 1,
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+    });
+    const session = await agent.request(methods.agent.session.new, {
+      cwd: process.cwd(),
+      mcpServers: [],
+    });
+    for (const prompt of prompts) {
+      const start = performance.now();
+      const result = await agent.request(methods.agent.session.prompt, {
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text: prompt }],
+      });
+      emit({ ev: "result", prompt, result, ms: performance.now() - start });
+    }
+  });
+  emit(quiet ? { ev: "done", updates } : { ev: "done" });
+  process.exit(0);
+} catch (error) {
+  emit({ ev: "fatal", message: String(error && error.stack ? error.stack : error) });
+  process.exit(1);
+}

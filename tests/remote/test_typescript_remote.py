@@ -1,0 +1,118 @@
+"""Interop with the TypeScript SDK 2.4.0's experimental Streamable HTTP
+transports, on loopback: its client (``createHttpStream``) against
+acp_trio's server, acp_trio's client against its server (``AcpServer``). Skipped
+without Node.js or the SDK (``make tests/interop/node_modules/.installed``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from acp_trio import schema
+from acp_trio.remote import agent_app, open_remote_agent
+from acp_trio.testing import ScenarioAgent, ScenarioClient
+
+from .conftest import LIMIT, running
+
+INTEROP = Path(__file__).resolve().parents[1] / "interop"
+TS_CLIENT = INTEROP / "ts_remote_client.mjs"
+SDK = INTEROP / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+NODE = shutil.which("node")
+
+pytestmark = pytest.mark.skipif(
+    NODE is None or not SDK.is_file(),
+    reason="needs node and the TypeScript SDK in tests/interop/node_modules",
+)
+
+
+async def run_ts_client(url: str, *prompts: str) -> list[dict[str, Any]]:
+    assert NODE is not None
+    result = await trio.run_process(
+        [NODE, str(TS_CLIENT), url, *prompts],
+        cwd=INTEROP,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    events = [json.loads(line) for line in result.stdout.decode().splitlines() if line]
+    assert result.returncode == 0, (events, result.stderr.decode())
+    return events
+
+
+async def test_the_typescript_http_client_talks_to_our_server() -> None:
+    app = agent_app(ScenarioAgent)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            events = await run_ts_client(
+                base + "/acp", "echo hi there", "stream 20 2", "read 2 /a", "write 1 /b 3"
+            )
+            # The client sent DELETE when it finished.
+            assert not app.http.connections
+    texts = [e["text"] for e in events if e["ev"] == "update"]
+    assert texts == ["hi there", *(f"{i}." if i < 10 else str(i) for i in range(20)), "read 2 128"]
+    results = [e["result"]["stopReason"] for e in events if e["ev"] == "result"]
+    assert results == ["end_turn"] * 4
+    assert events[-1] == {"ev": "done"}
+
+
+TS_SERVER = INTEROP / "ts_remote_server.mjs"
+
+
+async def test_our_http_client_talks_to_the_typescript_server() -> None:
+    assert NODE is not None
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            process = await nursery.start(
+                functools.partial(
+                    trio.run_process,
+                    [NODE, str(TS_SERVER)],
+                    cwd=INTEROP,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    check=False,
+                )
+            )
+            try:
+                line = b""
+                while not line.endswith(b"\n"):
+                    chunk = await process.stdout.receive_some()
+                    assert chunk, "the TypeScript server exited"
+                    line += chunk
+                url = json.loads(line)["url"]
+                client = ScenarioClient()
+                # Node's http server speaks HTTP/1.1 only.
+                async with open_remote_agent(client, url, profile="http1") as agent:
+                    await agent.initialize(client.initialize_request())
+                    session = await agent.new_session(
+                        schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                    )
+                    sid = session.session_id
+                    for command in ("echo hi ts", "stream 30 2", "read 2 /x"):
+                        result = await agent.prompt_text(sid, command)
+                        assert result.stop_reason == "end_turn"
+                    assert client.texts() == [
+                        "hi ts",
+                        *(f"{i}." if i < 10 else str(i) for i in range(30)),
+                        "read 2 128",
+                    ]
+                    # session/cancel reaches the TypeScript agent.
+                    results: list[schema.PromptResponse] = []
+                    async with trio.open_nursery() as turn:
+
+                        async def run() -> None:
+                            results.append(await agent.prompt_text(sid, "wait_for_cancel"))
+
+                        turn.start_soon(run)
+                        await trio.sleep(0.2)
+                        await agent.cancel(sid)
+                    assert results[0].stop_reason == "cancelled"
+            finally:
+                process.terminate()
+                nursery.cancel_scope.cancel()
