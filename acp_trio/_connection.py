@@ -220,11 +220,10 @@ class ConnectionConfig:
     #: without waiting then costs no task). ``False``: a new task for every
     #: request, from the start. Handlers see no difference either way.
     eager_handlers: bool = True
-    #: Let a task waiting for the reply to its call read the stream itself
-    #: while the reader has nothing else to do, so the reply wakes it
-    #: directly (one hand-over between tasks less per call). Only over pipes
-    #: (stdio, a spawned agent). ``False``: only the reader task reads.
-    #: Callers see no difference either way.
+    #: No effect (kept so that existing configurations still work): callers
+    #: waiting for a reply used to read the stream themselves over pipes;
+    #: measured again it did not pay (see the CHANGELOG), so only the
+    #: reader task reads.
     callers_read_replies: bool = True
 
 
@@ -325,22 +324,15 @@ class Connection:
         # Set when a handler running eagerly asks for its scope (which is the
         # reader's until the handler first waits): see _read.
         self._reader_scope_exposed = False
-        # Who reads: the reader task, or a caller waiting for its reply
-        # (see _read_for), or nobody for a moment (the reader is parked in
-        # _give_up_reading and whoever it woke wakes it again).
-        self._baton = _READER
-        self._idle_reader: trio.lowlevel.Task | None = None
-        self._woke_caller = False
         # Frames already decoded are taken without a coroutine per frame,
-        # unless a subclass of FramedStream reads its own way; the fast paths
-        # (eager handlers, callers reading) need that too.
+        # unless a subclass of FramedStream reads its own way; eager
+        # handlers need that too.
         stream = self._stream
         self._stock_stream = (
             type(stream).receive_frame is FramedStream.receive_frame
             and type(stream).receive_frame_nowait is FramedStream.receive_frame_nowait
         )
         self._eager = config.eager_handlers and self._stock_stream
-        self._give_up = config.callers_read_replies and self._stock_stream and stream.reads_pipe
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).
         self._eager_skips: dict[str, int] = {}
@@ -381,28 +373,17 @@ class Connection:
         if consumer:
             self._consumer_call_started()
         try:
-            # Wait for the reply (reading for it ourselves when nobody else
-            # is), here rather than in a helper: one coroutine less per call,
-            # and one frame less for a cancellation to unwind.
+            # Wait for the reply here rather than in a helper: one coroutine
+            # less per call, and one frame less for a cancellation to unwind.
             if pending._state != _WAITING:
                 await trio.lowlevel.checkpoint()
             else:
-                if self._baton == _FREE:
-                    if self._give_up and not self._stream.frames_pending:
-                        await self._read_for(pending)
-                    if pending._state == _WAITING:
-                        self._wake_idle_reader()
-                if pending._state == _WAITING:
-                    pending._task = trio.lowlevel.current_task()
-                    await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
-                    if self._baton == _FREE:
-                        self._wake_idle_reader()
+                pending._task = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
             if pending._barrier > self._notifications_handled:
                 await self._wait_for_notifications(pending._barrier)
             return pending._outcome()
         except BaseException:
-            if self._baton == _FREE:
-                self._wake_idle_reader()
             if pending._state == _WAITING:
                 if not pending._entry.cancel_sent:
                     self._send_cancel(pending)
@@ -624,10 +605,6 @@ class Connection:
             if out.handle is not None:
                 out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
-        if self._baton == _CALLER:
-            # A caller is reading (a pipe): wake it; it finds its call
-            # settled just above. Nothing is read after this.
-            self._stream.interrupt_reading()
         if self._local_close or not self._shutdown.is_set():
             # We are leaving (aclose, or our nursery was cancelled): nobody
             # wants the notifications still queued.
@@ -681,25 +658,19 @@ class Connection:
             # answered at once: read on in a fresh scope.
             scope = self._reader_scope = trio.CancelScope()
 
-    async def _read(self, role: _Role | None, until: PendingRequest | None = None) -> None:
+    async def _read(self, role: _Role) -> None:
         """Read and act on frames; return at the end of the stream, when this
-        task stops being the reader, or when its scope must be replaced.
-
-        With ``until`` (and no ``role``), a caller reads for itself: it returns
-        once that request is settled, and starts no handler eagerly."""
+        task stops being the reader, or when its scope must be replaced."""
         reason = "the peer closed the connection"
         cause: BaseException | None = None
         stream = self._stream
         nowait = stream.receive_frame_nowait if self._stock_stream else _no_frame
-        eager = self._eager and role is not None
-        give_up = self._give_up and role is not None
+        eager = self._eager
         inbox = self._inbox
         queued = 0
         item: _Queued | None = None
         try:
             while True:
-                if until is not None and until._state != _WAITING:
-                    return
                 frame = nowait()
                 if frame is None and (frame := await stream.receive_frame()) is None:
                     break
@@ -725,15 +696,6 @@ class Connection:
                         _log.debug("dropping late or repeated reply to request %r", reply_id)
                         continue
                 value = decode_frame(frame)
-                if until is not None and (
-                    inbox.full or (type(value) is dict and "method" in value and "id" in value)
-                ):
-                    # A request: the reader task runs it (eagerly), not a
-                    # caller waiting for its own reply. A full inbox: the
-                    # reader waits for room, not a caller that may be
-                    # cancelled while it waits. Give the frame back.
-                    stream.unread(frame)
-                    return
                 if self._trace is not None:
                     self._trace("recv", frame)
                 # A notification (the bulk of the traffic) or a request is
@@ -778,17 +740,6 @@ class Connection:
                     and value.get("jsonrpc") == "2.0"
                 ):
                     self._on_result(value["id"], value["result"])
-                    if self._woke_caller:
-                        self._woke_caller = False
-                        # We woke a caller and have nothing else to do: it
-                        # may read its next reply itself. (Decided in this
-                        # very step, before the caller can run.)
-                        if (
-                            give_up
-                            and not stream.frames_pending
-                            and not await self._give_up_reading()
-                        ):
-                            break
                     continue
                 elif (
                     type(value) is dict
@@ -813,7 +764,6 @@ class Connection:
                     message = value if type(value) is InvalidMessage else classify(value)
                     if isinstance(message, Response | ErrorResponse):
                         self._on_response(message)
-                        self._woke_caller = False
                     else:
                         assert isinstance(message, InvalidMessage), message
                         self._on_invalid(message, frame)
@@ -825,7 +775,6 @@ class Connection:
                 del frame, value
                 item = None
                 if ctx is not None:
-                    assert role is not None
                     # Eagerly only when no frame read after this one
                     # waits: a cancel right behind a request finds it
                     # not yet started, as it would with a task.
@@ -1080,69 +1029,14 @@ class Connection:
         if entry is None or entry.handle is None:
             self._unexpected_reply(request_id)
             return
-        if entry.handle._task is not None:
-            self._woke_caller = True
         entry.handle._settle(result, None, self._notifications_received)
-
-    # ------------------------------------------------------------------
-    # Who reads
-    #
-    # The reader task reads, except between the moment it hands a reply to a
-    # waiting caller (with nothing else buffered) and the moment that caller
-    # is done with it: the caller, resumed, wakes the reader, unless it makes
-    # its next call first and reads for that one's reply itself (_read_for).
-    # A round trip then costs one task step instead of two, and the reply
-    # reaches the caller without waiting for the scheduler's next pass.
-
-    async def _give_up_reading(self) -> bool:
-        """The reader parks until reading is its own again; ``False`` once
-        the connection is closing."""
-        self._baton = _FREE
-        try:
-            while True:
-                self._idle_reader = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._abort_idle_reader)
-                if self._closed:
-                    return False
-                if self._baton == _FREE:
-                    self._baton = _READER
-                    return True
-                # A caller is reading: it wakes us when it is done.
-        except BaseException:
-            if self._baton == _FREE:
-                self._baton = _READER  # (cancelled: we are closing)
-            raise
-
-    def _abort_idle_reader(self, _: Any) -> trio.lowlevel.Abort:
-        self._idle_reader = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def _wake_idle_reader(self) -> None:
-        task = self._idle_reader
-        if task is not None:
-            self._idle_reader = None
-            trio.lowlevel.reschedule(task)
-
-    async def _read_for(self, pending: PendingRequest) -> None:
-        """Read (as the reader would) until ``pending`` is settled, the
-        stream ends or this task is cancelled; then give reading back."""
-        self._baton = _CALLER
-        try:
-            await self._read(None, pending)
-        finally:
-            self._baton = _FREE
-            self._wake_idle_reader()
 
     async def _await_reply(self, pending: PendingRequest) -> None:
         """Wait until ``pending`` is settled (a checkpoint either way), for
-        :meth:`PendingRequest.result`. Unlike ``call()``, it never reads for
-        itself: an ``open_request()`` may be abandoned from another task,
-        which could not wake a task that is reading."""
+        :meth:`PendingRequest.result`."""
         if pending._state != _WAITING:
             await trio.lowlevel.checkpoint()
             return
-        if self._baton == _FREE:
-            self._wake_idle_reader()
         pending._task = trio.lowlevel.current_task()
         consumer = _in_notification_handler.get()
         if consumer:
@@ -1152,8 +1046,6 @@ class Connection:
         finally:
             if consumer:
                 self._consumer_call_ended()
-            if self._baton == _FREE:
-                self._wake_idle_reader()
 
     def _unexpected_reply(self, request_id: RequestId) -> None:
         if self._table.is_stale(request_id):
@@ -1503,11 +1395,6 @@ _EAGER_SKIP_METHODS: Final = 256
 # at most this many, each at most this long.
 _MAX_METHOD_NAMES: Final = 256
 _MAX_SHARED_NAME: Final = 128
-
-# Who reads (Connection._baton).
-_READER: Final = 0  # the reader task
-_CALLER: Final = 1  # a caller, for its own reply
-_FREE: Final = 2  # nobody: the reader is parked, and whoever it woke wakes it
 
 
 @final

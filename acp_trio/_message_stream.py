@@ -64,13 +64,12 @@ class MessageFramedStream(FramedStream):
     writes. Frames written by the connection end with ``\\n`` and may come
     several at once; each is sent as one message."""
 
-    __slots__ = ("_messages", "_unread")
+    __slots__ = ("_messages",)
 
     def __init__(self, messages: MessageStream) -> None:
         # No byte streams: every FramedStream method that touches them is
         # overridden below.
         self._messages = messages
-        self._unread: list[bytes | OversizedFrame] = []
         self._send_fd = None
         self._receive_fd = None
 
@@ -83,29 +82,17 @@ class MessageFramedStream(FramedStream):
         return 0
 
     @property
-    def reads_pipe(self) -> bool:
+    def frames_pending(self) -> bool:
         return False
 
-    def interrupt_reading(self) -> None:
-        pass
-
-    @property
-    def frames_pending(self) -> bool:
-        return bool(self._unread)
-
     async def receive_frame(self) -> bytes | OversizedFrame | None:
-        if self._unread:
-            return self._unread.pop()
         message = await self._messages.receive_message()
         if isinstance(message, bytes | bytearray) and len(message) > self.max_message_size:
             return oversized(message, self.max_message_size)
         return message
 
-    def unread(self, frame: bytes) -> None:
-        self._unread.append(frame)
-
     def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
-        return self._unread.pop() if self._unread else None
+        return None
 
     def direct_writer(self) -> None:
         return None
