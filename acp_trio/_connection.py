@@ -53,11 +53,8 @@ import trio
 from acp_trio._eager import run_eagerly
 from acp_trio._exceptions import (
     ConnectionClosed,
-    ErrorCode,
     LocalProtocolError,
-    MessageTooLarge,
     ProtocolError,
-    RemoteProtocolError,
     RequestError,
 )
 from acp_trio._framed import FramedStream
@@ -65,26 +62,15 @@ from acp_trio._groups import plain_exceptions, single_leaf
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     DEFAULT_MAX_MESSAGE_SIZE,
-    TEMPLATE_FRAME_MAX,
-    ErrorResponse,
-    InvalidMessage,
-    OversizedFrame,
+    CancelReceived,
+    IncomingRequest,
+    NotificationReceived,
+    Peer,
+    ReplyReceived,
     RequestId,
-    RequestTable,
-    Response,
-    cancel_request_frame,
-    cancel_target,
-    cancelled_reply_frame,
-    classify,
-    decode_frame,
-    encode_frame,
+    RequestReceived,
+    SendFrame,
     error_response,
-    match_cancel_request,
-    match_cancelled_reply,
-    notification,
-    peek_id,
-    peek_oversized,
-    request,
     response,
 )
 from acp_trio._message_stream import MessageFramedStream, MessageStream
@@ -123,9 +109,6 @@ _in_notification_handler: Final[ContextVar[bool]] = ContextVar(
 
 # The reader yields after queueing this many notifications in a row.
 _HANDOVER: Final = 128
-
-# How much of an unparsable frame is searched for the id of a reply.
-_PEEK_SIZE: Final = 64 * 1024
 
 TraceHook = Callable[[Literal["send", "recv"], bytes], None]
 
@@ -297,7 +280,9 @@ class Connection:
             None if cls.request_finished is Handler.request_finished else handler.request_finished
         )
         self._trace = config.trace
-        self._table: RequestTable[RequestContext, PendingRequest] = RequestTable()
+        # The sans-IO peer: every protocol rule and the request table.
+        self._peer: Peer[RequestContext, PendingRequest] = Peer()
+        self._table = self._peer.table
         trace = config.trace
         self._outbox = Outbox(
             config.outbox_limit,
@@ -317,8 +302,6 @@ class Connection:
         # started): while there are any, nothing waits for notifications to be
         # handled (see _wait_for_barrier).
         self._consumer_calls = 0
-        # Peer responses we could not use and did not answer (logged once).
-        self._unanswerable = 0
         self._nursery: trio.Nursery | None = None
         self._reader_scope = trio.CancelScope()
         # Set when a handler running eagerly asks for its scope (which is the
@@ -336,11 +319,6 @@ class Connection:
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).
         self._eager_skips: dict[str, int] = {}
-        # One string object per method name, shared by every request in
-        # flight (a decoded frame brings a new copy); bounded like
-        # _eager_skips, and only for short names, against a peer that
-        # invents names.
-        self._method_names: dict[str, str] = {}
         self._writer_scope = trio.CancelScope(shield=True)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
@@ -417,7 +395,7 @@ class Connection:
         array or ``None``. Cancelled while waiting for room, nothing is sent.
         """
         _check_params(params)
-        frame = self._encode(notification(method, params))
+        frame = self._peer.notify(method, params)
         self._check_open()
         await self._outbox.put(frame, checkpoint=True)
 
@@ -430,7 +408,7 @@ class Connection:
         ``False`` once nothing more is written (nothing is sent)."""
         if self._outbox.closed:
             return False
-        return self._outbox.put_nowait(self._encode(notification(method, params)))
+        return self._outbox.put_nowait(self._peer.notify(method, params))
 
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
@@ -588,11 +566,11 @@ class Connection:
             self._outbox.hold()
             try:
                 for out in nested:
-                    if self._table.cancel_outgoing(out):
-                        self._outbox.put_nowait(cancel_request_frame(out.id))
+                    if (frame := self._peer.cancel(out)) is not None:
+                        self._outbox.put_nowait(frame)
             finally:
                 self._outbox.release()
-        incoming, outgoing = self._table.close()
+        incoming, outgoing = self._peer.close()
         # Cancel the handlers first: a handler waiting on an outgoing call
         # then sees Cancelled (and answers -32800), not the ConnectionClosed
         # that settling its call would hand it (answered -32603).
@@ -634,12 +612,6 @@ class Connection:
             dropped = self._outbox.discard()
             _log.warning("output not flushed within close_timeout; %d frames dropped", dropped)
 
-    def _encode(self, obj: Any) -> bytes:
-        try:
-            return encode_frame(obj)
-        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a cycle
-            raise LocalProtocolError(f"message cannot be encoded as JSON: {exc}") from exc
-
     # ------------------------------------------------------------------
     # Reader
 
@@ -665,6 +637,8 @@ class Connection:
         cause: BaseException | None = None
         stream = self._stream
         nowait = stream.receive_frame_nowait if self._stock_stream else _no_frame
+        receive = self._peer.receive
+        trace = self._trace
         eager = self._eager
         inbox = self._inbox
         queued = 0
@@ -676,103 +650,41 @@ class Connection:
                     break
                 if self._closed:
                     break
-                if isinstance(frame, OversizedFrame):
-                    self._on_oversized(frame)
-                    continue
-                if len(frame) <= TEMPLATE_FRAME_MAX:
-                    # The two frames a cascade of cancels is made of, in the
-                    # exact bytes acp_trio writes: taken without decoding.
-                    # (Any other spelling goes the general way below.)
-                    if (target := match_cancel_request(frame)) is not None:
-                        if self._trace is not None:
-                            self._trace("recv", frame)
-                        self._on_cancel_request(target)
-                        continue
-                    if (
-                        reply_id := match_cancelled_reply(frame)
-                    ) is not None and self._table.is_stale(reply_id):
-                        if self._trace is not None:
-                            self._trace("recv", frame)
-                        _log.debug("dropping late or repeated reply to request %r", reply_id)
-                        continue
-                value = decode_frame(frame)
-                if self._trace is not None:
-                    self._trace("recv", frame)
-                # A notification (the bulk of the traffic) or a request is
-                # taken here, without the Notification or Request object
-                # classify() would make of it: these are exactly its tests.
-                if (
-                    type(value) is dict
-                    and type(method := value.get("method")) is str
-                    and value.get("jsonrpc") == "2.0"
-                    and (
-                        (params := value.get("params")) is None
-                        or type(params) is dict
-                        or type(params) is list
-                    )
-                    and (
-                        "id" not in value
-                        or (request_id := value["id"]) is None
-                        or type(request_id) is int
-                        or type(request_id) is str
-                    )
-                ):
-                    if "id" not in value:
-                        item = self._on_notification(method, params)
-                        if item is not None:
-                            if not inbox.put_nowait(item):
-                                await inbox.put(item)
-                                queued = 0
-                            elif (queued := queued + 1) >= _HANDOVER:
-                                # Let the consumer handle them while they
-                                # are still in the CPU cache.
-                                queued = 0
-                                await trio.lowlevel.cancel_shielded_checkpoint()
-                        continue
-                # A successful reply to one of our calls: its tests, without
-                # the Response object either.
-                elif (
-                    type(value) is dict
-                    and "result" in value
-                    and "method" not in value
-                    and "error" not in value
-                    and type(value.get("id")) is int
-                    and value.get("jsonrpc") == "2.0"
-                ):
-                    self._on_result(value["id"], value["result"])
-                    continue
-                elif (
-                    type(value) is dict
-                    and type(reply_id := value.get("id")) is int
-                    and self._table.is_stale(reply_id)
-                    and value.get("jsonrpc") == "2.0"
-                    and "method" not in value
-                    and "result" not in value
-                    and type(error := value.get("error")) is dict
-                    and type(error.get("code")) is int
-                    and type(error.get("message")) is str
-                ):
-                    # A valid error reply (classify()'s tests) to a request
-                    # we gave up on: the usual -32800 after our
-                    # $/cancel_request. Dropped without building it.
-                    _log.debug("dropping late or repeated reply to request %r", reply_id)
-                    continue
-                else:
-                    # Every valid request and notification was taken above
-                    # (those tests are classify()'s own): what is left is a
-                    # reply or something invalid.
-                    message = value if type(value) is InvalidMessage else classify(value)
-                    if isinstance(message, Response | ErrorResponse):
-                        self._on_response(message)
-                    else:
-                        assert isinstance(message, InvalidMessage), message
-                        self._on_invalid(message, frame)
-                    continue
-                # A request (the first branch above, with an id).
-                ctx = self._on_request(request_id, method, params)
+                if trace is not None and type(frame) is bytes:
+                    trace("recv", frame)
+                event = receive(frame)
                 # A handler run eagerly that waits keeps this frame alive:
-                # let go of what it does not need.
-                del frame, value
+                # let go of it.
+                del frame
+                if event is None:
+                    continue
+                if type(event) is NotificationReceived:
+                    item = self._on_notification(event.method, event.params)
+                    if item is not None:
+                        if not inbox.put_nowait(item):
+                            await inbox.put(item)
+                            queued = 0
+                        elif (queued := queued + 1) >= _HANDOVER:
+                            # Let the consumer handle them while they are
+                            # still in the CPU cache.
+                            queued = 0
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                    continue
+                if type(event) is ReplyReceived:
+                    pending = event.entry.handle
+                    if pending is not None:
+                        pending._settle(event.result, event.error, self._notifications_received)
+                    continue
+                if type(event) is CancelReceived:
+                    self._on_cancel_request(event.entry)
+                    continue
+                if type(event) is SendFrame:
+                    self._put_reply(event.request_id, event.data)
+                    continue
+                assert type(event) is RequestReceived
+                params = event.params
+                ctx = self._on_request(event.entry, params)
+                del event
                 item = None
                 if ctx is not None:
                     # Eagerly only when no frame read after this one
@@ -791,7 +703,7 @@ class Connection:
                         # handled: its task waits for them first.
                         and ctx._barrier == 0
                         and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
-                        and self._eager_allowed(method)
+                        and self._eager_allowed(ctx._entry.method)
                     ):
                         if not await self._run_eagerly(ctx, params, role):
                             return  # a new reader has taken over
@@ -806,27 +718,18 @@ class Connection:
                             scope.deadline, scope.shield = math.inf, False
                     else:
                         self._start_handler(ctx, params)
+                del params
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             reason = f"connection lost while reading: {exc!r}"
             cause = exc
         self._request_shutdown(reason, cause)
 
-    def _on_request(self, request_id: RequestId, method: str, params: Any) -> RequestContext | None:
-        """Register a request; the context if its handler may start now,
-        ``None`` if it was refused or waits for a slot."""
-        names = self._method_names
-        known = names.get(method)
-        if known is not None:
-            method = known
-        elif len(method) <= _MAX_SHARED_NAME:
-            if len(names) >= _MAX_METHOD_NAMES:
-                names.clear()
-            names[method] = method
-        entry = self._table.receive_request(request_id, method)
-        if isinstance(entry, RequestError):
-            _log.warning("refusing request %r: %s", request_id, entry.data)
-            self._reply(request_id, error_response(request_id, entry))
-            return None
+    def _on_request(
+        self, entry: IncomingRequest[RequestContext], params: Any
+    ) -> RequestContext | None:
+        """A request the peer registered; the context if its handler may
+        start now, ``None`` if it was refused or waits for a slot."""
+        request_id, method = entry.id, entry.method
         config = self.config
         if (
             self._running_handlers >= config.max_concurrent_requests
@@ -835,8 +738,6 @@ class Connection:
             # Full: refused at once, so that reading never stops (a reader
             # that waited for a slot could not read the replies and cancels
             # the running handlers wait for).
-            self._table.finish_incoming(entry)
-            self._table.incoming_done(entry)
             self._refused += 1
             if self._refused == 1:
                 _log.warning(
@@ -854,7 +755,10 @@ class Connection:
                     "maxQueuedRequests": config.max_queued_requests,
                 },
             )
-            self._reply(request_id, error_response(request_id, refusal))
+            frame = self._peer.respond_error(entry, refusal)
+            self._peer.done(entry)
+            if frame is not None:
+                self._put_reply(request_id, frame)
             return None
         ctx = RequestContext(self, entry)
         if self._notifications_received > self._notifications_handled:
@@ -963,9 +867,10 @@ class Connection:
         # A queued request that will never run: cancelled, or closing.
         self._queued.pop(ctx, None)
         entry = ctx._entry
-        if self._table.finish_incoming(entry):
-            self._put_reply(entry.id, cancelled_reply_frame(entry.id))
-        self._table.incoming_done(entry)
+        frame = self._peer.reply(entry, None)
+        if frame is not None:
+            self._put_reply(entry.id, frame)
+        self._peer.done(entry)
         self._request_finished(ctx)
 
     def _request_finished(self, ctx: RequestContext) -> None:
@@ -979,13 +884,6 @@ class Connection:
     def _on_notification(self, method: str, params: Any) -> _Queued | None:
         """Act on a notification in the reader; return what to queue for the
         consumer, if anything."""
-        if method == CANCEL_REQUEST_METHOD:
-            ok, target = cancel_target(params)
-            if ok:
-                self._on_cancel_request(target)
-            else:
-                _log.debug("ignoring malformed %s: %r", method, params)
-            return None
         try:
             if self._handler.intercept_notification(method, params):
                 return None
@@ -995,10 +893,9 @@ class Connection:
         self._notifications_received += 1
         return (self._notifications_received, method, params)
 
-    def _on_cancel_request(self, target: RequestId) -> None:
-        entry = self._table.cancel_incoming(target)
-        if entry is None or entry.handle is None:
-            _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, target)
+    def _on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> None:
+        if entry.handle is None:
+            _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, entry.id)
             return
         children = entry.handle._children
         if children is None or len(children) < 2:
@@ -1013,23 +910,6 @@ class Connection:
                 self._outbox.release()
         if entry.handle in self._queued:
             self._answer_unstarted(entry.handle)
-
-    def _on_response(self, message: Response | ErrorResponse) -> None:
-        if isinstance(message, Response):
-            self._on_result(message.id, message.result)
-            return
-        entry = self._table.response_received(message.id)
-        if entry is None or entry.handle is None:
-            self._unexpected_reply(message.id)
-            return
-        entry.handle._settle(None, message.error, self._notifications_received)
-
-    def _on_result(self, request_id: RequestId, result: Any) -> None:
-        entry = self._table.response_received(request_id)
-        if entry is None or entry.handle is None:
-            self._unexpected_reply(request_id)
-            return
-        entry.handle._settle(result, None, self._notifications_received)
 
     async def _await_reply(self, pending: PendingRequest) -> None:
         """Wait until ``pending`` is settled (a checkpoint either way), for
@@ -1046,82 +926,6 @@ class Connection:
         finally:
             if consumer:
                 self._consumer_call_ended()
-
-    def _unexpected_reply(self, request_id: RequestId) -> None:
-        if self._table.is_stale(request_id):
-            _log.debug("dropping late or repeated reply to request %r", request_id)
-        else:
-            _log.warning("dropping reply to unknown request id %r", request_id)
-
-    def _on_invalid(self, message: InvalidMessage, frame: bytes) -> None:
-        if message.is_response:
-            # Never a reply to a reply, even a malformed one (some agents
-            # answer our notifications with error responses without an id).
-            self._unanswerable += 1
-            log = _log.warning if self._unanswerable == 1 else _log.debug
-            log(
-                "ignoring an invalid response from the peer (%s; not answered%s): %s",
-                message.error.data,
-                ", further ones are logged at debug level" if self._unanswerable == 1 else "",
-                _shorten(frame),
-            )
-            if message.response_id is not None:
-                self._fail_pending(
-                    message.response_id,
-                    RemoteProtocolError(f"malformed reply: {message.error.data}"),
-                )
-            return
-        _log.warning("invalid message from peer: %s", message.error)
-        if message.error.code == ErrorCode.PARSE_ERROR:
-            # Unparsable (bad UTF-8, NaN, cut short), but its first bytes may
-            # still show it is the reply to one of our calls: fail that call
-            # rather than leave it waiting forever, and do not answer it.
-            found = peek_id(frame[:_PEEK_SIZE])
-            if found is not None and found[0] == "response":
-                if found[1] is not None:
-                    self._fail_pending(
-                        found[1], RemoteProtocolError(f"unparsable reply: {message.error.data}")
-                    )
-                return
-        self._reply(message.reply_id, error_response(message.reply_id, message.error))
-
-    def _on_oversized(self, frame: OversizedFrame) -> None:
-        error = MessageTooLarge(frame.size, frame.limit)
-        kind, found, request_id = peek_oversized(frame.head, frame.tail)
-        _log.warning("%s", error)
-        if kind == "response":
-            # Never answered; the call it answers (if its id shows) fails.
-            if found and request_id is not None:
-                self._fail_pending(request_id, error)
-            return
-        if kind == "notification":
-            return  # never answered
-        # A request, or what cannot be told apart from one: answered, with
-        # ``id: null`` when its id cannot be read, as JSON-RPC asks, rather
-        # than left without an answer.
-        refusal = RequestError(
-            RequestError.invalid_request().code,
-            "Request too large",
-            {"size": frame.size, "limit": frame.limit},
-        )
-        if not found:
-            request_id = None
-        self._reply(request_id, error_response(request_id, refusal))
-
-    def _fail_pending(self, request_id: int | str, error: BaseException) -> None:
-        entry = self._table.response_received(request_id)
-        if entry is not None and entry.handle is not None:
-            entry.handle._settle(None, error, self._notifications_received)
-
-    def _reply(self, request_id: RequestId, obj: dict[str, Any]) -> None:
-        try:
-            frame = encode_frame(obj)
-        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a cycle
-            _log.error("reply to %r cannot be encoded: %s", request_id, exc)
-            frame = encode_frame(
-                error_response(request_id, RequestError.internal_error("result is not JSON"))
-            )
-        self._put_reply(request_id, frame)
 
     def _put_reply(self, request_id: RequestId, frame: bytes) -> None:
         if not self._outbox.put_nowait(frame):
@@ -1188,15 +992,13 @@ class Connection:
     def _send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         """The one reply of a finished handler (``-32800`` if it produced none)."""
         entry = ctx._entry
-        if self._table.finish_incoming(entry):
-            if reply is None:
-                self._put_reply(entry.id, cancelled_reply_frame(entry.id))
-            else:
-                self._reply(entry.id, reply)
+        frame = self._peer.reply(entry, reply)
+        if frame is not None:
+            self._put_reply(entry.id, frame)
 
     def _handler_finished(self, ctx: RequestContext) -> None:
         """The bookkeeping of a finished handler, once its reply is sent."""
-        self._table.incoming_done(ctx._entry)
+        self._peer.done(ctx._entry)
         self._request_finished(ctx)
         self._running_handlers -= 1
         if self._queued:
@@ -1264,29 +1066,29 @@ class Connection:
     async def _send_request(self, method: str, params: Any) -> PendingRequest:
         _check_params(params)
         self._check_open()
-        entry = self._table.send_request(method)
+        entry, frame = self._peer.send_request(method, params)
         parent = current_request()
         pending = PendingRequest(self, entry, parent)
         entry.handle = pending
         try:
-            frame = self._encode(request(entry.id, method, params))
             await trio.lowlevel.checkpoint_if_cancelled()
             if not self._outbox.try_put(frame):
                 await self._outbox.put(frame)
         except BaseException:
-            # Not sent (cancelled while the queue was full, or not encodable).
-            self._table.response_received(entry.id)
+            # Not sent (cancelled while the queue was full).
+            self._peer.forget(entry)
             raise
         if parent is not None and pending._state == _WAITING:
             parent._adopt(pending)
         return pending
 
     def _send_cancel(self, pending: PendingRequest) -> None:
-        if self._table.cancel_outgoing(pending._entry):
-            self._outbox.put_nowait(cancel_request_frame(pending.id))
+        frame = self._peer.cancel(pending._entry)
+        if frame is not None:
+            self._outbox.put_nowait(frame)
 
     def _abandon(self, pending: PendingRequest) -> None:
-        self._table.abandon_outgoing(pending._entry)
+        self._peer.abandon(pending._entry)
         # Anyone still asking for its result gets an answer, not a hang (and
         # the handler that made it lets go of it: _settle releases it).
         pending._settle(None, _ABANDONED, 0)
@@ -1390,11 +1192,6 @@ class Connection:
 # in tasks of their own before the next eager try; methods remembered at most.
 _EAGER_SKIP: Final = 64
 _EAGER_SKIP_METHODS: Final = 256
-
-# Method names shared by the requests in flight (Connection._method_names):
-# at most this many, each at most this long.
-_MAX_METHOD_NAMES: Final = 256
-_MAX_SHARED_NAME: Final = 128
 
 
 @final

@@ -289,8 +289,70 @@ def decode_frame(frame: bytes) -> Any:
     return value
 
 
+#: What :func:`message_kind` tells of a decoded value.
+REQUEST: Final = 0
+NOTIFICATION: Final = 1
+RESULT: Final = 2
+ERROR_REPLY: Final = 3
+INVALID: Final = 4
+
+
+def message_kind(value: Any) -> int:
+    """The one classifier: which kind of message a decoded JSON value is.
+
+    :data:`REQUEST`, :data:`NOTIFICATION`, :data:`RESULT` (a successful
+    response), :data:`ERROR_REPLY` (an error response with a well-formed
+    error object) or :data:`INVALID`. It builds nothing, so the reader can
+    route the bulk of the traffic (notifications, requests, replies) from the
+    dict itself; :func:`classify` builds the message objects on top of it,
+    and words what is wrong with an invalid value.
+    """
+    if type(value) is not dict or value.get("jsonrpc") != "2.0":
+        return INVALID
+    if "method" in value:
+        if type(value["method"]) is not str:
+            return INVALID
+        params = value.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            return INVALID
+        if "id" not in value:
+            return NOTIFICATION
+        request_id = value["id"]
+        if request_id is None or type(request_id) is int or type(request_id) is str:
+            return REQUEST
+        return INVALID
+    if "id" not in value:
+        return INVALID
+    response_id = value["id"]
+    if not (response_id is None or type(response_id) is int or type(response_id) is str):
+        return INVALID
+    if "result" in value:
+        return INVALID if "error" in value else RESULT
+    if "error" not in value:
+        return INVALID
+    error = value["error"]
+    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
+        return ERROR_REPLY
+    return INVALID
+
+
 def classify(value: Any) -> Message | InvalidMessage:
-    """Classify an already decoded JSON value."""
+    """Classify an already decoded JSON value (with :func:`message_kind`)."""
+    kind = message_kind(value)
+    if kind == NOTIFICATION:
+        return Notification(value["method"], value.get("params"))
+    if kind == REQUEST:
+        return Request(value["id"], value["method"], value.get("params"))
+    if kind == RESULT:
+        return Response(value["id"], value["result"])
+    if kind == ERROR_REPLY:
+        return ErrorResponse(value["id"], RequestError.from_error_object(value["error"]))
+    return _explain_invalid(value)
+
+
+def _explain_invalid(value: Any) -> InvalidMessage:
+    """What is wrong with a value :func:`message_kind` found INVALID, and the
+    id to answer (or the response id it carried)."""
     if type(value) is not dict:
         if type(value) is list:
             return _invalid("batch arrays are not supported by ACP v1")
@@ -299,47 +361,30 @@ def classify(value: Any) -> Message | InvalidMessage:
     if obj.get("jsonrpc") != "2.0":
         return _invalid('"jsonrpc" must be "2.0"', obj)
     if "method" in obj:
-        method = obj["method"]
-        if type(method) is not str:
+        if type(obj["method"]) is not str:
             return _invalid('"method" must be a string', obj)
         params = obj.get("params")
         if params is not None and type(params) is not dict and type(params) is not list:
             return _invalid('"params" must be an object, an array or null', obj)
-        if "id" not in obj:
-            return Notification(method, params)
-        request_id = obj["id"]
-        if not is_request_id(request_id):
-            return _invalid('"id" must be an integer, a string or null', obj)
-        return Request(request_id, method, params)
+        return _invalid('"id" must be an integer, a string or null', obj)
     if "id" not in obj:
         return _invalid('a message needs "method" or "id"', obj)
     response_id = obj["id"]
     if not is_request_id(response_id):
         return _invalid('"id" must be an integer, a string or null', obj)
-    has_result = "result" in obj
-    has_error = "error" in obj
-    if has_result == has_error:
+    if ("result" in obj) == ("error" in obj):
         return InvalidMessage(
             RequestError.invalid_request('a response needs exactly one of "result" and "error"'),
             None,
             response_id,
             True,
         )
-    if has_result:
-        return Response(response_id, obj["result"])
-    error = obj["error"]
-    if (
-        type(error) is not dict
-        or type(error.get("code")) is not int
-        or type(error.get("message")) is not str
-    ):
-        return InvalidMessage(
-            RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
-            None,
-            response_id,
-            True,
-        )
-    return ErrorResponse(response_id, RequestError.from_error_object(error))
+    return InvalidMessage(
+        RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
+        None,
+        response_id,
+        True,
+    )
 
 
 def encode_frame(obj: Any) -> bytes:
