@@ -283,6 +283,8 @@ class Connection:
         # The sans-IO peer: every protocol rule and the request table.
         self._peer: Peer[RequestContext, PendingRequest] = Peer()
         self._table = self._peer.table
+        # What the per-request objects may ask of us (see RequestOwner).
+        self._owner = _Owner(self)
         trace = config.trace
         self._outbox = Outbox(
             config.outbox_limit,
@@ -760,7 +762,7 @@ class Connection:
             if frame is not None:
                 self._put_reply(request_id, frame)
             return None
-        ctx = RequestContext(self, entry)
+        ctx = RequestContext(self._owner, entry)
         if self._notifications_received > self._notifications_handled:
             # Its handler starts only after the notifications read before it
             # were handled (see _wait_for_barrier).
@@ -1068,7 +1070,7 @@ class Connection:
         self._check_open()
         entry, frame = self._peer.send_request(method, params)
         parent = current_request()
-        pending = PendingRequest(self, entry, parent)
+        pending = PendingRequest(self._owner, entry, parent)
         entry.handle = pending
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -1192,6 +1194,42 @@ class Connection:
 # in tasks of their own before the next eager try; methods remembered at most.
 _EAGER_SKIP: Final = 64
 _EAGER_SKIP_METHODS: Final = 256
+
+
+@final
+class _Owner:
+    """The connection as its per-request objects see it: the
+    :class:`~acp_trio._requests.RequestOwner` protocol, and nothing more."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.connection = conn
+
+    @property
+    def notifications_handled(self) -> int:
+        return self.connection._notifications_handled
+
+    @property
+    def writes_directly(self) -> bool:
+        return self.connection._outbox.writes_directly
+
+    def scope_exposed(self, scope: trio.CancelScope) -> None:
+        conn = self.connection
+        if scope is conn._reader_scope:
+            conn._reader_scope_exposed = True
+
+    async def await_reply(self, pending: PendingRequest) -> None:
+        await self.connection._await_reply(pending)
+
+    async def wait_for_notifications(self, barrier: int) -> None:
+        await self.connection._wait_for_notifications(barrier)
+
+    def send_cancel(self, pending: PendingRequest) -> None:
+        self.connection._send_cancel(pending)
+
+    def cancel_not_sent(self, pending: PendingRequest) -> None:
+        self.connection._peer.cancel_not_sent(pending._entry)
 
 
 @final
