@@ -39,49 +39,42 @@ a cancelled task can always send them.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from contextvars import ContextVar
-from typing import Any, Final, Literal, final
+from typing import Any, Final, final
 
-import attrs
 import trio
 
-from acp_trio._eager import run_eagerly
-from acp_trio._exceptions import (
-    ConnectionClosed,
-    LocalProtocolError,
-    ProtocolError,
-    RequestError,
-)
+from acp_trio._exceptions import ConnectionClosed
 from acp_trio._framed import FramedStream
-from acp_trio._groups import plain_exceptions, single_leaf
+from acp_trio._groups import plain_exceptions
+from acp_trio._handler import (
+    ConnectionConfig,
+    ConnectionStatistics,
+    Handler,
+    RequestNode,
+)
+from acp_trio._incoming import IncomingRequests, _Role
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
-    DEFAULT_MAX_MESSAGE_SIZE,
     CancelReceived,
-    IncomingRequest,
     NotificationReceived,
     Peer,
     ReplyReceived,
     RequestId,
     RequestReceived,
     SendFrame,
-    error_response,
-    response,
 )
 from acp_trio._message_stream import MessageFramedStream, MessageStream
+from acp_trio._ordering import NotificationOrdering, _Queued
 from acp_trio._outbox import Inbox, Outbox
+from acp_trio._outgoing import OutgoingCalls
 from acp_trio._requests import (
-    _WAITING,
     CancelCause,
     PendingRequest,
     RequestContext,
-    _handler_tasks,
-    current_request,
 )
 
 __all__ = [
@@ -99,149 +92,9 @@ __all__ = [
 
 _log = logging.getLogger("acp_trio.connection")
 
-# What an abandoned request's result raises (a fresh copy each time: see
-# PendingRequest._outcome).
-_ABANDONED: Final = LocalProtocolError("the request was abandoned")
-
-_in_notification_handler: Final[ContextVar[bool]] = ContextVar(
-    "acp_trio_in_notification_handler", default=False
-)
-
 # The reader yields after queueing this many notifications in a row.
 _HANDOVER: Final = 128
 
-TraceHook = Callable[[Literal["send", "recv"], bytes], None]
-
-
-class Handler:
-    """What a connection calls for the messages it receives. Subclass it.
-
-    The defaults answer every request ``-32601`` (method not found) and ignore
-    every notification, as JSON-RPC and ACP ask.
-    """
-
-    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
-        """Serve one request; return its JSON result or raise
-        :class:`RequestError` (answered as the error reply).
-
-        Runs in the request's own cancel scope, inside the connection's nursery:
-        the peer's ``$/cancel_request``, the handler's own deadline or the
-        connection closing cancels it, and every outgoing request it is waiting
-        on is cancelled on the wire. Let ``trio.Cancelled`` propagate: the
-        request is answered ``-32800``.
-        """
-        raise RequestError.method_not_found(method)
-
-    async def handle_notification(self, method: str, params: Any) -> None:
-        """Handle one notification, in wire order. Never answered.
-
-        Runs in the single notification consumer: while it runs, later
-        notifications wait (and when their queue is full, so does reading),
-        and so do the handlers of requests read after it, which start only
-        once it is done. Waiting here for a reply of the peer holds all of
-        that up; it cannot deadlock (while it waits, requests do not wait
-        for it), but a task of its own is usually better. An exception is
-        logged, not sent; only the connection closing cancels it.
-        """
-        _log.debug("ignoring notification %s", method)
-
-    def request_received(self, ctx: RequestContext, params: Any) -> None:
-        """Called in the reader when a request is registered, before its
-        handler task starts; must not block. For work that a notification
-        read right after the request must already find (the typed agent ties
-        a prompt to its session here, for ``session/cancel``)."""
-
-    def request_finished(self, ctx: RequestContext) -> None:
-        """Called once per request :meth:`request_received` saw, when its reply
-        has been decided (whether or not its handler ever ran); must not
-        block. Release here what ``request_received`` set up."""
-
-    def intercept_notification(self, method: str, params: Any) -> bool:
-        """Called in the reader for each notification before it is queued;
-        return ``True`` to consume it there (it must not block). For the few
-        notifications that must act at once, like ``session/cancel``."""
-        return False
-
-
-@attrs.frozen(kw_only=True)
-class ConnectionConfig:
-    """Tunables of a connection. All sizes are counts unless named bytes."""
-
-    #: Largest message accepted, in bytes (a larger one is refused, the
-    #: connection carries on).
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    #: Deadline for every incoming request, in seconds (``None``: none). At
-    #: the deadline the handler is cancelled, its nested requests are
-    #: cancelled on the wire, and the reply is ``-32800``.
-    request_timeout: float | None = None
-    #: Notifications read but not yet handled; when full, reading pauses.
-    max_queued_notifications: int = 1024
-    #: Frames queued for writing before senders of requests and
-    #: notifications wait (replies and cancels never wait).
-    outbox_limit: int = 1024
-    #: Incoming requests running at once. Beyond it requests wait their turn,
-    #: registered (a cancel for one is answered at once), and reading goes on:
-    #: the replies, cancels and end of stream that running handlers wait for
-    #: are never held up by requests that wait.
-    max_concurrent_requests: int = 16384
-    #: Requests waiting for a free slot. A request read while this many wait
-    #: is answered ``-32603`` ("Too many requests", with the limits in
-    #: ``data``) at once, without running; reading never stops for requests.
-    max_queued_requests: int = 16384
-    #: Seconds that closing may take to cancel handlers and flush output.
-    close_timeout: float = 5.0
-    #: Called with ("send" | "recv", frame) for every frame, without its line
-    #: end (tracing, tests). It runs wherever a frame is read or sent, which
-    #: includes Trio's cancellation of a waiting call (outside any task when
-    #: a deadline expires): keep it quick, do not call Trio, and do not raise.
-    trace: TraceHook | None = None
-    #: For a peer that is a process we spawned: returns (exit code, stderr
-    #: tail), either ``None`` when unknown; added to ConnectionClosed.
-    exit_details: Callable[[], tuple[int | None, bytes | None]] | None = None
-    #: Start a request's handler in the reader task, which hands reading to a
-    #: new task as soon as the handler first waits (a handler that answers
-    #: without waiting then costs no task). ``False``: a new task for every
-    #: request, from the start. Handlers see no difference either way.
-    eager_handlers: bool = True
-    #: No effect (kept so that existing configurations still work): callers
-    #: waiting for a reply used to read the stream themselves over pipes;
-    #: measured again it did not pay (see the CHANGELOG), so only the
-    #: reader task reads.
-    callers_read_replies: bool = True
-
-
-@attrs.frozen
-class ConnectionStatistics:
-    """What :meth:`Connection.statistics` reports: requests in flight each
-    way, frames waiting in the output queue, notifications received, handled
-    and still queued, bytes of an unfinished input frame, and whether the
-    connection is closed.
-    """
-
-    incoming_in_flight: int
-    outgoing_pending: int
-    outbox_frames: int
-    notifications_queued: int
-    notifications_received: int
-    notifications_handled: int
-    read_buffer_bytes: int
-    closed: bool
-
-
-@attrs.frozen
-class RequestNode:
-    """One node of :meth:`Connection.request_tree`."""
-
-    direction: Literal["incoming", "outgoing"]
-    id: RequestId
-    method: str
-    state: str
-    children: tuple[RequestNode, ...] = ()
-
-
-# (number, method, params) of a notification read; (number, None, fn) for
-# work of our own run by the consumer in its place (see _call_in_consumer).
-_Queued = tuple[int, str | None, Any]
 
 #: A handler, or a function that makes one for the new connection (for
 #: handlers that need the connection itself, like the typed APIs).
@@ -249,7 +102,7 @@ HandlerArg = Handler | Callable[["Connection"], Handler] | None
 
 
 @final
-class Connection:
+class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
     """A JSON-RPC 2.0 peer connection. Make one with :func:`open_connection`,
     :func:`connect_connection` or :func:`serve_connection`."""
 
@@ -337,80 +190,6 @@ class Connection:
     def closed(self) -> bool:
         """True once the connection started closing: calls now fail."""
         return self._closed
-
-    async def call(self, method: str, params: Any = None) -> Any:
-        """Send a request and wait for its result.
-
-        Raises :class:`RequestError` for the peer's error reply,
-        :class:`ConnectionClosed` if the connection ends first, and
-        :class:`RemoteProtocolError` for a malformed reply. If the calling
-        task is cancelled (its scope, a deadline, an enclosing handler being
-        cancelled), one ``$/cancel_request`` is sent for the request, the
-        cancellation goes on at once, and the peer's late answer is dropped.
-        """
-        pending = await self._send_request(method, params)
-        consumer = _in_notification_handler.get()
-        if consumer:
-            self._consumer_call_started()
-        try:
-            # Wait for the reply here rather than in a helper: one coroutine
-            # less per call, and one frame less for a cancellation to unwind.
-            if pending._state != _WAITING:
-                await trio.lowlevel.checkpoint()
-            else:
-                pending._task = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
-            if pending._barrier > self._notifications_handled:
-                await self._wait_for_notifications(pending._barrier)
-            return pending._outcome()
-        except BaseException:
-            if pending._state == _WAITING:
-                if not pending._entry.cancel_sent:
-                    self._send_cancel(pending)
-                self._abandon(pending)
-            raise
-        finally:
-            if consumer:
-                self._consumer_call_ended()
-
-    @asynccontextmanager
-    async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
-        """Send a request and hand back its :class:`PendingRequest`, for the
-        graceful forms of cancellation (``cancel_and_wait()`` for a partial
-        result, ``detach()`` to let it run). Leaving the block while the
-        request is unanswered cancels it on the wire, unless detached."""
-        pending = await self._send_request(method, params)
-        try:
-            yield pending
-        finally:
-            if not pending.done:
-                if not pending._detached:
-                    self._send_cancel(pending)
-                self._abandon(pending)
-
-    async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification. Waits while the output queue is full; a
-        checkpoint either way, as every async function of Trio's is.
-
-        Raises :class:`ConnectionClosed` once the connection is closing and
-        :class:`LocalProtocolError` for ``params`` that are not an object, an
-        array or ``None``. Cancelled while waiting for room, nothing is sent.
-        """
-        _check_params(params)
-        frame = self._peer.notify(method, params)
-        self._check_open()
-        await self._outbox.put(frame, checkpoint=True)
-
-    def _notify_now(self, method: str, params: Any = None) -> bool:
-        """Queue a notification at once, past the output limit, as the
-        ``$/cancel_request`` frames are: for a cancel that must go out from
-        a task being cancelled, without waiting; also while the connection
-        closes, as long as its output is still being written (so it goes
-        out before the ``-32800`` replies of the handlers closing cancels).
-        ``False`` once nothing more is written (nothing is sent)."""
-        if self._outbox.closed:
-            return False
-        return self._outbox.put_nowait(self._peer.notify(method, params))
 
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
@@ -726,474 +505,9 @@ class Connection:
             cause = exc
         self._request_shutdown(reason, cause)
 
-    def _on_request(
-        self, entry: IncomingRequest[RequestContext], params: Any
-    ) -> RequestContext | None:
-        """A request the peer registered; the context if its handler may
-        start now, ``None`` if it was refused or waits for a slot."""
-        request_id, method = entry.id, entry.method
-        config = self.config
-        if (
-            self._running_handlers >= config.max_concurrent_requests
-            and len(self._queued) >= config.max_queued_requests
-        ):
-            # Full: refused at once, so that reading never stops (a reader
-            # that waited for a slot could not read the replies and cancels
-            # the running handlers wait for).
-            self._refused += 1
-            if self._refused == 1:
-                _log.warning(
-                    "refusing request %r (%s): %d requests running and %d waiting",
-                    request_id,
-                    method,
-                    self._running_handlers,
-                    len(self._queued),
-                )
-            refusal = RequestError(
-                -32603,
-                "Too many requests",
-                {
-                    "maxConcurrentRequests": config.max_concurrent_requests,
-                    "maxQueuedRequests": config.max_queued_requests,
-                },
-            )
-            frame = self._peer.respond_error(entry, refusal)
-            self._peer.done(entry)
-            if frame is not None:
-                self._put_reply(request_id, frame)
-            return None
-        ctx = RequestContext(self._owner, entry)
-        if self._notifications_received > self._notifications_handled:
-            # Its handler starts only after the notifications read before it
-            # were handled (see _wait_for_barrier).
-            ctx._barrier = self._notifications_received
-        entry.handle = ctx
-        if self._on_received is not None:
-            try:
-                self._on_received(ctx, params)
-            except Exception:
-                _log.exception("error in request_received for %s", method)
-        if self.config.request_timeout is not None:
-            ctx._deadline = trio.current_time() + self.config.request_timeout
-        if self._running_handlers < config.max_concurrent_requests:
-            return ctx
-        # At the limit the request waits its turn, registered (a cancel finds
-        # it and answers it at once), and reading goes on, so that the replies
-        # the running handlers wait for still arrive.
-        self._queued[ctx] = params
-        return None
-
-    async def _run_eagerly(self, ctx: RequestContext, params: Any, role: _Role) -> bool:
-        """Run a request's handler in the reader task (see :meth:`_reader`);
-        ``True`` if this task is still the reader after it."""
-        entry = ctx._entry
-        scope = self._reader_scope
-        ctx._scope = scope
-        if ctx._deadline != math.inf:
-            scope.deadline = ctx._deadline
-        self._running_handlers += 1
-        task = trio.lowlevel.current_task()
-        _handler_tasks[task] = ctx
-        role.method = entry.method
-        reply: dict[str, Any] | None = None
-        try:
-            try:
-                result = await run_eagerly(
-                    self._handler.handle_request(ctx, entry.method, params),
-                    role.hand_over,
-                    contextvars.copy_context(),
-                )
-                reply = response(entry.id, result)
-            except RequestError as exc:
-                reply = self._error_reply(ctx, exc)
-            except Exception as exc:
-                reply = self._internal_error_reply(ctx, exc)
-            except BaseExceptionGroup as group:
-                # As in _run_handler: errors raised with a cancellation (of
-                # the reader's scope, which is this handler's) are logged,
-                # the Cancelled goes on, the reply is -32800.
-                self._drop_handler_errors(ctx, group)
-        finally:
-            # The reply first (the peer is waiting for it), then the
-            # bookkeeping: nothing runs in between, so only time tells.
-            try:
-                self._send_reply(ctx, reply)
-            finally:
-                del _handler_tasks[task]
-                if ctx._cause is None and scope.cancel_called:
-                    ctx.request_cancel(CancelCause.DEADLINE)  # record it
-                ctx._scope = None
-                self._handler_finished(ctx)
-        return role.reading
-
-    def _hand_over_reading(self, role: _Role) -> None:
-        """An eagerly run handler waits: a new reader task takes over, and
-        the next requests of that method start in tasks of their own for a
-        while (a waiting handler keeps the reader's frames alive, which costs
-        memory; a task is smaller)."""
-        role.reading = False
-        skips = self._eager_skips
-        if len(skips) >= _EAGER_SKIP_METHODS:
-            skips.clear()
-        skips[role.method] = _EAGER_SKIP
-        self._reader_scope = trio.CancelScope()
-        if self._closed:
-            self._reader_scope.cancel()
-            return
-        assert self._nursery is not None
-        self._nursery.start_soon(self._reader, name="acp reader")
-
-    def _eager_allowed(self, method: str) -> bool:
-        skips = self._eager_skips
-        left = skips.get(method)
-        if left is None:
-            return True
-        if left <= 1:
-            del skips[method]
-        else:
-            skips[method] = left - 1
-        return False
-
-    def _start_handler(self, ctx: RequestContext, params: Any) -> None:
-        self._running_handlers += 1
-        assert self._nursery is not None
-        self._nursery.start_soon(self._run_handler, ctx, params, name="acp handler")
-
-    def _start_queued(self) -> None:
-        limit = self.config.max_concurrent_requests
-        while self._queued and self._running_handlers < limit and not self._closed:
-            ctx = next(iter(self._queued))
-            self._start_handler(ctx, self._queued.pop(ctx))
-
-    def _answer_unstarted(self, ctx: RequestContext) -> None:
-        # A queued request that will never run: cancelled, or closing.
-        self._queued.pop(ctx, None)
-        entry = ctx._entry
-        frame = self._peer.reply(entry, None)
-        if frame is not None:
-            self._put_reply(entry.id, frame)
-        self._peer.done(entry)
-        self._request_finished(ctx)
-
-    def _request_finished(self, ctx: RequestContext) -> None:
-        if self._on_finished is None:
-            return
-        try:
-            self._on_finished(ctx)
-        except Exception:
-            _log.exception("error in request_finished for %s", ctx.method)
-
-    def _on_notification(self, method: str, params: Any) -> _Queued | None:
-        """Act on a notification in the reader; return what to queue for the
-        consumer, if anything."""
-        try:
-            if self._handler.intercept_notification(method, params):
-                return None
-        except Exception:
-            _log.exception("error intercepting notification %s", method)
-            return None
-        self._notifications_received += 1
-        return (self._notifications_received, method, params)
-
-    def _on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> None:
-        if entry.handle is None:
-            _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, entry.id)
-            return
-        children = entry.handle._children
-        if children is None or len(children) < 2:
-            entry.handle.request_cancel(CancelCause.PEER)
-        else:
-            # The cancels of the handler's calls go out from inside this
-            # cancel() (see PendingRequest._abort_call): as one write.
-            self._outbox.hold()
-            try:
-                entry.handle.request_cancel(CancelCause.PEER)
-            finally:
-                self._outbox.release()
-        if entry.handle in self._queued:
-            self._answer_unstarted(entry.handle)
-
-    async def _await_reply(self, pending: PendingRequest) -> None:
-        """Wait until ``pending`` is settled (a checkpoint either way), for
-        :meth:`PendingRequest.result`."""
-        if pending._state != _WAITING:
-            await trio.lowlevel.checkpoint()
-            return
-        pending._task = trio.lowlevel.current_task()
-        consumer = _in_notification_handler.get()
-        if consumer:
-            self._consumer_call_started()
-        try:
-            await trio.lowlevel.wait_task_rescheduled(pending._abort)
-        finally:
-            if consumer:
-                self._consumer_call_ended()
-
     def _put_reply(self, request_id: RequestId, frame: bytes) -> None:
         if not self._outbox.put_nowait(frame):
             _log.debug("connection closed; reply to %r not sent", request_id)
-
-    # ------------------------------------------------------------------
-    # Incoming requests
-
-    async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
-        # Kept lean: this frame lives as long as the request is in flight,
-        # so it has few locals (the scope is read from ctx each time) and
-        # holds no bound ``__exit__`` (the scope is entered and left by hand,
-        # exactly as ``with`` would).
-        reply: dict[str, Any] | None = None
-        _handler_tasks[trio.lowlevel.current_task()] = ctx
-        if ctx._deadline != math.inf:
-            ctx.cancel_scope.deadline = min(ctx.cancel_scope.deadline, ctx._deadline)
-        try:
-            ctx.cancel_scope.__enter__()
-            try:
-                if ctx._barrier and ctx.cancel_cause is None:
-                    await self._wait_for_barrier(ctx._barrier)
-                # (Not once closing has begun: the handler would only find
-                # the connection closed. It is answered -32800.)
-                if ctx.cancel_cause is None and not self._closed:
-                    try:
-                        result = await self._handler.handle_request(ctx, ctx._entry.method, params)
-                        reply = response(ctx._entry.id, result)
-                    except RequestError as exc:
-                        reply = self._error_reply(ctx, exc)
-                    except Exception as exc:
-                        reply = self._internal_error_reply(ctx, exc)
-            except BaseException as exc:
-                self._leave_handler_scope(ctx, exc)
-            else:
-                ctx.cancel_scope.__exit__(None, None, None)
-            if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
-                ctx.request_cancel(CancelCause.DEADLINE)  # record it
-        finally:
-            del _handler_tasks[trio.lowlevel.current_task()]
-            self._handler_done(ctx, reply)
-
-    def _leave_handler_scope(self, ctx: RequestContext, exc: BaseException) -> None:
-        # The handler's scope, left with what escaped the handler (a
-        # Cancelled, or a group of them with errors): re-raises what the
-        # scope does not catch. (Not inline in _run_handler: see there.)
-        try:
-            if not ctx.cancel_scope.__exit__(type(exc), exc, exc.__traceback__):
-                raise exc
-        except BaseExceptionGroup as group:
-            # Errors raised together with the cancellation (a child task
-            # failing as it is cancelled): logged; the request is answered
-            # -32800 and the connection goes on.
-            self._drop_handler_errors(ctx, group)
-
-    def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
-        # (Not inline in _run_handler: a nested try there makes the frame of
-        # every request in flight bigger.)
-        try:
-            self._send_reply(ctx, reply)
-        finally:
-            self._handler_finished(ctx)
-
-    def _send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
-        """The one reply of a finished handler (``-32800`` if it produced none)."""
-        entry = ctx._entry
-        frame = self._peer.reply(entry, reply)
-        if frame is not None:
-            self._put_reply(entry.id, frame)
-
-    def _handler_finished(self, ctx: RequestContext) -> None:
-        """The bookkeeping of a finished handler, once its reply is sent."""
-        self._peer.done(ctx._entry)
-        self._request_finished(ctx)
-        self._running_handlers -= 1
-        if self._queued:
-            self._start_queued()
-
-    def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any] | None:
-        """The reply to a handler's exception (``None``: ``-32800``)."""
-        leaf = single_leaf(exc)
-        if isinstance(leaf, RequestError):
-            return self._error_reply(ctx, leaf)
-        if isinstance(leaf, ConnectionClosed) and self._closed:
-            # Its call failed because the connection is closing, before the
-            # handler was cancelled for the same reason: cut off, like the
-            # other handlers.
-            return None
-        _log.error("handler for %s (id %r) failed", ctx.method, ctx.id, exc_info=exc)
-        if isinstance(leaf, ProtocolError):
-            # The SDK's own error (a call refused for a missing capability,
-            # say): the peer learns what it was.
-            return error_response(ctx.id, RequestError.internal_error(leaf._error_data()))
-        return error_response(ctx.id, RequestError.internal_error())
-
-    def _error_reply(self, ctx: RequestContext, exc: RequestError) -> dict[str, Any]:
-        """A handler's :class:`RequestError` as its reply. One that is the
-        peer's answer to a nested call, left uncaught, is not passed on with
-        its own code (a ``-32601`` from ``fs/read_text_file`` would tell the
-        peer that *this* method does not exist): it becomes ``-32603``
-        naming the nested method and its error."""
-        nested = exc.reply_to
-        if nested is None:
-            return error_response(ctx.id, exc)
-        _log.warning(
-            "handler for %s (id %r) let the error of its %s call through: %s",
-            ctx.method,
-            ctx.id,
-            nested,
-            exc,
-        )
-        error = RequestError(
-            -32603,
-            f"Internal error: {nested} failed: {exc.message}",
-            {"method": nested, "error": exc.to_error_object()},
-        )
-        return error_response(ctx.id, error)
-
-    def _drop_handler_errors(
-        self, ctx: RequestContext, group: BaseExceptionGroup[BaseException]
-    ) -> None:
-        """Log the errors in ``group`` and re-raise the rest of it (the
-        ``Cancelled`` of an enclosing scope, ``KeyboardInterrupt``), if any."""
-        errors, rest = group.split(Exception)
-        if errors is not None:
-            _log.error(
-                "handler for %s (id %r) failed while being cancelled",
-                ctx.method,
-                ctx.id,
-                exc_info=errors,
-            )
-        if rest is not None:
-            raise rest
-
-    # ------------------------------------------------------------------
-    # Outgoing requests
-
-    async def _send_request(self, method: str, params: Any) -> PendingRequest:
-        _check_params(params)
-        self._check_open()
-        entry, frame = self._peer.send_request(method, params)
-        parent = current_request()
-        pending = PendingRequest(self._owner, entry, parent)
-        entry.handle = pending
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if not self._outbox.try_put(frame):
-                await self._outbox.put(frame)
-        except BaseException:
-            # Not sent (cancelled while the queue was full).
-            self._peer.forget(entry)
-            raise
-        if parent is not None and pending._state == _WAITING:
-            parent._adopt(pending)
-        return pending
-
-    def _send_cancel(self, pending: PendingRequest) -> None:
-        frame = self._peer.cancel(pending._entry)
-        if frame is not None:
-            self._outbox.put_nowait(frame)
-
-    def _abandon(self, pending: PendingRequest) -> None:
-        self._peer.abandon(pending._entry)
-        # Anyone still asking for its result gets an answer, not a hang (and
-        # the handler that made it lets go of it: _settle releases it).
-        pending._settle(None, _ABANDONED, 0)
-
-    def _outgoing_node(self, pending: PendingRequest) -> RequestNode:
-        state = "cancel sent" if pending.cancel_sent else "pending"
-        return RequestNode("outgoing", pending.id, pending.method, state)
-
-    # ------------------------------------------------------------------
-    # Notifications
-
-    async def _consumer(self) -> None:
-        _in_notification_handler.set(True)
-        try:
-            inbox = self._inbox
-            handler = self._handler
-            while (item := inbox.get_nowait()) is not None or (
-                item := await inbox.get()
-            ) is not None:
-                seq, method, params = item
-                try:
-                    if method is None:
-                        await params()
-                    else:
-                        await handler.handle_notification(method, params)
-                except Exception:
-                    _log.exception("error handling notification %s", method or params)
-                self._notifications_handled = seq
-                if self._barrier_waiters:
-                    self._wake_barrier_waiters(seq)
-        finally:
-            self._wake_barrier_waiters(math.inf)
-
-    def _call_in_consumer(self, fn: Callable[[], Awaitable[None]]) -> bool:
-        """Have the notification consumer run ``await fn()`` after the
-        notifications queued so far, as if it were one of them (in order,
-        in the consumer's task; past the queue's limit). ``False`` if the
-        connection no longer handles notifications."""
-        # A number of its own, so that a reply read after now waits for it as
-        # for a notification read before it (see _wait_for_barrier).
-        self._notifications_received += 1
-        if self._inbox.put_always((self._notifications_received, None, fn)):
-            return True
-        self._notifications_received -= 1
-        return False
-
-    async def _wait_for_notifications(self, barrier: int) -> None:
-        # A reply is handed over only after the notifications that arrived
-        # before it were handled, except to a notification handler itself
-        # (it would wait for itself).
-        if _in_notification_handler.get():
-            return
-        await self._wait_for_barrier(barrier)
-
-    async def _wait_for_barrier(self, barrier: int) -> None:
-        """Wait until the notifications up to number ``barrier`` are handled:
-        before a reply is handed to its caller, and before the handler of a
-        request read after them starts.
-
-        Not while a notification handler waits for a reply of the peer (its
-        own call, or one of a task it started): the peer may need an answer
-        from us, to a request read after that notification, before it can
-        reply, and waiting here would deadlock both sides. Ordering then
-        gives way, for as long as that call lasts.
-        """
-        # A checkpoint first: once the test below passes, nothing may wait
-        # before the caller goes on (the notification handler's call may be
-        # over by then, and ordering back in force).
-        await trio.lowlevel.checkpoint()
-        while barrier > self._notifications_handled and not self._consumer_calls:
-            event = trio.Event()
-            self._barrier_waiters.append((barrier, event))
-            await event.wait()
-
-    def _consumer_call_started(self) -> None:
-        # A notification handler waits for the peer: see _wait_for_barrier.
-        self._consumer_calls += 1
-        if self._consumer_calls == 1 and self._barrier_waiters:
-            waiters, self._barrier_waiters = self._barrier_waiters, []
-            for _, event in waiters:
-                event.set()
-
-    def _consumer_call_ended(self) -> None:
-        self._consumer_calls -= 1
-
-    def _wake_barrier_waiters(self, handled: float) -> None:
-        if handled == math.inf:
-            self._notifications_handled = max(
-                self._notifications_handled, self._notifications_received
-            )
-        keep: list[tuple[int, trio.Event]] = []
-        for barrier, event in self._barrier_waiters:
-            if barrier <= handled:
-                event.set()
-            else:
-                keep.append((barrier, event))
-        self._barrier_waiters = keep
-
-
-# After a handler run eagerly waits, this many requests of its method start
-# in tasks of their own before the next eager try; methods remembered at most.
-_EAGER_SKIP: Final = 64
-_EAGER_SKIP_METHODS: Final = 256
 
 
 @final
@@ -1232,42 +546,8 @@ class _Owner:
         self.connection._peer.cancel_not_sent(pending._entry)
 
 
-@final
-class _Role:
-    """A reader task's role: whether it is still the reader, and the method
-    of the request it runs eagerly."""
-
-    __slots__ = ("conn", "method", "reading")
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.reading = True
-        self.method = ""
-
-    def hand_over(self) -> None:
-        self.conn._hand_over_reading(self)
-
-
 def _no_frame() -> None:
     return None
-
-
-# How much of an offending frame a log line quotes.
-_QUOTE_SIZE: Final = 200
-
-
-def _shorten(frame: bytes) -> str:
-    text = frame[:_QUOTE_SIZE].decode("utf-8", "replace")
-    if len(frame) > _QUOTE_SIZE:
-        text += f"... ({len(frame)} bytes)"
-    return text
-
-
-def _check_params(params: Any) -> None:
-    if params is not None and not isinstance(params, dict | list):
-        raise LocalProtocolError(
-            f"params must be a JSON object, an array or None, not {type(params).__name__}"
-        )
 
 
 async def serve_connection(

@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-import acp_trio._connection as connection_module
+import acp_trio._incoming as connection_module
 from acp_trio import Connection, RequestContext
 
 from .conftest import FnHandler, raw_connection, req
