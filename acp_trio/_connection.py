@@ -48,7 +48,7 @@ from typing import Any, Final, final
 import trio
 
 from acp_trio._exceptions import ConnectionClosed
-from acp_trio._framed import FramedStream
+from acp_trio._framed import FramedStream, FrameTransport
 from acp_trio._groups import plain_exceptions
 from acp_trio._handler import (
     ConnectionConfig,
@@ -67,7 +67,7 @@ from acp_trio._jsonrpc import (
     RequestReceived,
     SendFrame,
 )
-from acp_trio._message_stream import MessageFramedStream, MessageStream
+from acp_trio._message_stream import MessageStream, MessageTransport
 from acp_trio._ordering import NotificationOrdering, _Queued
 from acp_trio._outbox import Inbox, Outbox
 from acp_trio._outgoing import OutgoingCalls
@@ -113,10 +113,11 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
         config: ConnectionConfig | None = None,
     ) -> None:
         self.config = config = config or ConnectionConfig()
-        if isinstance(stream, FramedStream):
+        self._stream: FrameTransport
+        if isinstance(stream, FramedStream | MessageTransport):
             self._stream = stream
         elif isinstance(stream, MessageStream):
-            self._stream = MessageFramedStream(stream)
+            self._stream = MessageTransport(stream)
         else:
             self._stream = FramedStream(stream, stream, max_message_size=config.max_message_size)
         if handler is None:
@@ -164,11 +165,11 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
         self._reader_scope_exposed = False
         # Frames already decoded are taken without a coroutine per frame,
         # unless a subclass of FramedStream reads its own way; eager
-        # handlers need that too.
-        stream = self._stream
-        self._stock_stream = (
-            type(stream).receive_frame is FramedStream.receive_frame
-            and type(stream).receive_frame_nowait is FramedStream.receive_frame_nowait
+        # handlers need that too (they trust frames_pending).
+        transport = self._stream
+        self._stock_stream = type(transport) is MessageTransport or (
+            type(transport).receive_frame is FramedStream.receive_frame
+            and type(transport).receive_frame_nowait is FramedStream.receive_frame_nowait
         )
         self._eager = config.eager_handlers and self._stock_stream
         # Methods whose handlers recently waited -> requests left to start
@@ -381,7 +382,7 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
         with self._writer_scope:
             while (batch := await self._outbox.get_batch()) is not None:
                 try:
-                    await self._stream.send_frames(b"".join(batch))
+                    await self._stream.send_batch(batch)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     self._request_shutdown(f"connection lost while writing: {exc!r}", exc)
                     self._outbox.close()
