@@ -33,11 +33,11 @@ from acp_trio._jsonrpc._messages import match_cancelled_reply as match_cancelled
 from acp_trio._jsonrpc._messages import message_kind as message_kind
 from acp_trio._jsonrpc._messages import notification as notification
 from acp_trio._jsonrpc._messages import parse_frame as parse_frame
-from acp_trio._jsonrpc._messages import peek_id as peek_id
-from acp_trio._jsonrpc._messages import peek_oversized as peek_oversized
 from acp_trio._jsonrpc._messages import request as request
 from acp_trio._jsonrpc._messages import response as response
 from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
+from acp_trio._jsonrpc._peek import peek_id as peek_id
+from acp_trio._jsonrpc._peek import peek_oversized as peek_oversized
 from acp_trio._jsonrpc._peer import CancelReceived as CancelReceived
 from acp_trio._jsonrpc._peer import NotificationReceived as NotificationReceived
 from acp_trio._jsonrpc._peer import Peer as Peer

@@ -65,11 +65,10 @@ from acp_trio._jsonrpc._messages import (
     match_cancelled_reply,
     message_kind,
     notification,
-    peek_id,
-    peek_oversized,
     request,
     response,
 )
+from acp_trio._jsonrpc._peek import peek_id, peek_oversized
 from acp_trio._jsonrpc._state import IncomingRequest, OutgoingRequest, RequestTable, cancel_target
 
 __all__ = [
