@@ -1,14 +1,21 @@
-"""The Trio connection: a symmetric JSON-RPC peer over a byte stream.
+"""The Trio connection: a symmetric JSON-RPC peer over a frame transport.
+
+The protocol itself (what a frame is, which ones are answered, the request
+table) is the sans-IO :class:`~acp_trio._jsonrpc.Peer`; this class runs it
+with Trio. The parts live beside it: :mod:`acp_trio._incoming` (running
+incoming requests), :mod:`acp_trio._ordering` (notifications and their
+ordering), :mod:`acp_trio._outgoing` (calls and cancels). See
+``docs/architecture.md`` for the picture and the invariants.
 
 The request tree is the nursery tree
 ====================================
 
 A :class:`Connection` owns one nursery. Its tasks:
 
-- one **reader**, which decodes frames and acts on each one at once:
-  registers an incoming request in the sans-IO :class:`RequestTable` *before*
-  starting its handler task, handles ``$/cancel_request`` inline (never
-  queued behind handlers), hands replies to the waiting callers, and queues
+- one **reader**, a loop over the peer's events: it hands each frame to
+  ``Peer.receive`` (which registers an incoming request *before* its
+  handler starts), acts on ``$/cancel_request`` at once (never queued
+  behind handlers), hands replies to the waiting callers, and queues
   notifications;
 - one **writer**, which takes whole frames from the :class:`Outbox` in FIFO
   order and writes them; it is shielded, so no write is ever cut halfway

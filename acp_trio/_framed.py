@@ -81,7 +81,8 @@ class FrameTransport(Protocol):
         ...
 
     async def send_batch(self, frames: list[bytes]) -> None:
-        """Write whole frames, in order (the connection never cancels it)."""
+        """Write whole frames, in order. The connection never cancels it
+        halfway (its writer is shielded)."""
         ...
 
     async def aclose(self) -> None:
@@ -287,7 +288,7 @@ class FramedStream:
     def direct_writer(self) -> Callable[[bytes], int] | None:
         """A function writing without blocking (``os.write`` on the send
         stream's non-blocking file descriptor), or ``None`` when the send
-        stream has no descriptor. Only to be called while no ``send_frames``
+        stream has no descriptor. Only to be called while no ``send_batch``
         is in progress."""
         if self._send_fd is None:
             return None
@@ -302,17 +303,13 @@ class FramedStream:
         except BlockingIOError:
             return 0
 
-    async def send_frames(self, data: bytes) -> None:
-        """Write whole frames (already joined).
+    async def send_batch(self, frames: list[bytes]) -> None:
+        """Write whole frames (each with its line end) as one write.
 
         Raises what the underlying stream raises. A cancelled write may have
         sent part of the data: the stream is then unusable for frames (the
         connection never cancels a write halfway).
         """
-        await self._send.send_all(data)
-
-    async def send_batch(self, frames: list[bytes]) -> None:
-        """Write whole frames (each with its ``\\n``) as one write."""
         await self._send.send_all(b"".join(frames))
 
     async def aclose(self) -> None:

@@ -100,7 +100,8 @@ class MessageTransport:
         return None
 
     async def send_batch(self, frames: list[bytes]) -> None:
-        """Send each frame as one message, in order."""
+        """Send each frame as one message, in order (cancelled, some may
+        have been sent; the connection never cancels it halfway)."""
         for frame in frames:
             await self._messages.send_message(frame[:-1] if frame.endswith(b"\n") else frame)
 
