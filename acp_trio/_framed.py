@@ -146,6 +146,7 @@ class FramedStream:
         "_drained",
         "_eof",
         "_frames",
+        "_interrupted",
         "_receive",
         "_receive_fd",
         "_send",
@@ -166,6 +167,7 @@ class FramedStream:
         self._eof = False
         self._send_fd = _raw_fd(send_stream)
         self._receive_fd = _raw_receive(receive_stream)
+        self._interrupted = False
         self._drained = False
         self._big_read = (
             _big_read_size(self._receive_fd.fileno()) if self._receive_fd is not None else 0
@@ -182,6 +184,22 @@ class FramedStream:
     def buffered(self) -> int:
         """Bytes of an unfinished frame held in memory."""
         return self._decoder.buffered
+
+    @property
+    def reads_pipe(self) -> bool:
+        """Whether reading is from a pipe's descriptor (see
+        :meth:`interrupt_reading`)."""
+        return self._receive_fd is not None
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting to read the pipe with
+        ``trio.ClosedResourceError``: the stream is about to be closed.
+        (Only for a pipe: see :attr:`reads_pipe`.)"""
+        if self._receive_fd is not None:
+            self._interrupted = True
+            fd = self._receive_fd.fileno()
+            if fd >= 0:
+                trio.lowlevel.notify_closing(fd)
 
     @property
     def frames_pending(self) -> bool:
@@ -252,6 +270,8 @@ class FramedStream:
                     self._drained = len(data) < self._big_read
                     await trio.lowlevel.cancel_shielded_checkpoint()
                     return data
+            if self._interrupted:  # (a wait now would outlast notify_closing)
+                raise trio.ClosedResourceError("reading was interrupted: the stream is closing")
             try:
                 await trio.lowlevel.wait_readable(stream.fileno())
             except OSError as exc:
@@ -281,6 +301,10 @@ class FramedStream:
             self._drained = len(data) < self._big_read
             return data
 
+    def unread(self, frame: bytes) -> None:
+        """Put back a frame just taken: it is the next one taken again."""
+        self._frames.appendleft(frame)
+
     def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
         """A frame already decoded, if any, without reading (``None`` if none)."""
         return self._frames.popleft() if self._frames else None
@@ -303,14 +327,20 @@ class FramedStream:
         except BlockingIOError:
             return 0
 
-    async def send_batch(self, frames: list[bytes]) -> None:
-        """Write whole frames (each with its line end) as one write.
+    async def send_frames(self, data: bytes) -> None:
+        """Write whole frames (already joined).
 
         Raises what the underlying stream raises. A cancelled write may have
         sent part of the data: the stream is then unusable for frames (the
         connection never cancels a write halfway).
         """
-        await self._send.send_all(b"".join(frames))
+        await self._send.send_all(data)
+
+    async def send_batch(self, frames: list[bytes]) -> None:
+        """Write whole frames (each with its line end) as one write, with
+        :meth:`send_frames` (which a subclass may override). Cancelled, as
+        :meth:`send_frames`."""
+        await self.send_frames(b"".join(frames))
 
     async def aclose(self) -> None:
         """Close both streams (the send side first: the peer then sees EOF).
