@@ -1,9 +1,16 @@
-"""A framed, message-level view of Trio byte streams.
+"""The message-level seam under the connection, and its NDJSON side.
 
-:class:`FramedStream` is what a :class:`~acp_trio.lowlevel.Connection` reads from and
-writes to: whole NDJSON frames, over any ``trio.abc.ReceiveStream`` and
-``trio.abc.SendStream`` (a socket, a pair of pipes, a memory stream).
-The sans-IO :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.
+:class:`FrameTransport` is what a :class:`~acp_trio.lowlevel.Connection` reads from
+and writes to: whole frames (one JSON-RPC message each). It has two
+implementations:
+
+- :class:`FramedStream`: NDJSON over any ``trio.abc.ReceiveStream`` and
+  ``trio.abc.SendStream`` (a socket, a pair of pipes, a memory stream), with
+  the stdio fast paths (reading a pipe's descriptor directly, writing at
+  once when the writer is idle). The sans-IO
+  :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.
+- :class:`~acp_trio._message_stream.MessageTransport`: whole messages from a
+  :class:`~acp_trio._message_stream.MessageStream` (WebSocket, HTTP).
 """
 
 from __future__ import annotations
@@ -13,13 +20,13 @@ import os
 import stat
 from collections import deque
 from collections.abc import Callable
-from typing import cast
+from typing import Protocol, cast
 
 import trio
 
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder, OversizedFrame
 
-__all__ = ["RECEIVE_SIZE", "FramedStream"]
+__all__ = ["RECEIVE_SIZE", "FrameTransport", "FramedStream"]
 
 # One read: a default pipe's whole capacity (16 pages of 4 KiB), so that a
 # pipe full of small frames is one call, and no more. Python allocates the
@@ -35,6 +42,52 @@ except ImportError:  # pragma: no cover - Windows
     _fcntl_module = None  # type: ignore[assignment]
 # Linux only (Python 3.10+ names it).
 _F_GETPIPE_SZ: int | None = getattr(_fcntl_module, "F_GETPIPE_SZ", None)
+
+
+class FrameTransport(Protocol):
+    """Whole frames in and out: what the connection reads and writes.
+
+    A frame read is one message without its line end (or the
+    :class:`~acp_trio._jsonrpc.OversizedFrame` marker of one over the cap); a
+    frame written ends with ``\\n`` (compact JSON holds no other line end).
+    """
+
+    @property
+    def max_message_size(self) -> int:
+        """The largest frame, in bytes, read whole."""
+        ...
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished frame held in memory."""
+        ...
+
+    @property
+    def frames_pending(self) -> bool:
+        """Whether frames already read wait to be taken (a request read
+        while one waits is not run eagerly: a cancel may be behind it)."""
+        ...
+
+    async def receive_frame(self) -> bytes | OversizedFrame | None:
+        """The next frame, or ``None`` at the end. Cancelling loses nothing."""
+        ...
+
+    def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
+        """A frame already read, without waiting (``None`` if none)."""
+        ...
+
+    def direct_writer(self) -> Callable[[bytes], int] | None:
+        """A function writing without blocking, or ``None``."""
+        ...
+
+    async def send_batch(self, frames: list[bytes]) -> None:
+        """Write whole frames, in order. The connection never cancels it
+        halfway (its writer is shielded)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close; the peer sees the end."""
+        ...
 
 
 def _big_read_size(fd: int) -> int:
@@ -259,7 +312,7 @@ class FramedStream:
     def direct_writer(self) -> Callable[[bytes], int] | None:
         """A function writing without blocking (``os.write`` on the send
         stream's non-blocking file descriptor), or ``None`` when the send
-        stream has no descriptor. Only to be called while no ``send_frames``
+        stream has no descriptor. Only to be called while no ``send_batch``
         is in progress."""
         if self._send_fd is None:
             return None
@@ -282,6 +335,12 @@ class FramedStream:
         connection never cancels a write halfway).
         """
         await self._send.send_all(data)
+
+    async def send_batch(self, frames: list[bytes]) -> None:
+        """Write whole frames (each with its line end) as one write, with
+        :meth:`send_frames` (which a subclass may override). Cancelled, as
+        :meth:`send_frames`."""
+        await self.send_frames(b"".join(frames))
 
     async def aclose(self) -> None:
         """Close both streams (the send side first: the peer then sees EOF).

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from acp_trio._framed import FramedStream
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._jsonrpc._framing import _HEAD_SIZE, _TAIL_SIZE
 
-__all__ = ["MessageFramedStream", "MessageStream", "oversized"]
+__all__ = ["MessageStream", "MessageTransport", "oversized"]
 
 
 @runtime_checkable
@@ -61,63 +60,53 @@ def oversized(message: bytes | bytearray, limit: int) -> OversizedFrame:
     )
 
 
-class MessageFramedStream(FramedStream):
-    """A :class:`MessageStream` seen as the frames a connection reads and
-    writes. Frames written by the connection end with ``\\n`` and may come
-    several at once; each is sent as one message."""
+class MessageTransport:
+    """A :class:`MessageStream` as the connection's
+    :class:`~acp_trio._framed.FrameTransport`: each message read is one
+    frame (over the cap, its :class:`OversizedFrame` marker), each frame
+    written is one message (without its line end)."""
 
-    __slots__ = ("_messages", "_unread")
+    __slots__ = ("_messages",)
 
     def __init__(self, messages: MessageStream) -> None:
-        # No byte streams: every FramedStream method that touches them is
-        # overridden below.
         self._messages = messages
-        self._unread: list[bytes | OversizedFrame] = []
-        self._send_fd = None
-        self._receive_fd = None
 
     @property
     def max_message_size(self) -> int:
+        """The largest message, in bytes, received whole."""
         return self._messages.max_message_size
 
     @property
     def buffered(self) -> int:
+        """Nothing is held between messages."""
         return 0
 
     @property
-    def reads_pipe(self) -> bool:
+    def frames_pending(self) -> bool:
+        """Never: every message is taken as it is read."""
         return False
 
-    def interrupt_reading(self) -> None:
-        pass
-
-    @property
-    def frames_pending(self) -> bool:
-        return bool(self._unread)
-
     async def receive_frame(self) -> bytes | OversizedFrame | None:
-        if self._unread:
-            return self._unread.pop()
+        """The next message, capped (see the module docstring)."""
         message = await self._messages.receive_message()
         if isinstance(message, bytes | bytearray) and len(message) > self.max_message_size:
             return oversized(message, self.max_message_size)
         return message
 
-    def unread(self, frame: bytes) -> None:
-        self._unread.append(frame)
-
-    def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
-        return self._unread.pop() if self._unread else None
-
-    def direct_writer(self) -> None:
+    def receive_frame_nowait(self) -> None:
+        """Nothing is ever read ahead."""
         return None
 
-    async def send_frames(self, data: bytes) -> None:
-        # The connection's frames are compact JSON, which never holds a raw
-        # line end: splitting on b"\n" gives back exactly the messages.
-        for frame in data.split(b"\n"):
-            if frame:
-                await self._messages.send_message(frame)
+    def direct_writer(self) -> None:
+        """No write can be made without waiting."""
+        return None
+
+    async def send_batch(self, frames: list[bytes]) -> None:
+        """Send each frame as one message, in order (cancelled, some may
+        have been sent; the connection never cancels it halfway)."""
+        for frame in frames:
+            await self._messages.send_message(frame[:-1] if frame.endswith(b"\n") else frame)
 
     async def aclose(self) -> None:
+        """Close the message stream."""
         await self._messages.aclose()

@@ -17,7 +17,7 @@ import enum
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import trio
 
@@ -27,9 +27,47 @@ from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 if TYPE_CHECKING:
     from acp_trio._connection import Connection
 
-__all__ = ["CancelCause", "PendingRequest", "RequestContext", "current_request"]
+__all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
 
 _log = logging.getLogger("acp_trio.connection")
+
+
+class RequestOwner(Protocol):
+    """All the per-request objects ask of the connection that made them (and
+    nothing more: they import nothing of it). The connection hands each of
+    them one object implementing this."""
+
+    @property
+    def connection(self) -> Connection:
+        """The public connection (for :attr:`RequestContext.connection`)."""
+        ...
+
+    @property
+    def notifications_handled(self) -> int:
+        """How many notifications read so far were handled (a reply waits for
+        those read before it)."""
+        ...
+
+    @property
+    def writes_directly(self) -> bool:
+        """Whether a frame queued now is written now (a pipe, the writer idle)."""
+        ...
+
+    def scope_exposed(self, scope: trio.CancelScope) -> None:
+        """A handler took ``scope`` (it may be the reader's, while the handler
+        runs eagerly: then the reader moves to a fresh one after it)."""
+
+    async def await_reply(self, pending: PendingRequest) -> None:
+        """Wait until ``pending`` is settled (a checkpoint either way)."""
+
+    async def wait_for_notifications(self, barrier: int) -> None:
+        """Wait until the notifications up to number ``barrier`` are handled."""
+
+    def send_cancel(self, pending: PendingRequest) -> None:
+        """Send ``$/cancel_request`` for ``pending`` (at most once)."""
+
+    def cancel_not_sent(self, pending: PendingRequest) -> None:
+        """The cancel :meth:`send_cancel` began could not go out: allow it again."""
 
 
 class CancelCause(enum.Enum):
@@ -94,7 +132,7 @@ class RequestContext:
         "cooperative",
     )
 
-    def __init__(self, conn: Connection, entry: IncomingRequest[RequestContext]) -> None:
+    def __init__(self, conn: RequestOwner, entry: IncomingRequest[RequestContext]) -> None:
         self._conn = conn
         self._entry = entry
         # The scope the handler runs in: made when it starts (or when asked
@@ -122,7 +160,7 @@ class RequestContext:
     @property
     def connection(self) -> Connection:
         """The connection the request arrived on (to make calls of one's own)."""
-        return self._conn
+        return self._conn.connection
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -131,11 +169,11 @@ class RequestContext:
         scope = self._scope
         if scope is None:
             scope = self._scope = trio.CancelScope()
-        elif scope is self._conn._reader_scope:
+        else:
             # Running eagerly, in the reader's scope: the reader moves to a
             # fresh one after us, so that a scope kept by the handler is the
             # request's alone.
-            self._conn._reader_scope_exposed = True
+            self._conn.scope_exposed(scope)
         return scope
 
     @property
@@ -219,7 +257,7 @@ class PendingRequest:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: RequestOwner,
         entry: OutgoingRequest[PendingRequest],
         parent: RequestContext | None,
     ) -> None:
@@ -269,9 +307,9 @@ class PendingRequest:
         """
         if self._task is not None:
             raise RuntimeError("another task is already waiting for this request")
-        await self._conn._await_reply(self)
-        if self._barrier > self._conn._notifications_handled:
-            await self._conn._wait_for_notifications(self._barrier)
+        await self._conn.await_reply(self)
+        if self._barrier > self._conn.notifications_handled:
+            await self._conn.wait_for_notifications(self._barrier)
         return self._outcome()
 
     async def cancel_and_wait(self) -> Any:
@@ -282,7 +320,7 @@ class PendingRequest:
         To bound the wait, wrap it in ``trio.move_on_after``/``fail_after``;
         leaving the ``async with`` block then abandons the request.
         """
-        self._conn._send_cancel(self)
+        self._conn.send_cancel(self)
         return await self.result()
 
     def detach(self) -> None:
@@ -317,14 +355,14 @@ class PendingRequest:
         # idempotent.)
         self._task = None
         conn = self._conn
-        if conn._outbox.writes_directly:
+        if conn.writes_directly:
             try:
-                conn._send_cancel(self)
+                conn.send_cancel(self)
             except Exception:
                 # Nothing may raise into Trio's cancellation (a trace hook
                 # might, outside any task): call() tries again as it unwinds.
                 _log.debug("cancel of request %d not sent at abort", self.id, exc_info=True)
-                conn._table.cancel_not_sent(self._entry)
+                conn.cancel_not_sent(self)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:

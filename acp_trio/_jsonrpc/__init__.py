@@ -3,6 +3,9 @@
 - ``_framing``: newline-delimited frames with a size cap.
 - ``_messages``: decode and classify one frame; encode one message.
 - ``_state``: the per-request state table (ids, cancels, exactly one reply).
+- ``_peer``: :class:`Peer`, one whole peer in h11's shape (``receive(frame)``
+  gives an event; ``send_request``/``respond``/``cancel``/``notify`` give
+  bytes), owning every protocol rule and the table.
 """
 
 from acp_trio._jsonrpc._framing import DEFAULT_MAX_MESSAGE_SIZE as DEFAULT_MAX_MESSAGE_SIZE
@@ -27,13 +30,20 @@ from acp_trio._jsonrpc._messages import is_request_id as is_request_id
 from acp_trio._jsonrpc._messages import json_backend as json_backend
 from acp_trio._jsonrpc._messages import match_cancel_request as match_cancel_request
 from acp_trio._jsonrpc._messages import match_cancelled_reply as match_cancelled_reply
+from acp_trio._jsonrpc._messages import message_kind as message_kind
 from acp_trio._jsonrpc._messages import notification as notification
 from acp_trio._jsonrpc._messages import parse_frame as parse_frame
-from acp_trio._jsonrpc._messages import peek_id as peek_id
-from acp_trio._jsonrpc._messages import peek_oversized as peek_oversized
 from acp_trio._jsonrpc._messages import request as request
 from acp_trio._jsonrpc._messages import response as response
 from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
+from acp_trio._jsonrpc._peek import peek_id as peek_id
+from acp_trio._jsonrpc._peek import peek_oversized as peek_oversized
+from acp_trio._jsonrpc._peer import CancelReceived as CancelReceived
+from acp_trio._jsonrpc._peer import NotificationReceived as NotificationReceived
+from acp_trio._jsonrpc._peer import Peer as Peer
+from acp_trio._jsonrpc._peer import ReplyReceived as ReplyReceived
+from acp_trio._jsonrpc._peer import RequestReceived as RequestReceived
+from acp_trio._jsonrpc._peer import SendFrame as SendFrame
 from acp_trio._jsonrpc._state import IncomingRequest as IncomingRequest
 from acp_trio._jsonrpc._state import OutgoingRequest as OutgoingRequest
 from acp_trio._jsonrpc._state import Phase as Phase

@@ -289,8 +289,70 @@ def decode_frame(frame: bytes) -> Any:
     return value
 
 
+#: What :func:`message_kind` tells of a decoded value.
+REQUEST: Final = 0
+NOTIFICATION: Final = 1
+RESULT: Final = 2
+ERROR_REPLY: Final = 3
+INVALID: Final = 4
+
+
+def message_kind(value: Any) -> int:
+    """The one classifier: which kind of message a decoded JSON value is.
+
+    :data:`REQUEST`, :data:`NOTIFICATION`, :data:`RESULT` (a successful
+    response), :data:`ERROR_REPLY` (an error response with a well-formed
+    error object) or :data:`INVALID`. It builds nothing, so the reader can
+    route the bulk of the traffic (notifications, requests, replies) from the
+    dict itself; :func:`classify` builds the message objects on top of it,
+    and words what is wrong with an invalid value.
+    """
+    if type(value) is not dict or value.get("jsonrpc") != "2.0":
+        return INVALID
+    if "method" in value:
+        if type(value["method"]) is not str:
+            return INVALID
+        params = value.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            return INVALID
+        if "id" not in value:
+            return NOTIFICATION
+        request_id = value["id"]
+        if request_id is None or type(request_id) is int or type(request_id) is str:
+            return REQUEST
+        return INVALID
+    if "id" not in value:
+        return INVALID
+    response_id = value["id"]
+    if not (response_id is None or type(response_id) is int or type(response_id) is str):
+        return INVALID
+    if "result" in value:
+        return INVALID if "error" in value else RESULT
+    if "error" not in value:
+        return INVALID
+    error = value["error"]
+    if type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str:
+        return ERROR_REPLY
+    return INVALID
+
+
 def classify(value: Any) -> Message | InvalidMessage:
-    """Classify an already decoded JSON value."""
+    """Classify an already decoded JSON value (with :func:`message_kind`)."""
+    kind = message_kind(value)
+    if kind == NOTIFICATION:
+        return Notification(value["method"], value.get("params"))
+    if kind == REQUEST:
+        return Request(value["id"], value["method"], value.get("params"))
+    if kind == RESULT:
+        return Response(value["id"], value["result"])
+    if kind == ERROR_REPLY:
+        return ErrorResponse(value["id"], RequestError.from_error_object(value["error"]))
+    return _explain_invalid(value)
+
+
+def _explain_invalid(value: Any) -> InvalidMessage:
+    """What is wrong with a value :func:`message_kind` found INVALID, and the
+    id to answer (or the response id it carried)."""
     if type(value) is not dict:
         if type(value) is list:
             return _invalid("batch arrays are not supported by ACP v1")
@@ -299,47 +361,30 @@ def classify(value: Any) -> Message | InvalidMessage:
     if obj.get("jsonrpc") != "2.0":
         return _invalid('"jsonrpc" must be "2.0"', obj)
     if "method" in obj:
-        method = obj["method"]
-        if type(method) is not str:
+        if type(obj["method"]) is not str:
             return _invalid('"method" must be a string', obj)
         params = obj.get("params")
         if params is not None and type(params) is not dict and type(params) is not list:
             return _invalid('"params" must be an object, an array or null', obj)
-        if "id" not in obj:
-            return Notification(method, params)
-        request_id = obj["id"]
-        if not is_request_id(request_id):
-            return _invalid('"id" must be an integer, a string or null', obj)
-        return Request(request_id, method, params)
+        return _invalid('"id" must be an integer, a string or null', obj)
     if "id" not in obj:
         return _invalid('a message needs "method" or "id"', obj)
     response_id = obj["id"]
     if not is_request_id(response_id):
         return _invalid('"id" must be an integer, a string or null', obj)
-    has_result = "result" in obj
-    has_error = "error" in obj
-    if has_result == has_error:
+    if ("result" in obj) == ("error" in obj):
         return InvalidMessage(
             RequestError.invalid_request('a response needs exactly one of "result" and "error"'),
             None,
             response_id,
             True,
         )
-    if has_result:
-        return Response(response_id, obj["result"])
-    error = obj["error"]
-    if (
-        type(error) is not dict
-        or type(error.get("code")) is not int
-        or type(error.get("message")) is not str
-    ):
-        return InvalidMessage(
-            RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
-            None,
-            response_id,
-            True,
-        )
-    return ErrorResponse(response_id, RequestError.from_error_object(error))
+    return InvalidMessage(
+        RequestError.invalid_request('an error needs an integer "code" and a string "message"'),
+        None,
+        response_id,
+        True,
+    )
 
 
 def encode_frame(obj: Any) -> bytes:
@@ -468,134 +513,3 @@ bytes of :func:`cancel_request_frame`; ``None`` otherwise."""
 match_cancelled_reply: Final = _template_matcher(_CANCELLED_HEAD, _CANCELLED_TAIL)
 """The integer id if a frame (without its newline) is exactly the bytes of
 :func:`cancelled_reply_frame` for an integer id; ``None`` otherwise."""
-
-
-def peek_id(head: bytes) -> tuple[str, RequestId] | None:
-    """Best effort: find the top-level ``id`` in the first bytes of a message
-    that was too large to parse whole.
-
-    Returns ``("request", id)`` or ``("response", id)`` when the head shows a
-    top-level ``id`` together with ``method`` (a request) or with ``result``
-    or ``error`` (a response); ``None`` when it cannot tell. Only top-level
-    keys count, so an ``"id"`` nested in ``params`` is never mistaken for the
-    message's own.
-    """
-    kind, found_id, request_id = _peek_head(head)
-    if found_id and kind is not None:
-        return kind, request_id
-    return None
-
-
-def peek_oversized(head: bytes, tail: bytes) -> tuple[str | None, bool, RequestId]:
-    """What can be told of a message too large to parse from its first and
-    last bytes: ``(kind, found, id)``.
-
-    ``kind`` is ``"request"``, ``"notification"``, ``"response"`` or ``None``
-    (cannot tell); ``found`` whether a top-level ``id`` was seen. The head
-    gives the members before the one it was cut in; the tail, the members
-    after the last big value (the longest run of whole members that ends the
-    message). A message with ``method`` and no ``id`` in either is taken for
-    a notification: it would take two members too big to keep around the
-    ``id`` to hide it, and a notification must never be answered.
-    """
-    kind, found_id, request_id = _peek_head(head)
-    if not found_id:
-        trailing = _trailing_members(tail)
-        if trailing is not None:
-            if "id" in trailing and is_request_id(trailing["id"]):
-                found_id, request_id = True, trailing["id"]
-            if kind is None:
-                if "method" in trailing:
-                    kind = "request"
-                elif "result" in trailing or "error" in trailing:
-                    kind = "response"
-    if kind == "request" and not found_id:
-        kind = "notification"
-    return kind, found_id, request_id
-
-
-# How many of the tail's commas are tried as the start of its last members.
-_TAIL_TRIES: Final = 256
-
-
-def _trailing_members(tail: bytes) -> dict[str, Any] | None:
-    """The top-level members that end a message, from its last bytes: those
-    after the earliest comma from which the rest reads as the end of one
-    object (a nested object's end would leave a brace over)."""
-    text = tail.decode("utf-8", "replace").rstrip(" \t\r\n")
-    if not text.endswith("}"):
-        return None
-    start = 0
-    for _ in range(_TAIL_TRIES):
-        comma = text.find(",", start)
-        if comma < 0:
-            return None
-        start = comma + 1
-        try:
-            members = _decoder.decode("{" + text[start:])
-        except (ValueError, RecursionError):
-            continue
-        if type(members) is dict:
-            return members
-    return None
-
-
-def _peek_head(head: bytes) -> tuple[str | None, bool, RequestId]:
-    text = head.decode("utf-8", "replace")
-    if text.startswith(_BOM):
-        text = text[1:]
-    ws = " \t\r\n"
-    n = len(text)
-    i = 0
-    while i < n and text[i] in ws:
-        i += 1
-    if i >= n or text[i] != "{":
-        return None, False, None
-    i += 1
-    found_id = False
-    request_id: RequestId = None
-    kind: str | None = None
-    try:
-        while True:
-            while i < n and text[i] in ws:
-                i += 1
-            if i >= n or text[i] != '"':
-                break
-            key, i = _decoder.raw_decode(text, i)
-            while i < n and text[i] in ws:
-                i += 1
-            if i >= n or text[i] != ":":
-                break
-            i += 1
-            while i < n and text[i] in ws:
-                i += 1
-            if key == "method":
-                kind = "request"
-            elif key in ("result", "error"):
-                kind = "response"
-            if found_id and kind is not None:
-                break
-            value, i = _decoder.raw_decode(text, i)
-            if key == "id" and is_request_id(value):
-                if type(value) is int and (i >= n or text[i] not in ",} \t\r\n"):
-                    # A number the head cut short ("12" of "123", "12" of "12.5")
-                    # must not be mistaken for the id.
-                    break
-                found_id = True
-                request_id = value
-                if kind is not None:
-                    break
-            while i < n and text[i] in ws:
-                i += 1
-            if i < n and text[i] == "}":
-                # Every top-level key seen: a "method" without an "id" is
-                # a notification.
-                if kind == "request" and not found_id:
-                    kind = "notification"
-                break
-            if i >= n or text[i] != ",":
-                break
-            i += 1
-    except (ValueError, RecursionError):
-        pass  # the head ends inside a value (or nests too deeply): stop looking
-    return kind, found_id, request_id

@@ -18,7 +18,7 @@ import trio
 
 from acp_trio._groups import plain_exceptions
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import oversized
+from acp_trio._message_stream import MessageStream, oversized
 from acp_trio.remote._http_connection import id_key, session_of
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._sse import SseDecoder, SseTooLarge
@@ -59,7 +59,7 @@ class HttpStatusError(trio.BrokenResourceError):
         self.status = status
 
 
-class HttpMessages:
+class HttpMessages(MessageStream):
     """A Streamable HTTP connection as a
     :class:`~acp_trio._message_stream.MessageStream`. Made by
     :func:`open_http_stream`."""
@@ -261,7 +261,9 @@ async def open_http_stream(
     the connection's life. A dropped SSE stream is opened again, with
     exponential backoff and jitter up to ``max_backoff`` seconds (messages
     the server sent meanwhile are lost, as the RFD's v1 says; those it had
-    not sent yet wait for the new stream). Leaving the block sends DELETE.
+    not sent yet wait for the new stream). Leaving the block sends DELETE,
+    also when it is left by an exception or a cancellation (shielded and
+    bounded); cancelling a wait on the stream loses no message.
     """
     plain = url.startswith("http://")
     common: dict[str, Any] = {

@@ -126,7 +126,9 @@ async def open_remote_stream(
     ``http://``), ``"http1"`` (Streamable HTTP over HTTP/1.1), or ``"auto"``:
     a ``ws(s)://`` URL is WebSocket; an ``http(s)://`` one tries WebSocket
     first and falls back to Streamable HTTP if the server refuses the
-    upgrade.
+    upgrade. Leaving the block, also by an exception or a cancellation,
+    closes the stream (see :func:`open_websocket_stream` and
+    :func:`open_http_stream`).
     """
     ws_url = url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
     http_url = url.replace("ws://", "http://", 1).replace("wss://", "https://", 1)
@@ -173,6 +175,9 @@ async def open_remote_agent(
     proxy to the agent, as :func:`~acp_trio.open_client` does. ``profile``
     as for :func:`open_remote_stream`. The message cap is
     ``config.max_message_size``; ``token`` is sent as a bearer token.
+    Leaving the block, also by an exception or a cancellation, closes the
+    connection (running handlers cancelled and answered ``-32800``) and then
+    the stream.
     """
     config = config or ConnectionConfig()
     async with (

@@ -12,7 +12,7 @@ import trio_websocket
 
 from acp_trio._groups import plain_exceptions
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import oversized
+from acp_trio._message_stream import MessageStream, oversized
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 
 __all__ = ["WebSocketMessages", "open_websocket_stream"]
@@ -20,7 +20,7 @@ __all__ = ["WebSocketMessages", "open_websocket_stream"]
 CONNECTION_ID_HEADER = "acp-connection-id"
 
 
-class WebSocketMessages:
+class WebSocketMessages(MessageStream):
     """A client WebSocket as a :class:`~acp_trio._message_stream.MessageStream`.
 
     trio-websocket keeps a bounded queue of received messages

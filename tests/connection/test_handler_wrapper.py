@@ -9,8 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-import acp_trio._connection as connection_module
-from acp_trio import RequestError
+import acp_trio._incoming as connection_module
 from acp_trio.lowlevel import Connection, RequestContext
 
 from .conftest import FnHandler, raw_connection, req
@@ -62,28 +61,6 @@ async def test_requests_of_one_method_share_its_name(
             release.set()
             await peer.receive_n(5)
     assert len({id(name) for name in seen}) == 1
-
-
-async def test_long_or_many_method_names_are_not_kept(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    # A peer that invents names cannot pin memory through the shared names:
-    # long names are never kept, and the table stays bounded.
-    async def refuse(ctx: RequestContext, params: Any) -> Any:
-        raise RequestError.method_not_found(ctx.method)
-
-    with trio.fail_after(30):
-        async with raw_connection(FnHandler({"*": refuse})) as (conn, peer, _wire):
-            await peer.send(*(req(i, "x" * 10_000 + str(i)) for i in range(40)))
-            replies = await peer.receive_n(40)
-            assert all("error" in r for r in replies)
-            assert all(
-                len(name) <= connection_module._MAX_SHARED_NAME for name in conn._method_names
-            )
-            await peer.send(*(req(1000 + i, f"m{i}") for i in range(600)))
-            replies = await peer.receive_n(600)
-            assert all("error" in r for r in replies)
-            assert 0 < len(conn._method_names) <= connection_module._MAX_METHOD_NAMES
 
 
 def test_the_handler_wrapper_frame_stays_small() -> None:

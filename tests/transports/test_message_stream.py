@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import trio
+import trio.lowlevel
 import trio.testing
 
+from acp_trio import ConnectionConfig
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._message_stream import MessageStream
 from acp_trio.lowlevel import Handler, RequestContext, open_connection
@@ -78,8 +80,16 @@ async def test_calls_and_cancels_over_whole_messages() -> None:
             assert all(not m.endswith(b"\n") for m in a.sent + b.sent)
             methods = [json.loads(m).get("method") for m in a.sent]
             assert methods == ["echo", "sleep", "$/cancel_request", "echo"]
-            replies = [json.loads(m) for m in b.sent]
-            assert [r.get("error", {}).get("code") for r in replies] == [None, -32800, None]
+            # One reply per request (replies to different requests may come
+            # in any order: the last echo can answer before the cancelled
+            # sleep does).
+            replies = {json.loads(m)["id"]: json.loads(m) for m in b.sent}
+            assert len(b.sent) == 3
+            assert [replies[i].get("error", {}).get("code") for i in (0, 1, 2)] == [
+                None,
+                -32800,
+                None,
+            ]
 
 
 async def test_a_message_over_the_cap_is_answered_as_on_stdio() -> None:
@@ -94,3 +104,73 @@ async def test_a_message_over_the_cap_is_answered_as_on_stdio() -> None:
             assert reply["id"] == 7
             assert reply["error"]["code"] == -32600
             assert reply["error"]["data"] == {"size": len(big), "limit": 64}
+
+
+class Mixed(Handler):
+    """Answers ``now`` without waiting (run eagerly in the reader), and
+    ``later`` after a checkpoint (then in a task of its own); records the
+    task each ran in and whether its scope was its own."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, str]] = []
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        if method == "later":
+            await trio.lowlevel.checkpoint()
+        self.tasks.append((method, trio.lowlevel.current_task().name))
+        return params
+
+
+async def test_a_burst_of_messages_each_sent_whole_and_answered_once() -> None:
+    a, b = message_pair()
+    handler = Mixed()
+    with trio.fail_after(30):
+        async with open_connection(a) as client, open_connection(b, handler):
+            results: dict[int, Any] = {}
+            async with trio.open_nursery() as nursery:
+                for i in range(40):
+
+                    async def one(i: int = i) -> None:
+                        results[i] = await client.call("now" if i % 2 else "later", {"i": i})
+
+                    nursery.start_soon(one)
+            assert results == {i: {"i": i} for i in range(40)}
+    # One message per frame, none with a line end, exactly one reply per id.
+    assert all(not m.endswith(b"\n") and b"\n" not in m for m in a.sent + b.sent)
+    replies = [json.loads(m)["id"] for m in b.sent]
+    assert sorted(replies) == sorted(json.loads(m)["id"] for m in a.sent)
+    assert sorted(m for m, _ in handler.tasks) == ["later"] * 20 + ["now"] * 20
+
+
+async def test_a_handler_that_answers_at_once_runs_in_the_reader() -> None:
+    # The message transport is read like the NDJSON one: a handler that does
+    # not wait runs in the task that read its request (eagerly), one that
+    # waits ends in another task than the reader's.
+    a, b = message_pair()
+    ran_in: dict[str, trio.lowlevel.Task] = {}
+    read_by: dict[str, trio.lowlevel.Task] = {}
+
+    class Recording(Handler):
+        async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+            if method == "later":
+                await trio.lowlevel.checkpoint()
+            ran_in[method] = trio.lowlevel.current_task()
+            return params
+
+    def trace(direction: str, frame: bytes) -> None:
+        if direction == "recv":
+            read_by[json.loads(frame)["method"]] = trio.lowlevel.current_task()
+
+    with trio.fail_after(30):
+        async with (
+            open_connection(a) as client,
+            open_connection(b, Recording(), config=ConnectionConfig(trace=trace)),
+        ):
+            assert await client.call("now", [1]) == [1]
+            assert await client.call("later", [2]) == [2]
+            assert await client.call("now", [3]) == [3]
+    # "later" started in the reader and went on in that task once it waited;
+    # a new reader read the last "now", and ran it.
+    assert ran_in["later"] is read_by["later"]
+    assert read_by["now"] is not read_by["later"]
+    assert ran_in["now"] is read_by["now"]

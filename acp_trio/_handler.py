@@ -1,0 +1,147 @@
+"""What a connection calls, and how it is tuned: :class:`Handler`,
+:class:`ConnectionConfig`, and the two records it reports
+(:class:`ConnectionStatistics`, :class:`RequestNode`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+import attrs
+
+from acp_trio._exceptions import RequestError
+from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RequestId
+from acp_trio._requests import RequestContext
+
+__all__ = ["ConnectionConfig", "ConnectionStatistics", "Handler", "RequestNode", "TraceHook"]
+
+_log = logging.getLogger("acp_trio.connection")
+
+TraceHook = Callable[[Literal["send", "recv"], bytes], None]
+
+
+class Handler:
+    """What a connection calls for the messages it receives. Subclass it.
+
+    The defaults answer every request ``-32601`` (method not found) and ignore
+    every notification, as JSON-RPC and ACP ask.
+    """
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        """Serve one request; return its JSON result or raise
+        :class:`RequestError` (answered as the error reply).
+
+        Runs in the request's own cancel scope, inside the connection's nursery:
+        the peer's ``$/cancel_request``, the handler's own deadline or the
+        connection closing cancels it, and every outgoing request it is waiting
+        on is cancelled on the wire. Let ``trio.Cancelled`` propagate: the
+        request is answered ``-32800``.
+        """
+        raise RequestError.method_not_found(method)
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        """Handle one notification, in wire order. Never answered.
+
+        Runs in the single notification consumer: while it runs, later
+        notifications wait (and when their queue is full, so does reading),
+        and so do the handlers of requests read after it, which start only
+        once it is done. Waiting here for a reply of the peer holds all of
+        that up; it cannot deadlock (while it waits, requests do not wait
+        for it), but a task of its own is usually better. An exception is
+        logged, not sent; only the connection closing cancels it.
+        """
+        _log.debug("ignoring notification %s", method)
+
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        """Called in the reader when a request is registered, before its
+        handler task starts; must not block. For work that a notification
+        read right after the request must already find (the typed agent ties
+        a prompt to its session here, for ``session/cancel``)."""
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        """Called once per request :meth:`request_received` saw, when its reply
+        has been decided (whether or not its handler ever ran); must not
+        block. Release here what ``request_received`` set up."""
+
+    def intercept_notification(self, method: str, params: Any) -> bool:
+        """Called in the reader for each notification before it is queued;
+        return ``True`` to consume it there (it must not block). For the few
+        notifications that must act at once, like ``session/cancel``."""
+        return False
+
+
+@attrs.frozen(kw_only=True)
+class ConnectionConfig:
+    """Tunables of a connection. All sizes are counts unless named bytes."""
+
+    #: Largest message accepted, in bytes (a larger one is refused, the
+    #: connection carries on).
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Deadline for every incoming request, in seconds (``None``: none). At
+    #: the deadline the handler is cancelled, its nested requests are
+    #: cancelled on the wire, and the reply is ``-32800``.
+    request_timeout: float | None = None
+    #: Notifications read but not yet handled; when full, reading pauses.
+    max_queued_notifications: int = 1024
+    #: Frames queued for writing before senders of requests and
+    #: notifications wait (replies and cancels never wait).
+    outbox_limit: int = 1024
+    #: Incoming requests running at once. Beyond it requests wait their turn,
+    #: registered (a cancel for one is answered at once), and reading goes on:
+    #: the replies, cancels and end of stream that running handlers wait for
+    #: are never held up by requests that wait.
+    max_concurrent_requests: int = 16384
+    #: Requests waiting for a free slot. A request read while this many wait
+    #: is answered ``-32603`` ("Too many requests", with the limits in
+    #: ``data``) at once, without running; reading never stops for requests.
+    max_queued_requests: int = 16384
+    #: Seconds that closing may take to cancel handlers and flush output.
+    close_timeout: float = 5.0
+    #: Called with ("send" | "recv", frame) for every frame, without its line
+    #: end (tracing, tests). It runs wherever a frame is read or sent, which
+    #: includes Trio's cancellation of a waiting call (outside any task when
+    #: a deadline expires): keep it quick, do not call Trio, and do not raise.
+    trace: TraceHook | None = None
+    #: For a peer that is a process we spawned: returns (exit code, stderr
+    #: tail), either ``None`` when unknown; added to ConnectionClosed.
+    exit_details: Callable[[], tuple[int | None, bytes | None]] | None = None
+    #: Start a request's handler in the reader task, which hands reading to a
+    #: new task as soon as the handler first waits (a handler that answers
+    #: without waiting then costs no task). ``False``: a new task for every
+    #: request, from the start. Handlers see no difference either way.
+    eager_handlers: bool = True
+    #: No effect (kept so that existing configurations still work): callers
+    #: waiting for a reply used to read the stream themselves over pipes;
+    #: measured again it did not pay (see the CHANGELOG), so only the
+    #: reader task reads.
+    callers_read_replies: bool = True
+
+
+@attrs.frozen
+class ConnectionStatistics:
+    """What :meth:`Connection.statistics` reports: requests in flight each
+    way, frames waiting in the output queue, notifications received, handled
+    and still queued, bytes of an unfinished input frame, and whether the
+    connection is closed.
+    """
+
+    incoming_in_flight: int
+    outgoing_pending: int
+    outbox_frames: int
+    notifications_queued: int
+    notifications_received: int
+    notifications_handled: int
+    read_buffer_bytes: int
+    closed: bool
+
+
+@attrs.frozen
+class RequestNode:
+    """One node of :meth:`Connection.request_tree`."""
+
+    direction: Literal["incoming", "outgoing"]
+    id: RequestId
+    method: str
+    state: str
+    children: tuple[RequestNode, ...] = ()

@@ -1,0 +1,183 @@
+"""Outgoing calls and notifications: each request we send waits in the
+calling task, inside the scope of the handler that made it (if any), so
+cancelling that scope cancels it on the wire.
+
+Invariants kept here:
+
+- at most one ``$/cancel_request`` per request (``Peer.cancel`` gives its
+  bytes once), sent when the waiting task is cancelled, and none once the
+  reply is in;
+- a request whose frame was never queued is forgotten (no reply expected);
+- replies and cancels never wait for queue space (``Outbox.put_nowait``),
+  so a cancelled task can always send them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from acp_trio._exceptions import LocalProtocolError
+from acp_trio._handler import RequestNode
+from acp_trio._jsonrpc import Peer
+from acp_trio._ordering import _in_notification_handler
+from acp_trio._requests import _WAITING, PendingRequest, RequestContext, current_request
+
+if TYPE_CHECKING:
+    from acp_trio._outbox import Outbox
+    from acp_trio._requests import RequestOwner
+
+__all__ = ["OutgoingCalls"]
+
+# What an abandoned request's result raises (a fresh copy each time: see
+# PendingRequest._outcome).
+_ABANDONED: Final = LocalProtocolError("the request was abandoned")
+
+
+class OutgoingCalls:
+    """The connection's calling side (a part of :class:`Connection`)."""
+
+    if TYPE_CHECKING:
+        _peer: Peer[RequestContext, PendingRequest]
+        _owner: RequestOwner
+        _outbox: Outbox
+        _notifications_handled: int
+
+        def _check_open(self) -> None: ...
+        def _consumer_call_started(self) -> None: ...
+        def _consumer_call_ended(self) -> None: ...
+        async def _wait_for_notifications(self, barrier: int) -> None: ...
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result.
+
+        Raises :class:`RequestError` for the peer's error reply,
+        :class:`ConnectionClosed` if the connection ends first, and
+        :class:`RemoteProtocolError` for a malformed reply. If the calling
+        task is cancelled (its scope, a deadline, an enclosing handler being
+        cancelled), one ``$/cancel_request`` is sent for the request, the
+        cancellation goes on at once, and the peer's late answer is dropped.
+        """
+        pending = await self._send_request(method, params)
+        consumer = _in_notification_handler.get()
+        if consumer:
+            self._consumer_call_started()
+        try:
+            # Wait for the reply here rather than in a helper: one coroutine
+            # less per call, and one frame less for a cancellation to unwind.
+            if pending._state != _WAITING:
+                await trio.lowlevel.checkpoint()
+            else:
+                pending._task = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
+            if pending._barrier > self._notifications_handled:
+                await self._wait_for_notifications(pending._barrier)
+            return pending._outcome()
+        except BaseException:
+            if pending._state == _WAITING:
+                if not pending._entry.cancel_sent:
+                    self._send_cancel(pending)
+                self._abandon(pending)
+            raise
+        finally:
+            if consumer:
+                self._consumer_call_ended()
+
+    @asynccontextmanager
+    async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
+        """Send a request and hand back its :class:`PendingRequest`, for the
+        graceful forms of cancellation (``cancel_and_wait()`` for a partial
+        result, ``detach()`` to let it run). Leaving the block while the
+        request is unanswered cancels it on the wire, unless detached."""
+        pending = await self._send_request(method, params)
+        try:
+            yield pending
+        finally:
+            if not pending.done:
+                if not pending._detached:
+                    self._send_cancel(pending)
+                self._abandon(pending)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification. Waits while the output queue is full; a
+        checkpoint either way, as every async function of Trio's is.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object, an
+        array or ``None``. Cancelled while waiting for room, nothing is sent.
+        """
+        _check_params(params)
+        frame = self._peer.notify(method, params)
+        self._check_open()
+        await self._outbox.put(frame, checkpoint=True)
+
+    def _notify_now(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit, as the
+        ``$/cancel_request`` frames are: for a cancel that must go out from
+        a task being cancelled, without waiting; also while the connection
+        closes, as long as its output is still being written (so it goes
+        out before the ``-32800`` replies of the handlers closing cancels).
+        ``False`` once nothing more is written (nothing is sent)."""
+        if self._outbox.closed:
+            return False
+        return self._outbox.put_nowait(self._peer.notify(method, params))
+
+    async def _send_request(self, method: str, params: Any) -> PendingRequest:
+        _check_params(params)
+        self._check_open()
+        entry, frame = self._peer.send_request(method, params)
+        parent = current_request()
+        pending = PendingRequest(self._owner, entry, parent)
+        entry.handle = pending
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not self._outbox.try_put(frame):
+                await self._outbox.put(frame)
+        except BaseException:
+            # Not sent (cancelled while the queue was full).
+            self._peer.forget(entry)
+            raise
+        if parent is not None and pending._state == _WAITING:
+            parent._adopt(pending)
+        return pending
+
+    def _send_cancel(self, pending: PendingRequest) -> None:
+        frame = self._peer.cancel(pending._entry)
+        if frame is not None:
+            self._outbox.put_nowait(frame)
+
+    def _abandon(self, pending: PendingRequest) -> None:
+        self._peer.abandon(pending._entry)
+        # Anyone still asking for its result gets an answer, not a hang (and
+        # the handler that made it lets go of it: _settle releases it).
+        pending._settle(None, _ABANDONED, 0)
+
+    def _outgoing_node(self, pending: PendingRequest) -> RequestNode:
+        state = "cancel sent" if pending.cancel_sent else "pending"
+        return RequestNode("outgoing", pending.id, pending.method, state)
+
+    async def _await_reply(self, pending: PendingRequest) -> None:
+        """Wait until ``pending`` is settled (a checkpoint either way), for
+        :meth:`PendingRequest.result`."""
+        if pending._state != _WAITING:
+            await trio.lowlevel.checkpoint()
+            return
+        pending._task = trio.lowlevel.current_task()
+        consumer = _in_notification_handler.get()
+        if consumer:
+            self._consumer_call_started()
+        try:
+            await trio.lowlevel.wait_task_rescheduled(pending._abort)
+        finally:
+            if consumer:
+                self._consumer_call_ended()
+
+
+def _check_params(params: Any) -> None:
+    if params is not None and not isinstance(params, dict | list):
+        raise LocalProtocolError(
+            f"params must be a JSON object, an array or None, not {type(params).__name__}"
+        )

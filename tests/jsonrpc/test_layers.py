@@ -1,0 +1,60 @@
+"""The layering rules, read from the import statements: the sans-IO core
+imports no Trio (nor anything of acp_trio but itself and the exceptions),
+and the per-request objects import nothing of the connection."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import acp_trio
+
+PACKAGE = Path(acp_trio.__file__).parent
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, including under ``if TYPE_CHECKING:``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            found.add(node.module)
+    return found
+
+
+def test_the_sans_io_core_imports_no_trio() -> None:
+    files = sorted((PACKAGE / "_jsonrpc").glob("*.py"))
+    assert len(files) >= 5
+    for path in files:
+        for module in imported(path):
+            assert module.split(".")[0] != "trio", (path.name, module)
+            if module.startswith("acp_trio"):
+                assert module.startswith("acp_trio._jsonrpc") or module == "acp_trio._exceptions", (
+                    path.name,
+                    module,
+                )
+
+
+def test_the_exceptions_import_no_trio() -> None:
+    assert not {m for m in imported(PACKAGE / "_exceptions.py") if m.split(".")[0] == "trio"}
+
+
+def test_the_request_objects_do_not_import_the_connection() -> None:
+    # They talk to it through RequestOwner; only the public type is named,
+    # for RequestContext.connection, and only for type checkers.
+    source = (PACKAGE / "_requests.py").read_text()
+    runtime = [
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.module == "acp_trio._connection"
+    ]
+    assert runtime == []
+    assert "._conn._" not in source
+    assert "conn._" not in source.replace("self._conn", "")
+
+
+def test_no_connection_module_imports_the_connection_back() -> None:
+    for name in ("_incoming", "_ordering", "_outgoing", "_handler", "_framed", "_message_stream"):
+        modules = imported(PACKAGE / f"{name}.py")
+        assert "acp_trio._connection" not in modules, name
