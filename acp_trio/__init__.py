@@ -15,10 +15,12 @@ and the errors. The rest lives in namespaces, one per layer:
 - :mod:`acp_trio.testing`: the test kit (scenario agent and client, fakes,
   ``check-agent`` / ``check-client``, pytest plugin).
 
-Under them, private modules: ``_jsonrpc`` (the sans-IO JSON-RPC core: no
-Trio, no schema), ``_connection`` and its parts (the Trio core),
-``_transports``, and the typed layer (``_dispatch``, ``_agent``,
-``_client``, the proxies).
+Under them, private packages, one per layer: ``_jsonrpc`` (the sans-IO
+JSON-RPC core: no Trio, no schema), ``_core`` (the Trio core: connection,
+requests, incoming-request runner, outbox, framing), ``_transports``
+(stdio, processes, TCP), ``_typed`` (dispatch, agent, client, proxies,
+sessions, handles). ``docs/architecture.md`` draws a request's way through
+them.
 
 This module only re-exports.
 """
@@ -27,16 +29,7 @@ from acp_trio import build as build
 from acp_trio import contrib as contrib
 from acp_trio import lowlevel as lowlevel
 from acp_trio import schema as schema
-from acp_trio._agent import Agent as Agent
-from acp_trio._agent import open_agent as open_agent
-from acp_trio._agent import run_agent as run_agent
-from acp_trio._agent import serve_agent as serve_agent
-from acp_trio._client import AgentProxy as AgentProxy
-from acp_trio._client import Client as Client
-from acp_trio._client import open_client as open_client
-from acp_trio._client import open_spawned_agent as open_spawned_agent
-from acp_trio._client_proxy import ClientProxy as ClientProxy
-from acp_trio._connection import ConnectionConfig as ConnectionConfig
+from acp_trio._core._connection import ConnectionConfig as ConnectionConfig
 from acp_trio._exceptions import ACPError as ACPError
 from acp_trio._exceptions import CapabilityError as CapabilityError
 from acp_trio._exceptions import ConnectionClosed as ConnectionClosed
@@ -48,12 +41,21 @@ from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
-from acp_trio._pair import open_agent_client_pair as open_agent_client_pair
 from acp_trio._public import fix_module_names as _fix_module_names
-from acp_trio._sessions import AgentSessions as AgentSessions
-from acp_trio._terminal_handle import TerminalHandle as TerminalHandle
-from acp_trio._tool_calls import ToolCallHandle as ToolCallHandle
 from acp_trio._transports import serve_tcp as serve_tcp
+from acp_trio._typed._agent import Agent as Agent
+from acp_trio._typed._agent import open_agent as open_agent
+from acp_trio._typed._agent import run_agent as run_agent
+from acp_trio._typed._agent import serve_agent as serve_agent
+from acp_trio._typed._client import AgentProxy as AgentProxy
+from acp_trio._typed._client import Client as Client
+from acp_trio._typed._client import open_client as open_client
+from acp_trio._typed._client import open_spawned_agent as open_spawned_agent
+from acp_trio._typed._client_proxy import ClientProxy as ClientProxy
+from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pair
+from acp_trio._typed._sessions import AgentSessions as AgentSessions
+from acp_trio._typed._terminal_handle import TerminalHandle as TerminalHandle
+from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
 
 __version__ = "0.1.0.dev0"
 

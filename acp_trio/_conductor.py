@@ -39,12 +39,12 @@ from typing import IO, Any, Literal
 import attrs
 import trio
 
-from acp_trio._connection import Connection, ConnectionConfig, Handler, connect_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler, connect_connection
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._forward_order import ForwardOrder
-from acp_trio._framed import FramedStream
-from acp_trio._groups import plain_exceptions
-from acp_trio._requests import RequestContext
 from acp_trio._trace import TraceLog
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._process import StderrMode

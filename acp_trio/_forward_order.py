@@ -15,7 +15,7 @@ from collections import deque
 
 import trio
 
-from acp_trio._requests import RequestContext, current_request
+from acp_trio._core._requests import RequestContext, current_request
 
 __all__ = ["ForwardOrder"]
 

@@ -10,7 +10,7 @@ from typing import Any, NoReturn, TypeVar
 def fix_module_names(namespace: str, names: MutableMapping[str, object]) -> None:
     """Give the classes and functions a public module re-exports the
     ``__module__`` of that module (as Trio does), so that reprs, tracebacks
-    and documentation name ``acp_trio.Agent``, not ``acp_trio._agent.Agent``.
+    and documentation name ``acp_trio.Agent``, not ``acp_trio._typed._agent.Agent``.
 
     Only names defined in a private module of acp_trio are changed, each once:
     a name re-exported by two namespaces keeps the first. A class's own

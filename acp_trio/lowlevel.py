@@ -9,28 +9,28 @@ typed API, and the process-wide JSON library switch.
 This module only re-exports.
 """
 
-from acp_trio._agent import AGENT_METHODS as AGENT_METHODS
-from acp_trio._client import CLIENT_METHODS as CLIENT_METHODS
-from acp_trio._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
-from acp_trio._connection import Connection as Connection
-from acp_trio._connection import ConnectionStatistics as ConnectionStatistics
-from acp_trio._connection import Handler as Handler
-from acp_trio._connection import RequestNode as RequestNode
-from acp_trio._connection import connect_connection as connect_connection
-from acp_trio._connection import open_connection as open_connection
-from acp_trio._connection import serve_connection as serve_connection
-from acp_trio._framed import FramedStream as FramedStream
+from acp_trio._core._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
+from acp_trio._core._connection import Connection as Connection
+from acp_trio._core._connection import ConnectionStatistics as ConnectionStatistics
+from acp_trio._core._connection import Handler as Handler
+from acp_trio._core._connection import RequestNode as RequestNode
+from acp_trio._core._connection import connect_connection as connect_connection
+from acp_trio._core._connection import open_connection as open_connection
+from acp_trio._core._connection import serve_connection as serve_connection
+from acp_trio._core._framed import FramedStream as FramedStream
+from acp_trio._core._message_stream import MessageStream as MessageStream
+from acp_trio._core._requests import CancelCause as CancelCause
+from acp_trio._core._requests import PendingRequest as PendingRequest
+from acp_trio._core._requests import RequestContext as RequestContext
+from acp_trio._core._requests import current_request as current_request
 from acp_trio._jsonrpc._messages import json_backend as json_backend
 from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
-from acp_trio._message_stream import MessageStream as MessageStream
 from acp_trio._public import fix_module_names as _fix_module_names
-from acp_trio._requests import CancelCause as CancelCause
-from acp_trio._requests import PendingRequest as PendingRequest
-from acp_trio._requests import RequestContext as RequestContext
-from acp_trio._requests import current_request as current_request
 from acp_trio._transports import AgentProcess as AgentProcess
 from acp_trio._transports import open_agent_process as open_agent_process
 from acp_trio._transports import open_stdio_stream as open_stdio_stream
 from acp_trio._transports import open_tcp_stream as open_tcp_stream
+from acp_trio._typed._agent import AGENT_METHODS as AGENT_METHODS
+from acp_trio._typed._client import CLIENT_METHODS as CLIENT_METHODS
 
 _fix_module_names("acp_trio.lowlevel", globals())

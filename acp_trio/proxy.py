@@ -28,11 +28,11 @@ from typing import Any
 import trio
 
 from acp_trio._conductor import serve_conductor
-from acp_trio._connection import Connection, ConnectionConfig, Handler, serve_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler, serve_connection
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._forward_order import ForwardOrder
-from acp_trio._framed import FramedStream
-from acp_trio._requests import RequestContext
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import METHODS, SchemaConverter, SchemaValidationError, converter
 from acp_trio.schema._generated_proxies import (

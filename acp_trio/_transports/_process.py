@@ -30,7 +30,7 @@ from typing import Literal, final
 
 import trio
 
-from acp_trio._groups import plain_exceptions
+from acp_trio._core._groups import plain_exceptions
 from acp_trio._public import NoPublicConstructor
 from acp_trio._transports._stderr import (
     AGENT_STDERR_LOGGER,

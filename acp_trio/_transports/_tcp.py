@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from acp_trio._groups import plain_exceptions
+from acp_trio._core._groups import plain_exceptions
 
 __all__ = ["open_tcp_stream", "serve_tcp"]
 

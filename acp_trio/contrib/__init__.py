@@ -18,12 +18,6 @@
 """
 
 from acp_trio._public import fix_module_names as _fix_module_names
-from acp_trio._terminals import ApproveFunc as ApproveFunc
-from acp_trio._terminals import TerminalManager as TerminalManager
-from acp_trio._terminals import TerminalsMixin as TerminalsMixin
-from acp_trio._terminals import open_terminal_manager as open_terminal_manager
-from acp_trio._workspace import WorkspaceFiles as WorkspaceFiles
-from acp_trio._workspace import WorkspaceFilesMixin as WorkspaceFilesMixin
 from acp_trio.contrib._permissions import Approver as Approver
 from acp_trio.contrib._permissions import PendingPermission as PendingPermission
 from acp_trio.contrib._permissions import PermissionBroker as PermissionBroker
@@ -37,5 +31,11 @@ from acp_trio.contrib._session_state import Message as Message
 from acp_trio.contrib._session_state import SessionAccumulator as SessionAccumulator
 from acp_trio.contrib._session_state import SessionStates as SessionStates
 from acp_trio.contrib._session_state import ToolCallState as ToolCallState
+from acp_trio.contrib._terminals import ApproveFunc as ApproveFunc
+from acp_trio.contrib._terminals import TerminalManager as TerminalManager
+from acp_trio.contrib._terminals import TerminalsMixin as TerminalsMixin
+from acp_trio.contrib._terminals import open_terminal_manager as open_terminal_manager
+from acp_trio.contrib._workspace import WorkspaceFiles as WorkspaceFiles
+from acp_trio.contrib._workspace import WorkspaceFilesMixin as WorkspaceFilesMixin
 
 _fix_module_names("acp_trio.contrib", globals())

@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from acp_trio._message_stream import MessageStream
+from acp_trio._core._message_stream import MessageStream
 from acp_trio.remote._http_server import HttpProfile, drain_body
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend, AsgiWebSocketMessages

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
-from acp_trio._framed import FramedStream
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._message_stream import MessageStream
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import MessageStream
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._stdio import open_stdio_stream
 from acp_trio.remote._app import RemoteApp

@@ -16,9 +16,9 @@ from typing import Any
 import httpx2
 import trio
 
-from acp_trio._groups import plain_exceptions
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._message_stream import MessageStream, oversized
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import MessageStream, oversized
 from acp_trio.remote._http_connection import id_key, session_of
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._sse import SseDecoder, SseTooLarge
@@ -61,7 +61,7 @@ class HttpStatusError(trio.BrokenResourceError):
 
 class HttpMessages(MessageStream):
     """A Streamable HTTP connection as a
-    :class:`~acp_trio._message_stream.MessageStream`. Made by
+    :class:`~acp_trio._core._message_stream.MessageStream`. Made by
     :func:`open_http_stream`."""
 
     def __init__(

@@ -9,8 +9,8 @@ from typing import Any
 
 import trio
 
+from acp_trio._core._message_stream import oversized
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import oversized
 
 __all__ = ["CONNECTION_SCOPE", "HttpConnection", "Outbox", "id_key"]
 
@@ -51,7 +51,7 @@ class Outbox:
 
 class HttpConnection:
     """The server side of one Streamable HTTP connection, as a
-    :class:`~acp_trio._message_stream.MessageStream` for its handler."""
+    :class:`~acp_trio._core._message_stream.MessageStream` for its handler."""
 
     def __init__(self, connection_id: str, max_message_size: int, queue_size: int) -> None:
         self.id = connection_id

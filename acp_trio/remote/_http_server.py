@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from acp_trio._message_stream import MessageStream
+from acp_trio._core._message_stream import MessageStream
 from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, Outbox
 from acp_trio.remote._sse import encode_event
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend

@@ -14,10 +14,10 @@ import trio_websocket
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from acp_trio._agent import Agent, serve_agent
-from acp_trio._client import AgentProxy, Client, open_client
-from acp_trio._connection import ConnectionConfig
-from acp_trio._message_stream import MessageStream
+from acp_trio._core._connection import ConnectionConfig
+from acp_trio._core._message_stream import MessageStream
+from acp_trio._typed._agent import Agent, serve_agent
+from acp_trio._typed._client import AgentProxy, Client, open_client
 from acp_trio.remote._app import RemoteApp
 from acp_trio.remote._http_client import open_http_stream
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit

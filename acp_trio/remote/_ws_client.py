@@ -10,9 +10,9 @@ from contextlib import asynccontextmanager
 import trio
 import trio_websocket
 
-from acp_trio._groups import plain_exceptions
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._message_stream import MessageStream, oversized
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import MessageStream, oversized
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 
 __all__ = ["WebSocketMessages", "open_websocket_stream"]
@@ -21,7 +21,7 @@ CONNECTION_ID_HEADER = "acp-connection-id"
 
 
 class WebSocketMessages(MessageStream):
-    """A client WebSocket as a :class:`~acp_trio._message_stream.MessageStream`.
+    """A client WebSocket as a :class:`~acp_trio._core._message_stream.MessageStream`.
 
     trio-websocket keeps a bounded queue of received messages
     (``message_queue_size``); when it is full, it stops reading the socket,

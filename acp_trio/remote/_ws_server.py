@@ -1,5 +1,5 @@
 """The server side of the WebSocket profile: an ASGI WebSocket seen as a
-:class:`~acp_trio._message_stream.MessageStream`."""
+:class:`~acp_trio._core._message_stream.MessageStream`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import trio
 
+from acp_trio._core._message_stream import oversized
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import oversized
 
 __all__ = ["ASGIReceive", "ASGISend", "AsgiWebSocketMessages"]
 

@@ -19,10 +19,10 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from acp_trio._connection import Connection, ConnectionConfig, Handler, open_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler, open_connection
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
-from acp_trio._framed import FramedStream
-from acp_trio._requests import RequestContext
 from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._scenario import HOLD_PATH
@@ -214,7 +214,7 @@ class CheckerClient(Handler):
         self._changed = trio.Event()
         self._files: Any = None
         if self.policy.workspace is not None:
-            from acp_trio._workspace import WorkspaceFiles
+            from acp_trio.contrib._workspace import WorkspaceFiles
 
             self._files = WorkspaceFiles([self.policy.workspace])
         self._terminals = terminals
@@ -449,7 +449,7 @@ async def _host(
         async with AsyncExitStack() as stack:
             terminals = None
             if policy.terminals:
-                from acp_trio._terminals import open_terminal_manager
+                from acp_trio.contrib._terminals import open_terminal_manager
 
                 async def approve(params: Any) -> bool:
                     return True  # the user asked for --terminals

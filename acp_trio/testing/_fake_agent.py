@@ -37,8 +37,8 @@ import attrs
 import trio
 
 from acp_trio import __version__, build
-from acp_trio._agent import Agent, ClientProxy
 from acp_trio._exceptions import RequestError
+from acp_trio._typed._agent import Agent, ClientProxy
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,

@@ -9,10 +9,10 @@ from typing import Generic, TypeVar
 
 import attrs
 
-from acp_trio._agent import Agent, ClientProxy, _make_agent
-from acp_trio._client import AgentProxy, Client
-from acp_trio._connection import ConnectionConfig
-from acp_trio._pair import open_agent_client_pair
+from acp_trio._core._connection import ConnectionConfig
+from acp_trio._typed._agent import Agent, ClientProxy, _make_agent
+from acp_trio._typed._client import AgentProxy, Client
+from acp_trio._typed._pair import open_agent_client_pair
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     InitializeRequest,

@@ -21,11 +21,11 @@ import attrs
 import trio
 import trio.testing
 
-from acp_trio._agent import Agent, open_agent
-from acp_trio._client import Client, open_client
-from acp_trio._connection import ConnectionConfig
+from acp_trio._core._connection import ConnectionConfig
 from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio._transports._process import StderrMode
+from acp_trio._typed._agent import Agent, open_agent
+from acp_trio._typed._client import Client, open_client
 
 __all__ = [
     "ExpectationFailed",

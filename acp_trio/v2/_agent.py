@@ -30,8 +30,18 @@ from typing import Any, Final
 import trio
 
 from acp_trio import __version__
-from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import (
+from acp_trio._core._connection import (
+    Connection,
+    ConnectionConfig,
+    open_connection,
+    serve_connection,
+)
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._requests import RequestContext, current_request
+from acp_trio._exceptions import RequestError
+from acp_trio._public import NoPublicConstructor
+from acp_trio._transports import open_stdio_stream
+from acp_trio._typed._dispatch import (
     Extensible,
     Peer,
     Route,
@@ -40,11 +50,6 @@ from acp_trio._dispatch import (
     implemented,
     one_connection,
 )
-from acp_trio._exceptions import RequestError
-from acp_trio._framed import FramedStream
-from acp_trio._public import NoPublicConstructor
-from acp_trio._requests import RequestContext, current_request
-from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import SchemaConverter
 from acp_trio.schema.v2 import (
     METHODS,

@@ -21,8 +21,12 @@ import attrs
 import trio
 
 from acp_trio import __version__
-from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import (
+from acp_trio._core._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._core._framed import FramedStream
+from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
+from acp_trio._public import NoPublicConstructor
+from acp_trio._transports import open_agent_process
+from acp_trio._typed._dispatch import (
     Extensible,
     Peer,
     Route,
@@ -30,10 +34,6 @@ from acp_trio._dispatch import (
     adopt_hook_docs,
     one_connection,
 )
-from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
-from acp_trio._framed import FramedStream
-from acp_trio._public import NoPublicConstructor
-from acp_trio._transports import open_agent_process
 from acp_trio.schema import SchemaConverter
 from acp_trio.schema._runtime import build_params
 from acp_trio.schema.v2 import (

@@ -33,7 +33,7 @@ import attrs
 import trio
 
 import acp_trio
-from acp_trio._connection import Connection, ConnectionConfig
+from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._exceptions import ErrorCode
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream

@@ -132,7 +132,7 @@ async def test_run_agent(autojump_clock: Any, monkeypatch: pytest.MonkeyPatch) -
     async def buggy_stdio() -> AsyncIterator[trio.abc.Stream]:
         yield BuggyStream()
 
-    monkeypatch.setattr(acp_trio._agent, "open_stdio_stream", buggy_stdio)  # type: ignore[attr-defined]
+    monkeypatch.setattr(acp_trio._typed._agent, "open_stdio_stream", buggy_stdio)  # type: ignore[attr-defined]
     exc = await raised_by(lambda: acp_trio.run_agent(ScriptedAgent, handle_signals=False))
     assert_plain(exc, RuntimeError, "stream bug")
 
@@ -187,7 +187,7 @@ async def test_check_agent_in_a_deleted_directory(
 async def test_release_session_of_the_terminal_manager(monkeypatch: pytest.MonkeyPatch) -> None:
     """Killing a terminal does not fail in practice (its errors are
     handled); one is planted to show what would come out."""
-    from acp_trio._terminals import TerminalManager
+    from acp_trio.contrib._terminals import TerminalManager
     from acp_trio.schema import CreateTerminalRequest
 
     async def approve(params: Any) -> bool:

@@ -280,7 +280,7 @@ async def test_the_cancels_of_a_peer_cancelled_handler_go_out_in_one_write(
     (one per nested call of the cancelled handler) are one ``os.write``."""
     import os
 
-    import acp_trio._framed as framed
+    import acp_trio._core._framed as framed
 
     writes: list[bytes] = []
 

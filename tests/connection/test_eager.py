@@ -22,7 +22,7 @@ import pytest
 import trio
 import trio.lowlevel
 
-import acp_trio._incoming
+import acp_trio._core._incoming
 from acp_trio import RequestError
 from acp_trio.lowlevel import CancelCause, RequestContext, current_request
 
@@ -368,7 +368,7 @@ async def test_a_method_whose_handler_waited_starts_in_tasks_for_a_while(
             await trio.sleep(1)
         return "ok"
 
-    skip = acp_trio._incoming._EAGER_SKIP
+    skip = acp_trio._core._incoming._EAGER_SKIP
     handler = FnHandler({"a": maybe_wait, "b": maybe_wait})
     with trio.fail_after(LIMIT):
         async with raw_connection(handler) as (conn, peer, _):

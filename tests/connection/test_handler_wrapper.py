@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-import acp_trio._incoming as connection_module
+import acp_trio._core._incoming as connection_module
 from acp_trio.lowlevel import Connection, RequestContext
 
 from .conftest import FnHandler, raw_connection, req

@@ -7,7 +7,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from acp_trio._outbox import Outbox
+from acp_trio._core._outbox import Outbox
 
 
 class FakePipe:

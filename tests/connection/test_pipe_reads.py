@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import trio
 
-import acp_trio._framed as framed
-from acp_trio._framed import RECEIVE_SIZE, FramedStream
+import acp_trio._core._framed as framed
+from acp_trio._core._framed import RECEIVE_SIZE, FramedStream
 
 LIMIT = 10  # real seconds: these tests use real pipes and no virtual clock
 
 
 class CountingOs:
-    """Stands in for ``os`` in ``acp_trio._framed``: counts reads, and the
+    """Stands in for ``os`` in ``acp_trio._core._framed``: counts reads, and the
     ones that found the pipe empty."""
 
     def __init__(self) -> None:

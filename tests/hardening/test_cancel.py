@@ -3,7 +3,7 @@ against one): cancels before, right after and long after their request,
 ``session/cancel`` with nothing running and in rapid cycles, and the
 bookkeeping of cancels of finished requests.
 
-The rules (``acp_trio._connection``, ``acp_trio._agent``): a
+The rules (``acp_trio._core._connection``, ``acp_trio._typed._agent``): a
 ``$/cancel_request`` for an id that is not running (unknown, finished, not
 sent yet, repeated) does nothing and is never answered; one read right
 after its request cancels it before its handler runs (``-32800``);

@@ -16,7 +16,7 @@ from typing import ParamSpec, TypeVar
 import pytest
 import trio
 
-from acp_trio._terminals import _group_running_sync
+from acp_trio.contrib._terminals import _group_running_sync
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -14,12 +14,12 @@ import trio
 
 import acp_trio
 from acp_trio import Agent, Client, RequestError
-from acp_trio._terminals import (
+from acp_trio.contrib._terminals import (
     TerminalManager,
     TerminalsMixin,
     open_terminal_manager,
 )
-from acp_trio._workspace import WorkspaceFiles, WorkspaceFilesMixin
+from acp_trio.contrib._workspace import WorkspaceFiles, WorkspaceFilesMixin
 from acp_trio.schema import (
     ClientCapabilities,
     CreateTerminalRequest,

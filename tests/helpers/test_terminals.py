@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from acp_trio import RequestError
-from acp_trio._terminal_output import render_output
-from acp_trio._terminals import TerminalManager, open_terminal_manager
+from acp_trio.contrib._terminal_output import render_output
+from acp_trio.contrib._terminals import TerminalManager, open_terminal_manager
 from acp_trio.schema import (
     CreateTerminalRequest,
     EnvVariable,

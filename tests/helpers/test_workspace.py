@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import RequestError, _workspace
-from acp_trio._workspace import WorkspaceFiles
+from acp_trio import RequestError
+from acp_trio.contrib import _workspace
+from acp_trio.contrib._workspace import WorkspaceFiles
 from acp_trio.schema import ReadTextFileRequest, WriteTextFileRequest
 
 from .conftest import limited

@@ -43,11 +43,11 @@ def test_the_exceptions_import_no_trio() -> None:
 def test_the_request_objects_do_not_import_the_connection() -> None:
     # They talk to it through RequestOwner; only the public type is named,
     # for RequestContext.connection, and only for type checkers.
-    source = (PACKAGE / "_requests.py").read_text()
+    source = (PACKAGE / "_core" / "_requests.py").read_text()
     runtime = [
         node
         for node in ast.parse(source).body
-        if isinstance(node, ast.ImportFrom) and node.module == "acp_trio._connection"
+        if isinstance(node, ast.ImportFrom) and node.module == "acp_trio._core._connection"
     ]
     assert runtime == []
     assert "._conn._" not in source
@@ -56,5 +56,21 @@ def test_the_request_objects_do_not_import_the_connection() -> None:
 
 def test_no_connection_module_imports_the_connection_back() -> None:
     for name in ("_incoming", "_ordering", "_outgoing", "_handler", "_framed", "_message_stream"):
-        modules = imported(PACKAGE / f"{name}.py")
-        assert "acp_trio._connection" not in modules, name
+        modules = imported(PACKAGE / "_core" / f"{name}.py")
+        assert "acp_trio._core._connection" not in modules, name
+
+
+def test_the_trio_core_imports_nothing_above_it() -> None:
+    # The connection knows JSON, not the schema, the typed API or the kit.
+    above = ("acp_trio._typed", "acp_trio.schema", "acp_trio.contrib", "acp_trio.testing")
+    files = sorted((PACKAGE / "_core").glob("*.py"))
+    assert len(files) >= 10
+    for path in files:
+        for module in imported(path):
+            assert not module.startswith(above), (path.name, module)
+
+
+def test_the_typed_layer_imports_no_test_kit() -> None:
+    for path in sorted((PACKAGE / "_typed").glob("*.py")):
+        for module in imported(path):
+            assert not module.startswith("acp_trio.testing"), (path.name, module)

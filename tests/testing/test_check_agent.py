@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from acp_trio import RequestError
-from acp_trio._terminals import open_terminal_manager
+from acp_trio.contrib._terminals import open_terminal_manager
 from acp_trio.testing import (
     CHECKS,
     SCENARIO_AGENT_COMMAND,

@@ -11,8 +11,8 @@ import trio.lowlevel
 import trio.testing
 
 from acp_trio import ConnectionConfig
+from acp_trio._core._message_stream import MessageStream
 from acp_trio._jsonrpc import OversizedFrame
-from acp_trio._message_stream import MessageStream
 from acp_trio.lowlevel import Handler, RequestContext, open_connection
 
 

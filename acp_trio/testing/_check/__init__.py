@@ -41,7 +41,7 @@ from typing import Final
 
 import trio
 
-from acp_trio._groups import plain_exceptions
+from acp_trio._core._groups import plain_exceptions
 
 # The check modules register their checks when imported.
 from acp_trio.testing._check import _cancellation, _lifecycle, _robustness, _transcript  # noqa: F401

@@ -19,8 +19,8 @@ from typing import Any
 
 import trio
 
+from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
-from acp_trio._requests import PendingRequest
 from acp_trio.testing._check._base import (
     EVIDENCE_LINES,
     EVIDENCE_WIDTH,

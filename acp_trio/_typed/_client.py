@@ -40,9 +40,17 @@ from typing import Any, Final
 import attrs
 import trio
 
-from acp_trio._agent_proxy import AgentProxy
-from acp_trio._connection import Connection, ConnectionConfig, open_connection
-from acp_trio._dispatch import (
+from acp_trio._core._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._message_stream import MessageStream
+from acp_trio._core._requests import PendingRequest, RequestContext, current_request
+from acp_trio._exceptions import (
+    RequestError,
+)
+from acp_trio._transports import open_agent_process
+from acp_trio._transports._process import StderrMode
+from acp_trio._typed._agent_proxy import AgentProxy
+from acp_trio._typed._dispatch import (
     Extensible,
     Route,
     SessionScopes,
@@ -50,15 +58,7 @@ from acp_trio._dispatch import (
     implemented,
     one_connection,
 )
-from acp_trio._early_updates import EarlyUpdates
-from acp_trio._exceptions import (
-    RequestError,
-)
-from acp_trio._framed import FramedStream
-from acp_trio._message_stream import MessageStream
-from acp_trio._requests import PendingRequest, RequestContext, current_request
-from acp_trio._transports import open_agent_process
-from acp_trio._transports._process import StderrMode
+from acp_trio._typed._early_updates import EarlyUpdates
 from acp_trio.schema import (
     METHODS,
     ClientCapabilities,

@@ -33,9 +33,9 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from acp_trio._connection import Connection, Handler
+from acp_trio._core._connection import Connection, Handler
+from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RemoteProtocolError, RequestError
-from acp_trio._requests import RequestContext
 from acp_trio.schema import SchemaConverter, SchemaValidationError, converter
 
 __all__ = [

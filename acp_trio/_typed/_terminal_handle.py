@@ -42,8 +42,8 @@ from acp_trio.schema import (
 )
 
 if TYPE_CHECKING:
-    from acp_trio._client_proxy import ClientProxy
-    from acp_trio._requests import PendingRequest
+    from acp_trio._core._requests import PendingRequest
+    from acp_trio._typed._client_proxy import ClientProxy
 
 __all__ = ["TerminalHandle", "open_terminal"]
 

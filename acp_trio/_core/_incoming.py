@@ -1,5 +1,5 @@
 """The incoming-request runner: each request the peer sends runs in its own
-task and cancel scope, or eagerly in the reader (see :mod:`acp_trio._eager`),
+task and cancel scope, or eagerly in the reader (see :mod:`acp_trio._core._eager`),
 and gets exactly one reply.
 
 Invariants kept here:
@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from acp_trio._eager import run_eagerly
+from acp_trio._core._eager import run_eagerly
+from acp_trio._core._groups import single_leaf
+from acp_trio._core._requests import CancelCause, PendingRequest, RequestContext, _handler_tasks
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
-from acp_trio._groups import single_leaf
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     IncomingRequest,
@@ -33,14 +34,13 @@ from acp_trio._jsonrpc import (
     error_response,
     response,
 )
-from acp_trio._requests import CancelCause, PendingRequest, RequestContext, _handler_tasks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from acp_trio._handler import ConnectionConfig, Handler
-    from acp_trio._outbox import Outbox
-    from acp_trio._requests import RequestOwner
+    from acp_trio._core._handler import ConnectionConfig, Handler
+    from acp_trio._core._outbox import Outbox
+    from acp_trio._core._requests import RequestOwner
 
 __all__ = ["IncomingRequests"]
 

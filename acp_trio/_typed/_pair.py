@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from acp_trio._agent import Agent, ClientProxy, open_agent
-from acp_trio._client import AgentProxy, Client, open_client
-from acp_trio._connection import ConnectionConfig
+from acp_trio._core._connection import ConnectionConfig
+from acp_trio._typed._agent import Agent, ClientProxy, open_agent
+from acp_trio._typed._client import AgentProxy, Client, open_client
 
 __all__ = ["open_agent_client_pair"]
 

@@ -2,9 +2,9 @@
 
 The protocol itself (what a frame is, which ones are answered, the request
 table) is the sans-IO :class:`~acp_trio._jsonrpc.Peer`; this class runs it
-with Trio. The parts live beside it: :mod:`acp_trio._incoming` (running
-incoming requests), :mod:`acp_trio._ordering` (notifications and their
-ordering), :mod:`acp_trio._outgoing` (calls and cancels). See
+with Trio. The parts live beside it: :mod:`acp_trio._core._incoming` (running
+incoming requests), :mod:`acp_trio._core._ordering` (notifications and their
+ordering), :mod:`acp_trio._core._outgoing` (calls and cancels). See
 ``docs/architecture.md`` for the picture and the invariants.
 
 The request tree is the nursery tree
@@ -24,7 +24,7 @@ A :class:`Connection` owns one nursery. Its tasks:
   wire order while requests run concurrently;
 - one **handler task per incoming request**, each in its own cancel scope.
   The reader starts each handler itself, in its own task and scope (see
-  :mod:`acp_trio._eager`): a handler that answers without waiting costs no
+  :mod:`acp_trio._core._eager`): a handler that answers without waiting costs no
   task at all, and at a handler's first wait the reader hands reading over to
   a new reader task, so the handler's task (with its scope) is then simply
   the old reader's. Either way each request has a task and a scope of its
@@ -54,16 +54,25 @@ from typing import Any, Final, final
 
 import trio
 
-from acp_trio._exceptions import ConnectionClosed
-from acp_trio._framed import FramedStream, FrameTransport
-from acp_trio._groups import plain_exceptions
-from acp_trio._handler import (
+from acp_trio._core._framed import FramedStream, FrameTransport
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._handler import (
     ConnectionConfig,
     ConnectionStatistics,
     Handler,
     RequestNode,
 )
-from acp_trio._incoming import IncomingRequests, _Role
+from acp_trio._core._incoming import IncomingRequests, _Role
+from acp_trio._core._message_stream import MessageStream, MessageTransport
+from acp_trio._core._ordering import NotificationOrdering, _Queued
+from acp_trio._core._outbox import Inbox, Outbox
+from acp_trio._core._outgoing import OutgoingCalls
+from acp_trio._core._requests import (
+    CancelCause,
+    PendingRequest,
+    RequestContext,
+)
+from acp_trio._exceptions import ConnectionClosed
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     CancelReceived,
@@ -73,15 +82,6 @@ from acp_trio._jsonrpc import (
     RequestId,
     RequestReceived,
     SendFrame,
-)
-from acp_trio._message_stream import MessageStream, MessageTransport
-from acp_trio._ordering import NotificationOrdering, _Queued
-from acp_trio._outbox import Inbox, Outbox
-from acp_trio._outgoing import OutgoingCalls
-from acp_trio._requests import (
-    CancelCause,
-    PendingRequest,
-    RequestContext,
 )
 
 __all__ = [
@@ -521,7 +521,7 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
 @final
 class _Owner:
     """The connection as its per-request objects see it: the
-    :class:`~acp_trio._requests.RequestOwner` protocol, and nothing more."""
+    :class:`~acp_trio._core._requests.RequestOwner` protocol, and nothing more."""
 
     __slots__ = ("connection",)
 

@@ -19,12 +19,8 @@ from typing import Any, Final, Protocol, overload
 import attrs
 import trio
 
-from acp_trio._connection import Connection
-from acp_trio._dispatch import (
-    Peer,
-    adopt_hook_docs,
-)
-from acp_trio._early_updates import EarlyUpdates
+from acp_trio._core._connection import Connection
+from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import (
     CapabilityError,
     LocalProtocolError,
@@ -32,7 +28,11 @@ from acp_trio._exceptions import (
     UnsupportedProtocolVersion,
 )
 from acp_trio._public import NoPublicConstructor
-from acp_trio._requests import PendingRequest
+from acp_trio._typed._dispatch import (
+    Peer,
+    adopt_hook_docs,
+)
+from acp_trio._typed._early_updates import EarlyUpdates
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,

@@ -9,8 +9,8 @@ implementations:
   the stdio fast paths (reading a pipe's descriptor directly, writing at
   once when the writer is idle). The sans-IO
   :class:`~acp_trio._jsonrpc.LineDecoder` does the splitting.
-- :class:`~acp_trio._message_stream.MessageTransport`: whole messages from a
-  :class:`~acp_trio._message_stream.MessageStream` (WebSocket, HTTP).
+- :class:`~acp_trio._core._message_stream.MessageTransport`: whole messages from a
+  :class:`~acp_trio._core._message_stream.MessageStream` (WebSocket, HTTP).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ rather than a byte stream.
 
 A :class:`MessageStream` carries one JSON-RPC message (a JSON text, no line
 end) per call. NDJSON over a byte stream is the other side of the seam
-(:class:`~acp_trio._framed.FramedStream`); a :class:`~acp_trio.lowlevel.Connection`
+(:class:`~acp_trio._core._framed.FramedStream`); a :class:`~acp_trio.lowlevel.Connection`
 takes either. Transports enforce the connection's size cap the same way on
 both sides: a message over ``max_message_size`` bytes is not handed on
 whole but as an :class:`~acp_trio._jsonrpc.OversizedFrame` (its size, its
@@ -62,7 +62,7 @@ def oversized(message: bytes | bytearray, limit: int) -> OversizedFrame:
 
 class MessageTransport:
     """A :class:`MessageStream` as the connection's
-    :class:`~acp_trio._framed.FrameTransport`: each message read is one
+    :class:`~acp_trio._core._framed.FrameTransport`: each message read is one
     frame (over the cap, its :class:`OversizedFrame` marker), each frame
     written is one message (without its line end)."""
 

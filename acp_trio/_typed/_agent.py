@@ -42,9 +42,20 @@ from typing import Any, Final
 import attrs
 import trio
 
-from acp_trio._client_proxy import ClientProxy
-from acp_trio._connection import Connection, ConnectionConfig, open_connection, serve_connection
-from acp_trio._dispatch import (
+from acp_trio._core._connection import (
+    Connection,
+    ConnectionConfig,
+    open_connection,
+    serve_connection,
+)
+from acp_trio._core._framed import FramedStream
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._message_stream import MessageStream
+from acp_trio._core._requests import RequestContext, current_request
+from acp_trio._exceptions import RequestError
+from acp_trio._transports import open_stdio_stream
+from acp_trio._typed._client_proxy import ClientProxy
+from acp_trio._typed._dispatch import (
     Extensible,
     Route,
     SessionScopes,
@@ -52,13 +63,7 @@ from acp_trio._dispatch import (
     implemented,
     one_connection,
 )
-from acp_trio._exceptions import RequestError
-from acp_trio._framed import FramedStream
-from acp_trio._groups import plain_exceptions
-from acp_trio._message_stream import MessageStream
-from acp_trio._requests import RequestContext, current_request
-from acp_trio._sessions import AgentSessions, keep_sessions
-from acp_trio._transports import open_stdio_stream
+from acp_trio._typed._sessions import AgentSessions, keep_sessions
 from acp_trio.schema import (
     METHODS,
     PROTOCOL_VERSION,

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from acp_trio._outbox import Inbox
+from acp_trio._core._outbox import Inbox
 
 if TYPE_CHECKING:
-    from acp_trio._handler import Handler
+    from acp_trio._core._handler import Handler
 
 __all__ = ["NotificationOrdering"]
 

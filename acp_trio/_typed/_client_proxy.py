@@ -14,15 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, overload
 
-from acp_trio._connection import Connection
-from acp_trio._dispatch import (
+from acp_trio._core._connection import Connection
+from acp_trio._exceptions import CapabilityError
+from acp_trio._public import NoPublicConstructor
+from acp_trio._typed._dispatch import (
     Peer,
     adopt_hook_docs,
 )
-from acp_trio._exceptions import CapabilityError
-from acp_trio._public import NoPublicConstructor
-from acp_trio._terminal_handle import TerminalHandle, open_terminal
-from acp_trio._tool_calls import ToolCallHandle, ask_permission, open_tool_call
+from acp_trio._typed._terminal_handle import TerminalHandle, open_terminal
+from acp_trio._typed._tool_calls import ToolCallHandle, ask_permission, open_tool_call
 from acp_trio.build import ALLOW_OR_REJECT
 from acp_trio.schema import (
     AgentMessageChunk,

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from acp_trio._core._handler import RequestNode
+from acp_trio._core._ordering import _in_notification_handler
+from acp_trio._core._requests import _WAITING, PendingRequest, RequestContext, current_request
 from acp_trio._exceptions import LocalProtocolError
-from acp_trio._handler import RequestNode
 from acp_trio._jsonrpc import Peer
-from acp_trio._ordering import _in_notification_handler
-from acp_trio._requests import _WAITING, PendingRequest, RequestContext, current_request
 
 if TYPE_CHECKING:
-    from acp_trio._outbox import Outbox
-    from acp_trio._requests import RequestOwner
+    from acp_trio._core._outbox import Outbox
+    from acp_trio._core._requests import RequestOwner
 
 __all__ = ["OutgoingCalls"]
 

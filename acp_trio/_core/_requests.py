@@ -25,7 +25,7 @@ from acp_trio._exceptions import ACPError, RequestError
 from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 
 if TYPE_CHECKING:
-    from acp_trio._connection import Connection
+    from acp_trio._core._connection import Connection
 
 __all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
 

@@ -47,7 +47,7 @@ from acp_trio.schema import (
 from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
 
 if TYPE_CHECKING:
-    from acp_trio._client_proxy import ClientProxy
+    from acp_trio._typed._client_proxy import ClientProxy
 
 __all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 

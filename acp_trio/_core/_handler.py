@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 import attrs
 
+from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RequestId
-from acp_trio._requests import RequestContext
 
 __all__ = ["ConnectionConfig", "ConnectionStatistics", "Handler", "RequestNode", "TraceHook"]
 

@@ -52,11 +52,11 @@ from typing import Final, NoReturn, final
 
 import trio
 
+from acp_trio._core._groups import plain_exceptions
 from acp_trio._exceptions import ErrorCode, RequestError
-from acp_trio._groups import plain_exceptions
 from acp_trio._public import NoPublicConstructor
-from acp_trio._terminal_output import exit_status, render_output
 from acp_trio._transports._process import _group_running_sync, _signal_group
+from acp_trio.contrib._terminal_output import exit_status, render_output
 from acp_trio.schema import (
     CreateTerminalRequest,
     CreateTerminalResponse,
