@@ -21,6 +21,13 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from frames import Message, line
+from frames import cancel as cancel  # the builders, re-exported for the connection tests
+from frames import cancelled as cancelled
+from frames import err as err
+from frames import notif as notif
+from frames import ok as ok
+from frames import req as req
 
 from acp_trio import (
     ConnectionConfig,
@@ -33,7 +40,6 @@ from acp_trio.lowlevel import (
     open_connection,
 )
 
-Message = dict[str, Any]
 RequestFn = Callable[[RequestContext, Any], Awaitable[Any]]
 NotificationFn = Callable[[str, Any], Awaitable[None]]
 
@@ -44,47 +50,6 @@ LIMIT = 600
 @pytest.fixture
 def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
-
-
-def line(obj: Message | bytes) -> bytes:
-    """One NDJSON frame: a dict is JSON-encoded, bytes are sent as they are."""
-    if isinstance(obj, bytes):
-        return obj if obj.endswith(b"\n") else obj + b"\n"
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def req(request_id: Any, method: str, params: Any = None) -> Message:
-    msg: Message = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def notif(method: str, params: Any = None) -> Message:
-    msg: Message = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = params
-    return msg
-
-
-def cancel(request_id: Any) -> Message:
-    return notif("$/cancel_request", {"requestId": request_id})
-
-
-def ok(request_id: Any, result: Any) -> Message:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def err(request_id: Any, code: int, message: str, *data: Any) -> Message:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data:
-        (error["data"],) = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def cancelled(request_id: Any) -> Message:
-    """The exact -32800 reply the connection sends."""
-    return err(request_id, -32800, "Request cancelled")
 
 
 def is_response(msg: Message) -> bool:
