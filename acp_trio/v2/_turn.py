@@ -329,7 +329,7 @@ class Turn(metaclass=NoPublicConstructor):
             assert isinstance(handle, TerminalHandle)
             yield handle
 
-    def start_background(
+    async def start_background(
         self,
         tool_call_id: str,
         fn: Callable[[ToolCallHandle], Awaitable[None]],
@@ -341,17 +341,31 @@ class Turn(metaclass=NoPublicConstructor):
         every state update until it ends; it outlives the turn, and only
         ``tool_call/cancel``, ``session/close`` or the connection closing
         stop it. Its end is reported by its final ``tool_call_update``, then
-        a state snapshot without it."""
+        a state snapshot without it.
+
+        Returns once the work's tool call is announced (its first
+        ``tool_call_update`` is queued) and listed, so no state update lists
+        it before the client has heard of it. Raises ``ValueError`` if a tool
+        call ``tool_call_id`` is already running in the session. Cancelled
+        while waiting, the work goes on (``tool_call/cancel`` stops it)."""
         session = self.session
+        old = session.tool_calls.get(tool_call_id)
+        if old is not None and not old.finished:
+            raise ValueError(f"{tool_call_id!r} is already running in session {session.id!r}")
         key = ("tool_call", tool_call_id)
-        if session.background is None:
-            session.background = {}
-        session.background[key] = BackgroundToolCall(tool_call_id=tool_call_id)
+        listed = trio.Event()
 
         async def run() -> None:
+            registered = False
             try:
                 async with self.tool_call(tool_call_id, cancellable=cancellable, **fields) as h:
+                    # Announced: from here state updates list it.
+                    if session.background is None:
+                        session.background = {}
+                    session.background[key] = BackgroundToolCall(tool_call_id=tool_call_id)
+                    registered = True
                     session.background_scopes.add(h.cancel_scope)
+                    listed.set()
                     try:
                         await fn(h)
                     finally:
@@ -359,11 +373,14 @@ class Turn(metaclass=NoPublicConstructor):
             except Exception:
                 _log.exception("background work %s of session %s failed", tool_call_id, session.id)
             finally:
-                assert session.background is not None
-                session.background.pop(key, None)
-                await _shielded(session.send_state(session.state))
+                listed.set()
+                if registered:
+                    assert session.background is not None
+                    session.background.pop(key, None)
+                    await _shielded(session.send_state(session.state))
 
         session.start(run)
+        await listed.wait()
 
 
 class _ToolCallReports:
