@@ -42,6 +42,7 @@ from acp_trio._dispatch import (
 )
 from acp_trio._exceptions import RequestError
 from acp_trio._framed import FramedStream
+from acp_trio._groups import plain_exceptions
 from acp_trio._public import NoPublicConstructor
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._transports import open_stdio_stream
@@ -425,7 +426,7 @@ async def serve_agent(
     """Serve the v2 ``agent`` (or a new one from the factory) on ``stream``
     until the connection closes; the turns and background work still
     running then are cancelled."""
-    with _serving(agent) as made:
+    with _serving(agent) as made, plain_exceptions():
         async with trio.open_nursery() as nursery:
             await serve_connection(
                 stream, agent_handler(made, nursery), config=config, task_status=task_status
@@ -443,7 +444,7 @@ async def open_agent(
     """Serve the v2 ``agent`` on ``stream`` for the block; yields the proxy
     to the client. Leaving the block, also by an exception or a
     cancellation, closes the connection and cancels the running turns."""
-    with _serving(agent) as made:
+    with _serving(agent) as made, plain_exceptions():
         async with trio.open_nursery() as nursery:
             async with open_connection(stream, agent_handler(made, nursery), config=config):
                 yield made.client

@@ -35,6 +35,7 @@ import trio
 import acp_trio
 from acp_trio._connection import Connection, ConnectionConfig
 from acp_trio._exceptions import ErrorCode
+from acp_trio._groups import plain_exceptions
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
 from acp_trio.schema import v2 as schema_v2
@@ -235,11 +236,12 @@ async def run_router(
     """
     received: list[int] = []
     chosen = _Chosen()
-    async with open_stdio_stream() as stream, trio.open_nursery() as nursery:
-        if handle_signals and threading.current_thread() is threading.main_thread():
-            await nursery.start(_close_on_signal, chosen, received, nursery.cancel_scope)
-        await serve_router(stream, v1=v1, v2=v2, config=config, task_status=chosen)
-        nursery.cancel_scope.cancel()
+    with plain_exceptions():
+        async with open_stdio_stream() as stream, trio.open_nursery() as nursery:
+            if handle_signals and threading.current_thread() is threading.main_thread():
+                await nursery.start(_close_on_signal, chosen, received, nursery.cancel_scope)
+            await serve_router(stream, v1=v1, v2=v2, config=config, task_status=chosen)
+            nursery.cancel_scope.cancel()
     if signal.SIGINT in received:
         raise KeyboardInterrupt
 
