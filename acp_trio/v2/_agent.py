@@ -16,7 +16,8 @@ exactly once: what :meth:`Agent.prompt` returns (default ``end_turn``),
 terminal opened with :meth:`Turn.tool_call` / :meth:`Turn.terminal` (``-32602``
 for one that is unknown, finished or not cancellable). ``session/close`` does
 what ``session/cancel`` does, also stops the session's background work, waits
-for their final updates, and sends nothing for the session after its reply.
+for their final updates, and sends nothing for the session after its reply; a
+prompt read once it has begun is answered ``-32002`` (session not found).
 """
 
 from __future__ import annotations
@@ -289,7 +290,7 @@ class _AgentHandler(TypedHandler):
     def request_received(self, ctx: RequestContext, params: Any) -> None:
         if ctx.method == "session/prompt" and isinstance(params, dict):
             session_id = params.get("sessionId")
-            if isinstance(session_id, str):
+            if isinstance(session_id, str) and not self._closing(session_id):
                 session = self.session(session_id)
                 self._held[ctx] = (session, session.hold())
 
@@ -298,7 +299,15 @@ class _AgentHandler(TypedHandler):
         if held is not None:
             held[0].unhold(held[1])
 
+    def _closing(self, session_id: str) -> bool:
+        session = self.sessions.get(session_id)
+        return session is not None and session.closing
+
     async def _prompt(self, params: PromptRequest) -> PromptResponse:
+        if self._closing(params.session_id):
+            # Read after session/close: the session is gone (and close must
+            # not wait for a turn that starts behind it).
+            raise RequestError.resource_not_found({"sessionId": params.session_id})
         ctx = current_request()
         held = self._held.get(ctx) if ctx is not None else None
         if held is None or held[0].id != params.session_id or held[0].closed:
@@ -355,6 +364,7 @@ class _AgentHandler(TypedHandler):
     async def _close(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         session = self.sessions.get(params.session_id)
         if session is not None:
+            session.closing = True
             session.cancel()
             session.cancel_background()
             await session.drain()

@@ -89,6 +89,8 @@ class Session:
         self.background: dict[tuple[str, str], BackgroundWork] | None = None
         self.background_scopes: set[trio.CancelScope] = set()
         self.state: str = "idle"
+        #: ``session/close`` has begun: prompts are refused from here.
+        self.closing = False
         self.closed = False
         self._tasks = 0
         self._all_done = trio.Event()

@@ -7,9 +7,10 @@ import pytest
 import trio
 import trio.testing
 
-from acp_trio import ConnectionClosed, v2
+from acp_trio import ConnectionClosed, RequestError, v2
+from acp_trio.schema import v2 as s2
 
-from .conftest import LIMIT, RecordingClient, text
+from .conftest import LIMIT, RecordingClient, memory_pair, text
 from .v2_test_agent import V2TestAgent
 
 
@@ -52,3 +53,47 @@ async def test_prompt_raises_connection_closed_when_the_agent_goes_mid_turn(
             with pytest.raises(ConnectionClosed):
                 await proxy.prompt(sid, text("wait"))
             assert agent_gone.is_set()
+
+
+class SlowToStop(V2TestAgent):
+    """``slow-stop``: waits until cancelled, then takes 30 s to clean up;
+    any other prompt as the test agent (``wait`` runs until cancelled)."""
+
+    async def prompt(self, params: s2.PromptRequest, turn: v2.Turn) -> str | None:
+        block = params.prompt[0]
+        if isinstance(block, s2.TextContent) and block.text == "slow-stop":
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.sleep(30)
+        return await super().prompt(params, turn)
+
+
+async def test_a_prompt_arriving_while_close_drains_is_refused_and_close_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = RecordingClient()
+    errors: list[int] = []
+    with trio.fail_after(LIMIT):
+        async with memory_pair(client, SlowToStop()) as agent:
+            sid = (await agent.new_session("/tmp")).session_id
+            await agent.send_prompt(sid, text("slow-stop"))
+            await client.wait_for(lambda u: u.get("state") == "running")
+
+            async def late_prompt() -> None:
+                try:
+                    await agent.send_prompt(sid, text("wait"))
+                except RequestError as exc:
+                    errors.append(exc.code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(agent.close_session, sid)
+                await trio.sleep(1)  # close is draining the slow turn
+                nursery.start_soon(late_prompt)
+            count = len(client.updates)
+            await trio.sleep(10)
+            assert len(client.updates) == count
+    # The late prompt never became a turn that close would wait for.
+    assert errors == [-32002]
+    assert [s for s in client.states() if s[0] == "running"] == [("running", None)]
