@@ -43,7 +43,7 @@ from acp_trio._dispatch import (
 )
 from acp_trio._exceptions import RequestError
 from acp_trio._framed import FramedStream
-from acp_trio._groups import plain_exceptions
+from acp_trio._groups import collapse_group, plain_exceptions
 from acp_trio._public import NoPublicConstructor
 from acp_trio._requests import RequestContext, current_request
 from acp_trio._transports import open_stdio_stream
@@ -62,6 +62,7 @@ from acp_trio.schema.v2 import (
     CloseSessionResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
+    Error,
     Implementation,
     InitializeRequest,
     InitializeResponse,
@@ -341,17 +342,23 @@ class _AgentHandler(TypedHandler):
         stop_reason: str = "cancelled"
         error = None
         try:
-            with turn.scope:
-                try:
+            try:
+                with turn.scope:
                     result = await self.agent.prompt(turn.params, turn)
                     stop_reason = "end_turn" if result is None else result
-                except Exception as exc:
-                    if not turn.scope.cancel_called:
-                        # A RequestError is the handler's answer; anything else a bug.
-                        trace = not isinstance(exc, RequestError)
-                        _log.warning("turn of session %s failed", session.id, exc_info=trace)
-                        stop_reason, error = "error", error_of(exc)
-            if turn.scope.cancel_called and error is None:
+            except BaseExceptionGroup as group:
+                # A nursery of the handler: its errors are the turn's; what
+                # else it holds (an outer cancellation) goes on.
+                failed, rest = group.split(Exception)
+                if failed is not None:
+                    error = self._failed(turn, failed)
+                if rest is not None:
+                    raise rest from None
+            except Exception as exc:
+                error = self._failed(turn, exc)
+            if error is not None:
+                stop_reason = "error"
+            elif turn.scope.cancel_called:
                 stop_reason = "cancelled"
         finally:
             # Every exit path, also the connection closing: the turn ends
@@ -360,6 +367,19 @@ class _AgentHandler(TypedHandler):
             await _shielded(session.send_state("idle", stop_reason, **extra))
             session.turn = None
             session.advance()
+
+    @staticmethod
+    def _failed(turn: Turn, exc: BaseException) -> Error | None:
+        """The error the turn's idle reports for ``exc``; none if the turn
+        was cancelled (the error is then a consequence, only logged)."""
+        leaf = collapse_group(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        # A RequestError is the handler's answer; anything else a bug.
+        trace = not isinstance(leaf, RequestError)
+        if turn.scope.cancel_called:
+            _log.debug("turn of session %s failed while cancelled", turn.session.id, exc_info=exc)
+            return None
+        _log.warning("turn of session %s failed", turn.session.id, exc_info=exc if trace else False)
+        return error_of(leaf)
 
     async def _close(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         session = self.sessions.get(params.session_id)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._groups import collapse_group
 from acp_trio._public import NoPublicConstructor
 from acp_trio.schema.v2 import (
     UNSET,
@@ -467,7 +468,11 @@ async def _entity_scope(
 
 
 def error_of(exc: BaseException) -> Error:
-    """The ``Error`` an idle ``stopReason: "error"`` reports for ``exc``."""
+    """The ``Error`` an idle ``stopReason: "error"`` reports for ``exc`` (a
+    group holding one real error, as from a nursery of the handler, as that
+    error)."""
+    if isinstance(exc, BaseExceptionGroup):
+        exc = collapse_group(exc)
     if isinstance(exc, RequestError):
         data = exc.data if exc.has_data else None
         return Error(code=exc.code, message=exc.message, data=data)

@@ -97,3 +97,67 @@ async def test_a_prompt_arriving_while_close_drains_is_refused_and_close_ends(
     # The late prompt never became a turn that close would wait for.
     assert errors == [-32002]
     assert [s for s in client.states() if s[0] == "running"] == [("running", None)]
+
+
+class FailsInANursery(V2TestAgent):
+    """``nursery``: a task in a nursery of the handler raises a RequestError."""
+
+    async def prompt(self, params: s2.PromptRequest, turn: v2.Turn) -> str | None:
+        async def fail() -> None:
+            raise RequestError(-32050, "quota exceeded", {"retryAfter": 3})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fail)
+            nursery.start_soon(trio.sleep_forever)
+        return None
+
+
+async def test_an_error_out_of_a_nursery_of_the_turn_is_reported_as_itself(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with memory_pair(client, FailsInANursery()) as agent:
+            sid = (await agent.new_session("/tmp")).session_id
+            result = await agent.prompt(sid, text("nursery"))
+    assert result.stop_reason == "error"
+    assert result.error == s2.Error(code=-32050, message="quota exceeded", data={"retryAfter": 3})
+
+
+class FailsWhenCancelled(V2TestAgent):
+    """``cleanup-fails``: a task of the handler's nursery raises while the
+    turn is being cancelled; any other prompt as the test agent."""
+
+    async def prompt(self, params: s2.PromptRequest, turn: v2.Turn) -> str | None:
+        block = params.prompt[0]
+        if not (isinstance(block, s2.TextContent) and block.text == "cleanup-fails"):
+            return await super().prompt(params, turn)
+
+        async def cleanup_fails() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise ValueError("cleanup failed")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cleanup_fails)
+            nursery.start_soon(trio.sleep_forever)
+        return None
+
+
+async def test_a_turn_failing_while_cancelled_ends_once_and_the_connection_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with memory_pair(client, FailsWhenCancelled()) as agent:
+            sid = (await agent.new_session("/tmp")).session_id
+            await agent.send_prompt(sid, text("cleanup-fails"))
+            await client.wait_for(lambda u: u.get("state") == "running")
+            await agent.cancel(sid)
+            await client.wait_for(lambda u: u.get("stopReason") is not None)
+            again = await agent.prompt(sid, text("hello"))
+    assert again.stop_reason == "end_turn"
+    idles = [s for s in client.states() if s[0] == "idle"]
+    assert len(idles) == 2
+    assert idles[1] == ("idle", "end_turn")
