@@ -407,7 +407,8 @@ class _AgentHandler(TypedHandler):
         return CancelTerminalResponse()
 
     def _cancel_now(self, params: dict[str, Any]) -> None:
-        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is not None:
             session.cancel()
 

@@ -3,6 +3,9 @@ a turn the agent can no longer end does not leave ``prompt`` waiting."""
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 import trio
 import trio.testing
@@ -161,3 +164,24 @@ async def test_a_turn_failing_while_cancelled_ends_once_and_the_connection_goes_
     idles = [s for s in client.states() if s[0] == "idle"]
     assert len(idles) == 2
     assert idles[1] == ("idle", "end_turn")
+
+
+async def test_a_malformed_session_cancel_is_ignored_quietly(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with v2.open_agent(V2TestAgent(), left):
+            await right.send_all(
+                b'{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": []}}\n'
+                b'{"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}\n'
+            )
+            received = b""
+            while b"\n" not in received:
+                data = await right.receive_some()
+                assert data, "the agent closed the connection"
+                received += data
+    reply = json.loads(received.split(b"\n")[0])
+    assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
+    # Malformed input is not an error of the agent (no traceback logged).
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
