@@ -235,6 +235,8 @@ class _AgentHandler(TypedHandler):
         self.sessions: dict[str, Session] = {}
         self._initialized = False
         self._held: dict[RequestContext, tuple[Session, tuple[trio.CancelScope, trio.Event]]] = {}
+        #: Prompts read while their session was closing: answered -32002.
+        self._refused: set[RequestContext] = set()
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in AGENT_METHODS.items():
@@ -291,11 +293,15 @@ class _AgentHandler(TypedHandler):
     def request_received(self, ctx: RequestContext, params: Any) -> None:
         if ctx.method == "session/prompt" and isinstance(params, dict):
             session_id = params.get("sessionId")
-            if isinstance(session_id, str) and not self._closing(session_id):
-                session = self.session(session_id)
-                self._held[ctx] = (session, session.hold())
+            if isinstance(session_id, str):
+                if self._closing(session_id):
+                    self._refused.add(ctx)
+                else:
+                    session = self.session(session_id)
+                    self._held[ctx] = (session, session.hold())
 
     def request_finished(self, ctx: RequestContext) -> None:
+        self._refused.discard(ctx)
         held = self._held.pop(ctx, None)
         if held is not None:
             held[0].unhold(held[1])
@@ -305,13 +311,14 @@ class _AgentHandler(TypedHandler):
         return session is not None and session.closing
 
     async def _prompt(self, params: PromptRequest) -> PromptResponse:
-        if self._closing(params.session_id):
-            # Read after session/close: the session is gone (and close must
-            # not wait for a turn that starts behind it).
-            raise RequestError.resource_not_found({"sessionId": params.session_id})
         ctx = current_request()
+        if self._closing(params.session_id) or ctx in self._refused:
+            # Read after session/close began: the session is gone (and close
+            # must not wait for a turn that starts behind it).
+            raise RequestError.resource_not_found({"sessionId": params.session_id})
+        # Held when read: a close since then has cancelled its entry.
         held = self._held.get(ctx) if ctx is not None else None
-        if held is None or held[0].id != params.session_id or held[0].closed:
+        if held is None or held[0].id != params.session_id:
             session = self.session(params.session_id)
             if ctx is not None:
                 self._held[ctx] = held = (session, session.hold())

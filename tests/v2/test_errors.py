@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from acp_trio import ConnectionClosed, RequestError, v2
+from acp_trio import ConnectionClosed, ConnectionConfig, RequestError, v2
 from acp_trio.schema import v2 as s2
 
 from .conftest import LIMIT, RecordingClient, memory_pair, text
@@ -185,3 +186,55 @@ async def test_a_malformed_session_cancel_is_ignored_quietly(
     assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
     # Malformed input is not an error of the agent (no traceback logged).
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+class BlocksOnExt(SlowToStop):
+    """``_block``: an extension request that waits until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = trio.Event()
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        await self.release.wait()
+        return {}
+
+
+async def test_a_prompt_read_during_close_but_started_after_it_is_still_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Two requests at a time: with close and a blocked extension request in
+    # flight, a prompt read while close drains waits in the connection's
+    # queue until close has ended the session, then starts.
+    left, right = trio.testing.memory_stream_pair()
+    client = RecordingClient()
+    agent_side = BlocksOnExt()
+    config = ConnectionConfig(max_concurrent_requests=2)
+    errors: list[int] = []
+    with trio.fail_after(LIMIT):
+        async with (
+            v2.open_agent(agent_side, left, config=config),
+            v2.open_client(client, right) as agent,
+        ):
+            await agent.initialize()
+            sid = (await agent.new_session("/tmp")).session_id
+            await agent.send_prompt(sid, text("slow-stop"))
+            await client.wait_for(lambda u: u.get("state") == "running")
+
+            async def late_prompt() -> None:
+                try:
+                    await agent.send_prompt(sid, text("wait"))
+                except RequestError as exc:
+                    errors.append(exc.code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(agent.connection.call, "_block", {})
+                await trio.sleep(1)
+                nursery.start_soon(agent.close_session, sid)
+                await trio.sleep(1)  # close drains the slow turn (30 s)
+                nursery.start_soon(late_prompt)  # read now, queued
+                await client.wait_for(lambda u: u.get("stopReason") == "cancelled")
+                await trio.sleep(1)  # close has answered
+                agent_side.release.set()  # the late prompt starts
+    assert errors == [-32002]
+    assert [s for s in client.states() if s[0] == "running"] == [("running", None)]
