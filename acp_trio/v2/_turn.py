@@ -305,6 +305,8 @@ class Turn(metaclass=NoPublicConstructor):
         turn goes on). On the way out the final ``tool_call_update`` says
         ``completed``, ``cancelled`` (this call or the whole turn was
         cancelled) or ``failed`` (the block raised: the error goes on).
+        Raises ``ValueError`` if a tool call ``tool_call_id`` is already
+        running in the session.
         """
         async with _entity_scope(
             self.session,
@@ -325,6 +327,8 @@ class Turn(metaclass=NoPublicConstructor):
         cancels the block alone. The final ``terminal_update`` carries the
         :meth:`TerminalHandle.exited` status, or ``signal: "SIGTERM"`` if
         the block was cancelled, or ``signal: "SIGABRT"`` if it raised.
+        Raises ``ValueError`` if a terminal ``terminal_id`` is already running
+        in the session.
         """
         async with _entity_scope(
             self.session, self.session.terminals, terminal_id, cancellable, _TerminalReports(fields)
