@@ -16,7 +16,8 @@ exactly once: what :meth:`Agent.prompt` returns (default ``end_turn``),
 terminal opened with :meth:`Turn.tool_call` / :meth:`Turn.terminal` (``-32602``
 for one that is unknown, finished or not cancellable). ``session/close`` does
 what ``session/cancel`` does, also stops the session's background work, waits
-for their final updates, and sends nothing for the session after its reply.
+for their final updates, and sends nothing for the session after its reply; a
+prompt read once it has begun is answered ``-32002`` (session not found).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from acp_trio._core._connection import (
     serve_connection,
 )
 from acp_trio._core._framed import FramedStream
+from acp_trio._core._groups import collapse_group, plain_exceptions
 from acp_trio._core._requests import RequestContext, current_request
 from acp_trio._exceptions import RequestError
 from acp_trio._public import NoPublicConstructor
@@ -65,6 +67,7 @@ from acp_trio.schema.v2 import (
     CloseSessionResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
+    Error,
     Implementation,
     InitializeRequest,
     InitializeResponse,
@@ -237,6 +240,8 @@ class _AgentHandler(TypedHandler):
         self.sessions: dict[str, Session] = {}
         self._initialized = False
         self._held: dict[RequestContext, tuple[Session, tuple[trio.CancelScope, trio.Event]]] = {}
+        #: Prompts read while their session was closing: answered -32002.
+        self._refused: set[RequestContext] = set()
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in AGENT_METHODS.items():
@@ -294,18 +299,31 @@ class _AgentHandler(TypedHandler):
         if ctx.method == "session/prompt" and isinstance(params, dict):
             session_id = params.get("sessionId")
             if isinstance(session_id, str):
-                session = self.session(session_id)
-                self._held[ctx] = (session, session.hold())
+                if self._closing(session_id):
+                    self._refused.add(ctx)
+                else:
+                    session = self.session(session_id)
+                    self._held[ctx] = (session, session.hold())
 
     def request_finished(self, ctx: RequestContext) -> None:
+        self._refused.discard(ctx)
         held = self._held.pop(ctx, None)
         if held is not None:
             held[0].unhold(held[1])
 
+    def _closing(self, session_id: str) -> bool:
+        session = self.sessions.get(session_id)
+        return session is not None and session.closing
+
     async def _prompt(self, params: PromptRequest) -> PromptResponse:
         ctx = current_request()
+        if self._closing(params.session_id) or ctx in self._refused:
+            # Read after session/close began: the session is gone (and close
+            # must not wait for a turn that starts behind it).
+            raise RequestError.resource_not_found({"sessionId": params.session_id})
+        # Held when read: a close since then has cancelled its entry.
         held = self._held.get(ctx) if ctx is not None else None
-        if held is None or held[0].id != params.session_id or held[0].closed:
+        if held is None or held[0].id != params.session_id:
             session = self.session(params.session_id)
             if ctx is not None:
                 self._held[ctx] = held = (session, session.hold())
@@ -336,17 +354,23 @@ class _AgentHandler(TypedHandler):
         stop_reason: str = "cancelled"
         error = None
         try:
-            with turn.scope:
-                try:
+            try:
+                with turn.scope:
                     result = await self.agent.prompt(turn.params, turn)
                     stop_reason = "end_turn" if result is None else result
-                except Exception as exc:
-                    if not turn.scope.cancel_called:
-                        # A RequestError is the handler's answer; anything else a bug.
-                        trace = not isinstance(exc, RequestError)
-                        _log.warning("turn of session %s failed", session.id, exc_info=trace)
-                        stop_reason, error = "error", error_of(exc)
-            if turn.scope.cancel_called and error is None:
+            except BaseExceptionGroup as group:
+                # A nursery of the handler: its errors are the turn's; what
+                # else it holds (an outer cancellation) goes on.
+                failed, rest = group.split(Exception)
+                if failed is not None:
+                    error = self._failed(turn, failed)
+                if rest is not None:
+                    raise rest from None
+            except Exception as exc:
+                error = self._failed(turn, exc)
+            if error is not None:
+                stop_reason = "error"
+            elif turn.scope.cancel_called:
                 stop_reason = "cancelled"
         finally:
             # Every exit path, also the connection closing: the turn ends
@@ -356,9 +380,23 @@ class _AgentHandler(TypedHandler):
             session.turn = None
             session.advance()
 
+    @staticmethod
+    def _failed(turn: Turn, exc: BaseException) -> Error | None:
+        """The error the turn's idle reports for ``exc``; none if the turn
+        was cancelled (the error is then a consequence, only logged)."""
+        leaf = collapse_group(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        # A RequestError is the handler's answer; anything else a bug.
+        trace = not isinstance(leaf, RequestError)
+        if turn.scope.cancel_called:
+            _log.debug("turn of session %s failed while cancelled", turn.session.id, exc_info=exc)
+            return None
+        _log.warning("turn of session %s failed", turn.session.id, exc_info=exc if trace else False)
+        return error_of(leaf)
+
     async def _close(self, params: CloseSessionRequest) -> CloseSessionResponse | None:
         session = self.sessions.get(params.session_id)
         if session is not None:
+            session.closing = True
             session.cancel()
             session.cancel_background()
             await session.drain()
@@ -381,7 +419,8 @@ class _AgentHandler(TypedHandler):
         return CancelTerminalResponse()
 
     def _cancel_now(self, params: dict[str, Any]) -> None:
-        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is not None:
             session.cancel()
 
@@ -430,7 +469,7 @@ async def serve_agent(
     """Serve the v2 ``agent`` (or a new one from the factory) on ``stream``
     until the connection closes; the turns and background work still
     running then are cancelled."""
-    with _serving(agent) as made:
+    with _serving(agent) as made, plain_exceptions():
         async with trio.open_nursery() as nursery:
             await serve_connection(
                 stream, agent_handler(made, nursery), config=config, task_status=task_status
@@ -448,7 +487,7 @@ async def open_agent(
     """Serve the v2 ``agent`` on ``stream`` for the block; yields the proxy
     to the client. Leaving the block, also by an exception or a
     cancellation, closes the connection and cancels the running turns."""
-    with _serving(agent) as made:
+    with _serving(agent) as made, plain_exceptions():
         async with trio.open_nursery() as nursery:
             async with open_connection(stream, agent_handler(made, nursery), config=config):
                 yield made.client

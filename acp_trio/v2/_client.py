@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, overload
 
@@ -23,7 +23,13 @@ import trio
 from acp_trio import __version__
 from acp_trio._core._connection import Connection, ConnectionConfig, open_connection
 from acp_trio._core._framed import FramedStream
-from acp_trio._exceptions import ACPError, RequestError, UnsupportedProtocolVersion
+from acp_trio._core._groups import plain_exceptions
+from acp_trio._exceptions import (
+    ACPError,
+    ConnectionClosed,
+    RequestError,
+    UnsupportedProtocolVersion,
+)
 from acp_trio._public import NoPublicConstructor
 from acp_trio._transports import open_agent_process
 from acp_trio._typed._dispatch import (
@@ -91,6 +97,14 @@ class _Turns:
         self._current: dict[str, str] = {}
         self._ended: dict[str, OrderedDict[str, IdleStateUpdate]] = {}
         self._waiters: dict[tuple[str, str], trio.Event] = {}
+        self._closed: Callable[[], ConnectionClosed] | None = None
+
+    def close(self, error: Callable[[], ConnectionClosed]) -> None:
+        """The connection is closed: wake every waiter, to raise ``error()``."""
+        self._closed = error
+        for event in self._waiters.values():
+            event.set()
+        self._waiters.clear()
 
     def saw(self, params: UpdateSessionNotification) -> None:
         update = params.update
@@ -110,13 +124,18 @@ class _Turns:
                 waiter.set()
 
     async def wait(self, session_id: str, message_id: str) -> IdleStateUpdate:
+        """The idle that ended the turn of ``message_id``; raises
+        :class:`ConnectionClosed` if the connection closes before it."""
         ended = self._ended.setdefault(session_id, OrderedDict())
-        if message_id not in ended:
+        if message_id not in ended and self._closed is None:
             event = self._waiters.setdefault((session_id, message_id), trio.Event())
             try:
                 await event.wait()
             finally:
                 self._waiters.pop((session_id, message_id), None)
+        if message_id not in ended:
+            assert self._closed is not None
+            raise self._closed()
         return ended.pop(message_id)
 
 
@@ -168,7 +187,9 @@ class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
         and wait for the turn's ``idle`` state. Cancelling the call (a
         deadline, a cancel scope) sends ``session/cancel`` for the session,
         then lets the cancellation go on. Raises :class:`RequestError` if the
-        prompt was refused (``-32800`` if cancelled before it was inserted)."""
+        prompt was refused (``-32800`` if cancelled before it was inserted),
+        :class:`~acp_trio.ConnectionClosed` if the connection closes before
+        the turn's ``idle``."""
         params = build_params(
             PromptRequest, "prompt", ("session_id", "prompt"), ("prompt",), args, kwargs, None
         )
@@ -282,9 +303,18 @@ async def open_client(
         return _ClientHandler(client, proxy)
 
     error = f"this {type(client).__name__} object is already connected to an agent"
-    with one_connection(client, error):
-        async with open_connection(stream, make, config=config):
-            yield client.agent
+    with one_connection(client, error), plain_exceptions():
+        async with trio.open_nursery() as nursery:
+            async with open_connection(stream, make, config=config) as connection:
+                nursery.start_soon(_end_turns_on_close, connection, client.agent)
+                yield client.agent
+            nursery.cancel_scope.cancel()
+
+
+async def _end_turns_on_close(connection: Connection, proxy: AgentProxy) -> None:
+    # A prompt waiting for an idle that can no longer come gets ConnectionClosed.
+    await connection.wait_closed()
+    proxy.turns.close(connection._closed_error)
 
 
 @asynccontextmanager

@@ -34,6 +34,7 @@ import trio
 
 import acp_trio
 from acp_trio._core._connection import Connection, ConnectionConfig
+from acp_trio._core._groups import plain_exceptions
 from acp_trio._exceptions import ErrorCode
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
@@ -191,21 +192,28 @@ async def serve_router(
     v1: V1Agent | None = None,
     v2: V2Agent | None = None,
     config: ConnectionConfig | None = None,
-    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Connection | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a v1 agent and/or a v2 agent (each an object or a factory) on
     ``stream``: the first valid ``initialize`` chooses the side by its
     protocol version (see the module doc), which then serves the whole
     connection until it closes; ``task_status.started()`` gets that
-    connection once chosen. Cancelling it closes the connection (running
-    requests answered ``-32800``)."""
+    connection once chosen, or ``None`` if the input ends before any
+    ``initialize`` chose (then this returns). Cancelling it closes the
+    stream (after the choice: the connection, running requests answered
+    ``-32800``)."""
     if v1 is None and v2 is None:
         raise ValueError("serve_router needs a v1 agent, a v2 agent or both")
     supported = [n for n, side in ((1, v1), (2, v2)) if side is not None]
     limit = (config.max_message_size if config is not None else None) or DEFAULT_MAX_MESSAGE_SIZE
-    chosen = await _read_until_initialize(stream, supported, limit)
+    try:
+        chosen = await _read_until_initialize(stream, supported, limit)
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
     if chosen is None:
-        await stream.aclose()
+        await trio.aclose_forcefully(stream)
+        task_status.started(None)
         return
     version, rest = chosen
     replay = _ReplayStream(stream, rest)
@@ -235,11 +243,12 @@ async def run_router(
     """
     received: list[int] = []
     chosen = _Chosen()
-    async with open_stdio_stream() as stream, trio.open_nursery() as nursery:
-        if handle_signals and threading.current_thread() is threading.main_thread():
-            await nursery.start(_close_on_signal, chosen, received, nursery.cancel_scope)
-        await serve_router(stream, v1=v1, v2=v2, config=config, task_status=chosen)
-        nursery.cancel_scope.cancel()
+    with plain_exceptions():
+        async with open_stdio_stream() as stream, trio.open_nursery() as nursery:
+            if handle_signals and threading.current_thread() is threading.main_thread():
+                await nursery.start(_close_on_signal, chosen, received, nursery.cancel_scope)
+            await serve_router(stream, v1=v1, v2=v2, config=config, task_status=chosen)
+            nursery.cancel_scope.cancel()
     if signal.SIGINT in received:
         raise KeyboardInterrupt
 

@@ -134,7 +134,7 @@ class ScenarioAgent(Agent):
             async def work(call: ToolCallHandle) -> None:
                 await trio.sleep_forever()
 
-            turn.start_background(f"bg-{next(self._ids)}", work, title="background work")
+            await turn.start_background(f"bg-{next(self._ids)}", work, title="background work")
         else:
             await say("unknown command")
         return "end_turn"

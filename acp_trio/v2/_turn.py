@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from acp_trio._core._groups import collapse_group
 from acp_trio._exceptions import ACPError, RequestError
 from acp_trio._public import NoPublicConstructor
 from acp_trio.schema.v2 import (
@@ -89,6 +90,8 @@ class Session:
         self.background: dict[tuple[str, str], BackgroundWork] | None = None
         self.background_scopes: set[trio.CancelScope] = set()
         self.state: str = "idle"
+        #: ``session/close`` has begun: prompts are refused from here.
+        self.closing = False
         self.closed = False
         self._tasks = 0
         self._all_done = trio.Event()
@@ -302,6 +305,8 @@ class Turn(metaclass=NoPublicConstructor):
         turn goes on). On the way out the final ``tool_call_update`` says
         ``completed``, ``cancelled`` (this call or the whole turn was
         cancelled) or ``failed`` (the block raised: the error goes on).
+        Raises ``ValueError`` if a tool call ``tool_call_id`` is already
+        running in the session.
         """
         async with _entity_scope(
             self.session,
@@ -322,6 +327,8 @@ class Turn(metaclass=NoPublicConstructor):
         cancels the block alone. The final ``terminal_update`` carries the
         :meth:`TerminalHandle.exited` status, or ``signal: "SIGTERM"`` if
         the block was cancelled, or ``signal: "SIGABRT"`` if it raised.
+        Raises ``ValueError`` if a terminal ``terminal_id`` is already running
+        in the session.
         """
         async with _entity_scope(
             self.session, self.session.terminals, terminal_id, cancellable, _TerminalReports(fields)
@@ -329,7 +336,7 @@ class Turn(metaclass=NoPublicConstructor):
             assert isinstance(handle, TerminalHandle)
             yield handle
 
-    def start_background(
+    async def start_background(
         self,
         tool_call_id: str,
         fn: Callable[[ToolCallHandle], Awaitable[None]],
@@ -341,17 +348,31 @@ class Turn(metaclass=NoPublicConstructor):
         every state update until it ends; it outlives the turn, and only
         ``tool_call/cancel``, ``session/close`` or the connection closing
         stop it. Its end is reported by its final ``tool_call_update``, then
-        a state snapshot without it."""
+        a state snapshot without it.
+
+        Returns once the work's tool call is announced (its first
+        ``tool_call_update`` is queued) and listed, so no state update lists
+        it before the client has heard of it. Raises ``ValueError`` if a tool
+        call ``tool_call_id`` is already running in the session. Cancelled
+        while waiting, the work goes on (``tool_call/cancel`` stops it)."""
         session = self.session
+        old = session.tool_calls.get(tool_call_id)
+        if old is not None and not old.finished:
+            raise ValueError(f"{tool_call_id!r} is already running in session {session.id!r}")
         key = ("tool_call", tool_call_id)
-        if session.background is None:
-            session.background = {}
-        session.background[key] = BackgroundToolCall(tool_call_id=tool_call_id)
+        listed = trio.Event()
 
         async def run() -> None:
+            registered = False
             try:
                 async with self.tool_call(tool_call_id, cancellable=cancellable, **fields) as h:
+                    # Announced: from here state updates list it.
+                    if session.background is None:
+                        session.background = {}
+                    session.background[key] = BackgroundToolCall(tool_call_id=tool_call_id)
+                    registered = True
                     session.background_scopes.add(h.cancel_scope)
+                    listed.set()
                     try:
                         await fn(h)
                     finally:
@@ -359,11 +380,14 @@ class Turn(metaclass=NoPublicConstructor):
             except Exception:
                 _log.exception("background work %s of session %s failed", tool_call_id, session.id)
             finally:
-                assert session.background is not None
-                session.background.pop(key, None)
-                await _shielded(session.send_state(session.state))
+                listed.set()
+                if registered:
+                    assert session.background is not None
+                    session.background.pop(key, None)
+                    await _shielded(session.send_state(session.state))
 
         session.start(run)
+        await listed.wait()
 
 
 class _ToolCallReports:
@@ -448,7 +472,11 @@ async def _entity_scope(
 
 
 def error_of(exc: BaseException) -> Error:
-    """The ``Error`` an idle ``stopReason: "error"`` reports for ``exc``."""
+    """The ``Error`` an idle ``stopReason: "error"`` reports for ``exc`` (a
+    group holding one real error, as from a nursery of the handler, as that
+    error)."""
+    if isinstance(exc, BaseExceptionGroup):
+        exc = collapse_group(exc)
     if isinstance(exc, RequestError):
         data = exc.data if exc.has_data else None
         return Error(code=exc.code, message=exc.message, data=data)

@@ -319,3 +319,31 @@ async def test_a_v2_client_alone_refuses_a_v1_answer(
             with pytest.raises(acp_trio.UnsupportedProtocolVersion) as info:
                 await agent.initialize()
     assert info.value.version == 1
+
+
+async def test_cancelling_the_router_before_the_choice_closes_the_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: v2.serve_router(left, **BOTH))
+            await trio.sleep(1)
+            nursery.cancel_scope.cancel()
+        # The peer sees the end of the stream, as after the choice.
+        assert await right.receive_some() == b""
+
+
+async def test_started_router_ending_before_the_choice_is_not_a_start_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await right.send_eof()
+            # End of input before any initialize: nursery.start returns (no
+            # connection) rather than failing with "never called started()".
+            connection = await nursery.start(
+                lambda task_status: v2.serve_router(left, task_status=task_status, **BOTH)
+            )
+    assert connection is None

@@ -91,7 +91,7 @@ class V2TestAgent(v2.Agent):
             async def work(call: v2.ToolCallHandle) -> None:
                 await trio.sleep_forever()
 
-            turn.start_background("bg", work, title="watcher")
+            await turn.start_background("bg", work, title="watcher")
         return None
 
 
