@@ -181,3 +181,27 @@ async def test_a_v1_client_through_the_same_chain_gets_v1(tmp_path: Path) -> Non
     trace.check_each_hop()
     (delivered,) = [r for r in trace.requests("session/prompt") if r.hop == 3]
     assert delivered.inner[1]["prompt"][-1] == {"type": "text", "text": "CTX"}
+
+
+POLICY = [sys.executable, str(ROOT / "examples" / "proxies" / "policy_proxy.py")]
+
+
+@pytest.mark.parametrize("reject", ["other", "delete"])
+async def test_the_policy_proxy_decides_v2_permission_requests(reject: str) -> None:
+    # The scenario's permission request names no tool call: its kind is "other".
+    command = [sys.executable, "-m", "acp_trio", "conduct", "--"]
+    command += [*POLICY, "--reject", reject, "--", *AGENT_V2]
+    client = RecordingClient(answer="allow")
+    with trio.fail_after(LIMIT):
+        async with v2.open_any_spawned_agent(command, client) as got:
+            agent = got.agent
+            assert isinstance(agent, v2.AgentProxy)
+            sid = (await agent.new_session("/tmp")).session_id
+            answer = await agent.prompt(sid, text("permission"))
+    assert answer.stop_reason == "end_turn"
+    if reject == "other":  # refused by the proxy: the client never asked
+        assert client.permissions == 0
+        assert chunks(client) == ["permission: selected reject"]
+    else:
+        assert client.permissions == 1
+        assert chunks(client) == ["permission: selected allow"]
