@@ -100,6 +100,13 @@ class Proxy:
     ``proxy/initialize`` and goes on as ``initialize``, as the RFD asks.
     :meth:`client_message` and :meth:`successor_message` see every message
     at the JSON level, before the typed methods.
+
+    The typed methods are ACP v1's. Once the chain has negotiated another
+    version (:attr:`protocol_version`, from the ``initialize`` answer that
+    passed through, e.g. 2 for a v2 client and agent), they are not called:
+    every message passes unchanged, and a proxy that changes v2 messages
+    does it at the JSON level, in :meth:`client_message` or
+    :meth:`successor_message`.
     """
 
     converter: SchemaConverter = converter
@@ -110,6 +117,9 @@ class Proxy:
         self._order = ForwardOrder()
         self.successor = SuccessorProxy(self, wrap=True)
         self.client = PredecessorProxy(self, wrap=False)
+        #: The protocol version the chain negotiated (the ``initialize``
+        #: answer that passed through this proxy); ``None`` before it.
+        self.protocol_version: int | None = None
 
     # -- the JSON level
 
@@ -142,7 +152,9 @@ class Proxy:
         message on. Raises :class:`RequestError` to answer a request with
         an error; cancellation as for :meth:`forward_request`."""
         name = AGENT_METHOD_NAMES.get(method)
-        if name is not None and _overrides(self, name):
+        if method == "initialize" and is_request:
+            return await self._initialize(params, name)
+        if name is not None and self._typed_v1() and _overrides(self, name):
             return await self._typed(name, method, params, is_request)
         if is_request:
             return await self.forward_request(method, params, to_successor=True)
@@ -154,7 +166,7 @@ class Proxy:
         :meth:`client_message` (errors, cancellation), with the
         :class:`~acp_trio.Client` names."""
         name = CLIENT_METHOD_NAMES.get(method)
-        if name is not None and _overrides(self, name):
+        if name is not None and self._typed_v1() and _overrides(self, name):
             return await self._typed(name, method, params, is_request)
         if is_request:
             return await self.forward_request(method, params, to_successor=False)
@@ -169,6 +181,22 @@ class Proxy:
             raise RequestError.invalid_params({"errors": exc.errors}) from None
         result = await getattr(self, name)(typed)
         return self.converter.unstructure(result) if is_request else None
+
+    def _typed_v1(self) -> bool:
+        return self.protocol_version in (None, 1)
+
+    async def _initialize(self, params: Any, name: str | None) -> Any:
+        """``initialize``: typed (v1) if overridden and the client asks for
+        v1; the negotiated version is recorded from the answer either way."""
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        if name is not None and asked == 1 and _overrides(self, name):
+            result = await self._typed(name, "initialize", params, True)
+        else:
+            result = await self.forward_request("initialize", params, to_successor=True)
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if isinstance(version, int) and not isinstance(version, bool):
+            self.protocol_version = version
+        return result
 
     async def _connection(self) -> Connection:
         # Messages can be read before serve_proxy has recorded the connection.

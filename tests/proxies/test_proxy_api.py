@@ -189,3 +189,38 @@ async def test_a_notification_waits_for_the_requests_read_before_it() -> None:
                 await conn.call("session/prompt", prompt)  # the cancel went out before
             nursery.cancel_scope.cancel()
     assert received == ["session/prompt", "session/cancel", "session/prompt"]
+
+
+class V2Conductor(Conductor):
+    """Its agent speaks v2: initialize says 2, a prompt is accepted with a
+    messageId (no stopReason: a v1 PromptResponse would not parse)."""
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        self.seen.append((method, params))
+        if params["method"] == "initialize":
+            return {"protocolVersion": 2, "agentCapabilities": {}}
+        return {"messageId": "m-1"}
+
+
+@pytest.mark.parametrize("asked", [1, 2])
+async def test_typed_methods_are_skipped_once_the_chain_speaks_v2(asked: int) -> None:
+    # The client asks for 1 or 2; the agent answers 2 either way.
+    proxy = Shouting()
+    conductor = V2Conductor()
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        assert proxy.protocol_version is None
+        init = await conn.call("proxy/initialize", {"protocolVersion": asked})
+        assert init["protocolVersion"] == 2
+        assert proxy.protocol_version == 2
+        prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+        assert await conn.call("session/prompt", prompt) == {"messageId": "m-1"}
+
+    await run_with(proxy, conductor, body)
+    # Passed on unchanged: no "LOUD" block added by the (v1) typed override.
+    assert conductor.seen[1][1] == {
+        "method": "session/prompt",
+        "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]},
+    }
