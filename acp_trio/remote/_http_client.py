@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
+import h2.errors
+import h2.exceptions
 import httpx2
 import trio
 
@@ -23,7 +25,7 @@ from acp_trio.remote._http_connection import id_key, session_of
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._sse import SseDecoder, SseTooLarge
 
-__all__ = ["HttpMessages", "HttpStatusError", "open_http_stream"]
+__all__ = ["HttpMessages", "HttpStatusError", "open_http_stream", "reset_when_left"]
 
 _log = logging.getLogger("acp_trio.remote")
 
@@ -49,6 +51,47 @@ def raw_chunks(response: httpx2.Response) -> AsyncGenerator[bytes, None]:
     if isinstance(chunks, AsyncGenerator):
         return chunks
     return response.aiter_raw()
+
+
+@asynccontextmanager
+async def reset_when_left(response: httpx2.Response) -> AsyncIterator[httpx2.Response]:
+    """Wrap the reading of a streamed HTTP/2 response: if the block is left
+    before the body ended, the stream is reset (``RST_STREAM``, ``CANCEL``).
+
+    Works around httpcore2 2.16.2 (with h2 4.4): closing an HTTP/2 response
+    not read to its end only forgets the stream on the client side, it
+    sends no ``RST_STREAM``. The server then never learns the stream was
+    left: an SSE stream stays open there, still taking the queued messages
+    and sending them where nobody reads (and the client drops them), so a
+    GET opened again for the same queue gets its 200 but not the messages
+    the abandoned stream took meanwhile. Over HTTP/1.1 closing the response
+    closes its TCP connection, which the server sees.
+    """
+    try:
+        yield response
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            await _reset_h2_stream(response)
+
+
+async def _reset_h2_stream(response: httpx2.Response) -> None:
+    stream_id = response.extensions.get("stream_id")
+    layer: Any = response.stream
+    layer = getattr(layer, "_stream", layer)  # the elapsed-time wrapper
+    pooled = getattr(layer, "_httpcore_stream", None)
+    h2_stream = getattr(pooled, "_stream", None)
+    connection: Any = getattr(h2_stream, "_connection", None)
+    state: Any = getattr(connection, "_h2_state", None)
+    if not isinstance(stream_id, int) or h2_stream is None or state is None:
+        return  # HTTP/1.1, or not httpcore2's HTTP/2 connection
+    try:
+        state.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.CANCEL)
+    except h2.exceptions.ProtocolError:
+        return  # the stream had ended (or the connection is gone)
+    try:
+        await connection._write_outgoing_data(h2_stream._request)
+    except Exception as exc:  # the connection broke: nothing to reset
+        _log.debug("RST_STREAM not sent: %r", exc)
 
 
 class HttpStatusError(trio.BrokenResourceError):
@@ -197,9 +240,12 @@ class HttpMessages(MessageStream):
         while not self._closed:
             try:
                 headers = {**self._headers(session_id, post=False), "Accept": "text/event-stream"}
-                async with self._sse_client.stream(
-                    "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
-                ) as response:
+                async with (
+                    self._sse_client.stream(
+                        "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
+                    ) as response,
+                    reset_when_left(response),
+                ):
                     status = response.status_code
                     if status in _FATAL:
                         await self._fail(HttpStatusError(status, "the SSE stream was refused"))
