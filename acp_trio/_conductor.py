@@ -46,7 +46,7 @@ from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._forward_order import ForwardOrder
 from acp_trio._trace import TraceLog
-from acp_trio._transports import open_agent_process
+from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio._transports._process import StderrMode
 
 __all__ = ["PROXY_INITIALIZE", "PROXY_SUCCESSOR", "serve_conductor"]
@@ -56,6 +56,10 @@ _log = logging.getLogger("acp_trio.conductor")
 PROXY_SUCCESSOR = "proxy/successor"
 PROXY_INITIALIZE = "proxy/initialize"
 
+# How long a call on a hop whose component died waits for the process's exit
+# code before answering without it.
+_EXIT_GRACE = 2.0
+
 
 class _Chain:
     """The connections of one chain: ``hops[0]`` is the client's (the
@@ -64,6 +68,8 @@ class _Chain:
 
     def __init__(self, size: int, trace: TraceLog | None = None) -> None:
         self.hops: list[Connection | None] = [None] * (size + 1)
+        # The components' processes, by hop: for the exit code of one gone.
+        self.processes: dict[int, AgentProcess] = {}
         self.ready = trio.Event()
         self.trace = trace
 
@@ -125,9 +131,22 @@ class _Chain:
         except RequestError as exc:
             raise exc.passed_on() from None  # the successor's own error, unchanged
         except ConnectionClosed as exc:
-            what = "the client" if index == 0 else f"chain component {index}"
-            status = "" if exc.exit_code is None else f" (exit code {exc.exit_code})"
-            raise RequestError(-32603, f"{what} is gone: {exc.reason}{status}") from None
+            raise await self._gone(index, exc) from None
+
+    async def _gone(self, index: int, exc: ConnectionClosed) -> RequestError:
+        """The error for a call whose hop closed: it names the component
+        and, once the process has exited, its exit code. A write can fail on
+        the broken pipe before the dead process is reaped, so its exit is
+        awaited for a moment (bounded) when it is not known yet."""
+        what = "the client" if index == 0 else f"chain component {index}"
+        exit_code = exc.exit_code
+        process = self.processes.get(index)
+        if exit_code is None and process is not None:
+            with trio.move_on_after(_EXIT_GRACE):
+                await process.process.wait()
+            exit_code = process.returncode
+        status = "" if exit_code is None else f" (exit code {exit_code})"
+        return RequestError(-32603, f"{what} is gone: {exc.reason}{status}")
 
     async def notify(self, index: int, method: str, params: Any) -> None:
         if not self.ready.is_set():
@@ -246,6 +265,7 @@ async def serve_conductor(
                 for index, command in enumerate(components, start=1):
                     process = await nursery.start(_run_component, command, stderr)
                     processes.append(process)
+                    chain.processes[index] = process
                     if log is not None:
                         peer = chain.peer(index)
                         log.event(

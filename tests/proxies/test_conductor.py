@@ -316,3 +316,34 @@ async def test_a_session_cancel_right_after_its_prompt_never_overtakes_it(proxy:
                         with trio.fail_after(LIMIT / 4):
                             assert await pending.result() == {"stopReason": "cancelled"}
             nursery.cancel_scope.cancel()
+
+
+class _DyingProcess:
+    """A component's process that exits (code 7) a moment after its pipe broke."""
+
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+        self.process = self
+
+    async def wait(self) -> int:
+        await trio.sleep(0.5)
+        self.returncode = 7
+        return 7
+
+
+async def test_a_component_gone_before_it_is_reaped_is_named_with_its_exit_code(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The write to a dead proxy can fail (broken pipe) before its process is
+    # reaped: the error still names its exit code, once the process reports it.
+    from acp_trio._conductor import _Chain
+
+    chain = _Chain(2)
+    chain.processes[1] = _DyingProcess()  # type: ignore[assignment]
+    closed = acp_trio.ConnectionClosed("connection lost while writing: BrokenResourceError()")
+    error = await chain._gone(1, closed)
+    assert error.code == -32603
+    assert str(error.message) == (
+        "chain component 1 is gone: connection lost while writing: BrokenResourceError() "
+        "(exit code 7)"
+    )
