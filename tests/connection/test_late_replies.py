@@ -24,7 +24,7 @@ from acp_trio.lowlevel import RequestContext
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
+    ScriptedPeer,
     StreamPair,
     assert_idle,
     both_streams,
@@ -44,11 +44,8 @@ def compact(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
 
 
-async def raw_frame(peer: RawPeer) -> bytes:
-    with trio.fail_after(30):
-        frame = await peer._line()
-    assert frame is not None, "unexpected EOF"
-    return frame + b"\n"
+async def raw_frame(peer: ScriptedPeer) -> bytes:
+    return await peer.receive_line() + b"\n"
 
 
 async def hang(ctx: RequestContext, params: Any) -> Any:
@@ -114,7 +111,7 @@ async def test_a_valid_late_answer_is_dropped_quietly(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late, late)  # late, then repeated
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -148,7 +145,7 @@ async def test_a_malformed_late_answer_is_still_warned_about(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late)
-            await peer.expect_silence()  # (no reply to a reply)
+            await peer.expect_silence(5)  # (no reply to a reply)
             await still_works(peer)
             assert_idle(conn)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -233,7 +230,7 @@ async def test_a_valid_late_error_is_dropped_quietly(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
@@ -258,7 +255,7 @@ async def test_an_error_for_an_id_never_issued_is_warned_about(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(err(request_id, -32800, "Request cancelled"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
