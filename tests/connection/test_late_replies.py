@@ -10,7 +10,6 @@ reply, and still warned about when it is malformed.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -32,16 +31,13 @@ from .conftest import (
     echo_handler,
     err,
     give_up_on_a_call,
+    line,
     ok,
     raw_connection,
     req,
     settle,
     still_works,
 )
-
-
-def compact(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
 
 
 async def raw_frame(peer: ScriptedPeer) -> bytes:
@@ -64,7 +60,7 @@ async def test_a_cancelled_handler_answers_exactly_the_encoded_32800(
             await settle()
             await peer.send(cancel(request_id))
             expected = err(request_id, -32800, "Request cancelled")
-            assert await raw_frame(peer) == compact(expected)
+            assert await raw_frame(peer) == line(expected)
             await still_works(peer)
             assert_idle(conn)
 
@@ -79,7 +75,7 @@ async def test_a_cancelled_call_sends_exactly_the_encoded_cancel(
                 with trio.move_on_after(1):
                     await conn.call("slow")
                 assert await peer.receive() == req(request_id, "slow")
-                assert await raw_frame(peer) == compact(cancel(request_id))
+                assert await raw_frame(peer) == line(cancel(request_id))
                 await peer.send(err(request_id, -32800, "Request cancelled"))
             await settle()
             assert_idle(conn)
