@@ -179,7 +179,8 @@ class ReaderWire(Wire):
 class FnHandler(Handler):
     """A Handler from functions: ``requests[method](ctx, params)`` and
     ``notifications[method](method, params)`` (``"*"`` matches any method).
-    Every notification is recorded in :attr:`seen`."""
+    Every notification is recorded in :attr:`seen`; :attr:`running` counts
+    the handler calls (requests and notifications) not returned yet."""
 
     def __init__(
         self,
@@ -189,18 +190,27 @@ class FnHandler(Handler):
         self.requests = requests or {}
         self.notifications = notifications or {}
         self.seen: list[tuple[str, Any]] = []
+        self.running = 0
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         fn = self.requests.get(method) or self.requests.get("*")
         if fn is None:
             raise RequestError.method_not_found(method)
-        return await fn(ctx, params)
+        self.running += 1
+        try:
+            return await fn(ctx, params)
+        finally:
+            self.running -= 1
 
     async def handle_notification(self, method: str, params: Any) -> None:
         self.seen.append((method, params))
         fn = self.notifications.get(method) or self.notifications.get("*")
         if fn is not None:
-            await fn(method, params)
+            self.running += 1
+            try:
+                await fn(method, params)
+            finally:
+                self.running -= 1
 
 
 async def sleep_forever_handler(ctx: RequestContext, params: Any) -> Any:

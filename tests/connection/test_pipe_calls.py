@@ -32,6 +32,7 @@ from acp_trio import (
 )
 from acp_trio.lowlevel import (
     Connection,
+    FramedStream,
     Handler,
     RequestContext,
     open_connection,
@@ -107,15 +108,16 @@ async def test_sequential_calls_over_os_pipes(
     ours, theirs = pipe_stream_pair()
     cfg = ConnectionConfig(trace=wire, callers_read_replies=callers_read)
     with trio.fail_after(LIMIT):
+        framed = FramedStream(ours, ours)
+        assert framed.reads_pipe  # read straight from the pipe
         async with (
-            open_connection(ours, None, config=cfg) as conn,
+            open_connection(framed, None, config=cfg) as conn,
             open_connection(
                 theirs,
                 FnHandler({"echo": echo}),
                 config=ConnectionConfig(callers_read_replies=callers_read),
             ) as other,
         ):
-            assert conn._stream._receive_fd is not None  # read straight from the pipe
             for i in range(n):
                 assert await conn.call("echo", {"i": i}) == {"i": i}
             if wait:

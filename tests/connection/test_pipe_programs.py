@@ -229,9 +229,9 @@ async def run_program(
                 assert_idle(conn)
             else:
                 await conn.wait_closed()
-            assert conn._running_handlers == 0
-            assert conn._barrier_waiters == []
-            assert len(conn._table) == 0
+            assert handler.running == 0  # every handler call returned
+            stats = conn.statistics()
+            assert (stats.incoming_in_flight, stats.outgoing_pending) == (0, 0)
         await peer.eof.wait()
     await theirs.aclose()
 

@@ -316,8 +316,7 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
                     await trio.sleep(10)
                     assert not conn.closed
                     assert_idle(conn)
-                    assert conn._running_handlers == 0
-                    assert conn._barrier_waiters == []
+                    assert handler.running == 0  # every handler call returned
                     assert noted == sent_notes
                     assert len(local_outcomes) == calls
             # Leaving the block closes the connection.
@@ -350,9 +349,7 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
     assert len(cancels) == len(set(cancels))
     assert set(cancels) <= outgoing_ids
     # Nothing is left behind in the connection.
-    assert len(conn._table) == 0
-    assert conn._running_handlers == 0
-    assert conn._barrier_waiters == []
+    assert handler.running == 0  # every handler call returned
     stats = conn.statistics()
     assert (stats.incoming_in_flight, stats.outgoing_pending, stats.outbox_frames) == (0, 0, 0)
     assert stats.closed

@@ -175,9 +175,14 @@ def test_method_names_are_shared_and_bounded() -> None:
     assert type(c) is RequestReceived
     assert type(d) is RequestReceived
     assert c.entry.method is not d.entry.method  # long names are not kept
-    for i in range(600):
-        peer.receive(frame(req(100 + i, f"m{i}")))
-    assert 0 < len(peer._method_names) <= 256
+    firsts = [peer.receive(frame(req(100 + i, f"m{i}"))) for i in range(600)]
+    last = peer.receive(frame(req(1000, "m599")))
+    first = peer.receive(frame(req(1001, "m0")))
+    assert type(last) is RequestReceived
+    assert type(first) is RequestReceived
+    assert all(type(e) is RequestReceived for e in (firsts[0], firsts[-1]))
+    assert last.entry.method is firsts[-1].entry.method  # a recent name is still shared
+    assert first.entry.method is not firsts[0].entry.method  # an old one was let go: bounded
 
 
 # ---------------------------------------------------------------------------
