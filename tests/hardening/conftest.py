@@ -239,3 +239,23 @@ async def stop_process(process: trio.Process, grace: float = 3.0) -> None:
     if process.returncode is None:
         process.kill()
         await process.wait()
+
+
+Side = str  # "agent" (we play the client) or "client" (we play the agent)
+
+
+def valid_request(side: Side, request_id: Any) -> dict[str, Any]:
+    """A request the side under test serves at once."""
+    if side == "agent":
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "session/new",
+            "params": {"cwd": "/", "mcpServers": []},
+        }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "fs/read_text_file",
+        "params": {"sessionId": "s-1", "path": "/f"},
+    }
