@@ -116,7 +116,7 @@ class ClientProcess:
         self.log: list[bytes] = []
         self._send, self._reports = trio.open_memory_channel[dict[str, Any]](1000)
 
-    async def _read_stderr(self) -> None:
+    async def read_stderr(self) -> None:
         assert self.process.stderr is not None
         buffer = b""
         with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
@@ -217,7 +217,7 @@ async def open_client(*args: str, receive_timeout: float = 10.0) -> AsyncIterato
     client = ClientProcess(process, peer)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._read_stderr)
+            nursery.start_soon(client.read_stderr)
             try:
                 yield client
             finally:
