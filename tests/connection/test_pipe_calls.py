@@ -188,7 +188,6 @@ async def test_a_reading_caller_cancelled_over_a_pipe_loses_no_data(
     peer_in = trio.lowlevel.FdStream(peer_read)
     scope = trio.CancelScope()
     wire = Wire()
-    buffer = bytearray()
 
     def trace(direction: str, frame: bytes) -> None:
         wire(direction, frame)
@@ -197,13 +196,9 @@ async def test_a_reading_caller_cancelled_over_a_pipe_loses_no_data(
             os.write(peer_write, line(notif("note", {"n": 2})))
             scope.deadline = trio.current_time()
 
-    async def receive() -> Any:
-        while b"\n" not in buffer:
-            buffer.extend(await peer_in.receive_some(65536))
-        index = buffer.index(b"\n")
-        frame = bytes(buffer[:index])
-        del buffer[: index + 1]
-        return json.loads(frame)
+    # The peer reads with a ScriptedPeer and writes straight to its pipe
+    # (the trace hook above must write without waiting).
+    receive = raw_peer(peer_in).receive
 
     handler = FnHandler()
     cfg = ConnectionConfig(trace=trace, callers_read_replies=callers_read)

@@ -178,9 +178,10 @@ async def test_end_of_input_before_initialize_ends_the_router(
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: v2.serve_router(left, **BOTH))
-            await right.send_all(b'{"jsonrpc": "2.0", "id": 1, "method": "x"}\n')
-            await right.send_eof()
-            reply = await ScriptedPeer(right, timeout=30).receive()
+            peer = ScriptedPeer(right, timeout=30)
+            await peer.send(b'{"jsonrpc": "2.0", "id": 1, "method": "x"}\n')
+            await peer.close_send()
+            reply = await peer.receive()
     assert reply["error"]["code"] == -32600
 
 
