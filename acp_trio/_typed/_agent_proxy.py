@@ -219,10 +219,10 @@ class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
         yet (a cancelled turn counts until the agent answers it), plus those
         waiting to be sent behind a cancelled turn; sessions with none are
         left out. A snapshot, for diagnostics and tests."""
-        counts = {sid: len(turns) for sid, turns in self._turns.items() if turns}
+        # (Both tables drop a session once it has none: a 0 here is a leak.)
+        counts = {sid: len(turns) for sid, turns in self._turns.items()}
         for sid, waiting in self._queued.items():
-            if waiting:
-                counts[sid] = counts.get(sid, 0) + len(waiting)
+            counts[sid] = counts.get(sid, 0) + len(waiting)
         return counts
 
     async def _send_new_session(self, params: NewSessionRequest) -> NewSessionResponse:
