@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, Final, final
 
 import trio
@@ -92,9 +92,6 @@ __all__ = [
     "Handler",
     "HandlerArg",
     "RequestNode",
-    "connect_connection",
-    "open_connection",
-    "serve_connection",
 ]
 
 _log = logging.getLogger("acp_trio.connection")
@@ -556,61 +553,3 @@ class _Owner:
 
 def _no_frame() -> None:
     return None
-
-
-async def serve_connection(
-    stream: trio.abc.Stream | FramedStream | MessageStream,
-    handler: HandlerArg = None,
-    *,
-    config: ConnectionConfig | None = None,
-    task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Run a connection until it closes; report it through ``task_status``.
-    Errors come out as one plain exception, never an ``ExceptionGroup``.
-
-    Cancelling the call closes the connection: running handlers are
-    cancelled and answered ``-32800``, pending calls fail with
-    :class:`ConnectionClosed`, queued output is flushed (bounded by
-    ``close_timeout``), then ``trio.Cancelled`` propagates.
-    """
-    with plain_exceptions():
-        await Connection(stream, handler, config)._run(task_status)
-
-
-async def connect_connection(
-    nursery: trio.Nursery,
-    stream: trio.abc.Stream | FramedStream | MessageStream,
-    handler: HandlerArg = None,
-    *,
-    config: ConnectionConfig | None = None,
-) -> Connection:
-    """Start a connection in the caller's ``nursery`` and return it, once
-    it runs. It lives until it closes or ``nursery`` is cancelled, which
-    closes it as :meth:`Connection.aclose` does; cancelling this call while
-    it starts the connection stops it again.
-    """
-    conn: Connection = await nursery.start(Connection(stream, handler, config)._run)
-    return conn
-
-
-@asynccontextmanager
-async def open_connection(
-    stream: trio.abc.Stream | FramedStream | MessageStream,
-    handler: HandlerArg = None,
-    *,
-    config: ConnectionConfig | None = None,
-) -> AsyncIterator[Connection]:
-    """A connection that lives as long as the ``async with`` block.
-
-    Leaving the block, also by an exception or a cancellation, closes it
-    (see :meth:`Connection.aclose`: handlers cancelled and answered
-    ``-32800``, pending calls failed, output flushed, bounded). Errors come
-    out as one plain exception, never an ``ExceptionGroup`` of one.
-    """
-    with plain_exceptions():
-        async with trio.open_nursery() as nursery:
-            conn = await connect_connection(nursery, stream, handler, config=config)
-            try:
-                yield conn
-            finally:
-                conn.close_soon()
