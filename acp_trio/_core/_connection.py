@@ -348,14 +348,10 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
             for out in self._table.outgoing.values()
             if out.handle is not None and out.handle.parent is not None
         ]
-        if nested and not self._outbox.closed:
-            self._outbox.hold()
-            try:
-                for out in nested:
-                    if (frame := self._peer.cancel(out)) is not None:
-                        self._outbox.put_nowait(frame)
-            finally:
-                self._outbox.release()
+        if not self._outbox.closed:
+            for out in nested:
+                if (frame := self._peer.cancel(out)) is not None:
+                    self._outbox.put_nowait(frame)
         incoming, outgoing = self._peer.close()
         # Cancel the handlers first: a handler waiting on an outgoing call
         # then sees Cancelled (and answers -32800), not the ConnectionClosed
