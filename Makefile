@@ -87,8 +87,9 @@ bench-framing: $(STAMP)
 bench-connection: $(STAMP)
 	$(BIN)/python benchmarks/bench_connection.py
 
-# Remote ACP on loopback: acp_trio and the TypeScript SDK, WebSocket and Streamable HTTP.
-bench-remote: $(STAMP) $(INTEROP_STAMP)
+# Remote ACP on loopback: acp_trio, the TypeScript SDK and the official Python
+# SDK's release candidate, WebSocket and Streamable HTTP.
+bench-remote: $(STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BIN)/python benchmarks/bench_remote.py
 
 bench-schema: $(BENCH_STAMP)

@@ -107,6 +107,7 @@ async def main() -> None:
     config.bind = [f"fd://{listener.fileno()}"]
     config.accesslog = None
     config.errorlog = "-"
+    config.loglevel = "WARNING"
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
