@@ -15,8 +15,9 @@ line per event, as ``ts_remote_client.mjs`` does: ``{"ev": "update", "text"}``,
 ``{"ev": "result", "prompt", "result", "ms"}``, ``{"ev": "cancelled", "prompt"}``,
 ``{"ev": "done"}`` (with ``updates`` under ``--quiet``), or ``{"ev": "fatal",
 "message"}`` (exit code 1). ``cancel:P`` sends P, then ``session/cancel``
-200 ms later; ``abort:P`` sends P and cancels its task 200 ms later (the SDK
-then sends ``$/cancel_request`` and stops waiting for the answer).
+200 ms after P was sent; ``abort:P`` sends P and cancels its task 200 ms
+after (the SDK then sends ``$/cancel_request`` and stops waiting for the
+answer).
 """
 
 from __future__ import annotations
@@ -73,6 +74,27 @@ class RemoteClient:
         return WriteTextFileResponse()
 
 
+class SentTap:
+    """Wraps the SDK's transport, noting when a ``session/prompt`` has been
+    sent (over HTTP: its POST answered), so that a cancel cannot overtake it
+    on another HTTP connection."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.prompt_sent = asyncio.Event()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.inner.send(message)
+        if message.get("method") == "session/prompt":
+            self.prompt_sent.set()
+
+    async def receive(self) -> dict[str, Any] | None:
+        return await self.inner.receive()  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
 def h2c_client() -> httpx2.AsyncClient:
     return httpx2.AsyncClient(http1=False, http2=True, timeout=httpx2.Timeout(None))
 
@@ -86,7 +108,8 @@ async def main(argv: list[str]) -> None:
         transport = await create_websocket_stream(url)
     else:
         transport = create_http_stream(url, client=h2c_client() if "--h2c" in flags else None)
-    conn = acp.connect_to_agent(client, transport)
+    tap = SentTap(transport)
+    conn = acp.connect_to_agent(client, tap)
     try:
         await conn.initialize(
             protocol_version=acp.PROTOCOL_VERSION,
@@ -101,10 +124,12 @@ async def main(argv: list[str]) -> None:
             mode, text = "plain", prompt
             if prompt.startswith(("cancel:", "abort:")):
                 mode, _, text = prompt.partition(":")
+            tap.prompt_sent.clear()
             start = time.perf_counter()
             blocks = [TextContentBlock(type="text", text=text)]
             turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=blocks))
             if mode != "plain":
+                await tap.prompt_sent.wait()
                 await asyncio.sleep(0.2)
                 if mode == "abort":
                     turn.cancel()
@@ -120,7 +145,7 @@ async def main(argv: list[str]) -> None:
             emit(ev="result", prompt=prompt, result=answer, ms=ms)
     finally:
         await conn.close()
-        await transport.close()
+        await tap.close()
     if quiet:
         emit(ev="done", updates=client.updates)
     else:
