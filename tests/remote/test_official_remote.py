@@ -222,3 +222,34 @@ async def test_a_2_mb_message_reaches_the_official_client(profile: str) -> None:
             events = await run_official_client("--quiet", url, "stream 1 2000000", "echo x")
     assert events is not None
     assert events[-1] == {"ev": "done", "updates": 2}
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        pytest.param(
+            "http",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="the official server runs on hypercorn with its defaults, as the SDK's "
+                "example does: hypercorn 0.18 ends an HTTP/2 connection (GOAWAY) after 1000 "
+                "requests (keep_alive_max_requests; hypercorn/protocol/h2.py, _handle_events, "
+                "close_connection() when the request crossing it arrives), and the POST then "
+                "in flight fails (ConnectionTerminated, last_stream_id 2001)",
+            ),
+        ),
+        "http1",
+    ],
+)
+async def test_our_client_sends_over_a_thousand_posts_to_the_official_server(
+    profile: Any,
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with official_server() as url:
+            client = ScenarioClient()
+            async with open_remote_agent(client, url, profile=profile) as agent:
+                await agent.initialize(client.initialize_request())
+                session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+                result = await agent.prompt_text(session.session_id, "read 1100 /x")
+    assert result.stop_reason == "end_turn"
+    assert client.texts() == [f"read 1100 {1100 * 64}"]
