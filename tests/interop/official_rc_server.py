@@ -112,7 +112,11 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.call_soon(lambda: print(json.dumps({"url": f"http://127.0.0.1:{port}/acp"}), flush=True))
-    await serve(create_asgi_app(ScenarioAgent), config, shutdown_trigger=stop.wait)
+    try:
+        await serve(create_asgi_app(ScenarioAgent), config, shutdown_trigger=stop.wait)
+    finally:
+        # A second SIGTERM (a runner's own shutdown) just ends the process.
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 if __name__ == "__main__":
