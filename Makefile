@@ -17,6 +17,12 @@ INTEROP_STAMP := tests/interop/node_modules/.installed
 # platform packages of a dependency that the registry did not resolve.
 ACPX_STAMP := tests/acpx/node_modules/.installed
 
+# The official Python SDK's 1.0 release candidate (remote transports), in a
+# virtualenv of its own: our test extra pins its 0.12 line for the stdio
+# interop tests (skipped where the install fails).
+OFFICIAL_RC_VENV  := tests/interop/.venv-official-rc
+OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
+
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
@@ -53,7 +59,13 @@ $(ACPX_STAMP): tests/acpx/package-lock.json
 		echo "npm not found: the acpx check-client test will be skipped"; \
 	fi
 
-pytest: $(STAMP) $(INTEROP_STAMP) $(ACPX_STAMP)
+$(OFFICIAL_RC_STAMP): tests/interop/official-rc-requirements.txt
+	@( $(PYTHON) -m venv $(OFFICIAL_RC_VENV) \
+		&& $(OFFICIAL_RC_VENV)/bin/python -m pip install --quiet -r tests/interop/official-rc-requirements.txt \
+		&& touch $@ ) \
+		|| echo "installing agent-client-protocol 1.0.0rc3 failed: its remote interop tests will be skipped"
+
+pytest: $(STAMP) $(INTEROP_STAMP) $(ACPX_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BIN)/python -m pytest
 
 demo: $(STAMP)
@@ -75,8 +87,9 @@ bench-framing: $(STAMP)
 bench-connection: $(STAMP)
 	$(BIN)/python benchmarks/bench_connection.py
 
-# Remote ACP on loopback: acp_trio and the TypeScript SDK, WebSocket and Streamable HTTP.
-bench-remote: $(STAMP) $(INTEROP_STAMP)
+# Remote ACP on loopback: acp_trio, the TypeScript SDK and the official Python
+# SDK's release candidate, WebSocket and Streamable HTTP.
+bench-remote: $(STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BIN)/python benchmarks/bench_remote.py
 
 bench-schema: $(BENCH_STAMP)
@@ -92,7 +105,7 @@ regen: $(STAMP)
 	$(BIN)/python tools/gen_schema.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf $(VENV) $(BENCH_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
 # check-agent against real ACP agents from npm (pinned in tests/real_agents;
 # about 400 MB; no model credentials, so they stop at session/new).

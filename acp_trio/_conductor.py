@@ -39,9 +39,10 @@ from typing import IO, Any, Literal
 import attrs
 import trio
 
-from acp_trio._core._connection import Connection, ConnectionConfig, Handler, connect_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._open import connect_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._forward_order import ForwardOrder

@@ -14,11 +14,11 @@ from acp_trio._core._connection import Connection as Connection
 from acp_trio._core._connection import ConnectionStatistics as ConnectionStatistics
 from acp_trio._core._connection import Handler as Handler
 from acp_trio._core._connection import RequestNode as RequestNode
-from acp_trio._core._connection import connect_connection as connect_connection
-from acp_trio._core._connection import open_connection as open_connection
-from acp_trio._core._connection import serve_connection as serve_connection
 from acp_trio._core._framed import FramedStream as FramedStream
 from acp_trio._core._message_stream import MessageStream as MessageStream
+from acp_trio._core._open import connect_connection as connect_connection
+from acp_trio._core._open import open_connection as open_connection
+from acp_trio._core._open import serve_connection as serve_connection
 from acp_trio._core._requests import CancelCause as CancelCause
 from acp_trio._core._requests import PendingRequest as PendingRequest
 from acp_trio._core._requests import RequestContext as RequestContext

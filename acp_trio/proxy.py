@@ -28,8 +28,9 @@ from typing import Any
 import trio
 
 from acp_trio._conductor import serve_conductor
-from acp_trio._core._connection import Connection, ConnectionConfig, Handler, serve_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
+from acp_trio._core._open import serve_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._forward_order import ForwardOrder

@@ -7,8 +7,13 @@ Workloads (the scenario vocabulary): ``stream N 16`` (N updates, then the
 reply) and ``read N /x`` (N sequential agent -> client requests). Each cell
 is the median of RUNS prompts on one warm connection, in milliseconds.
 Cells: acp_trio server + client per profile (WebSocket, HTTP/2 h2c,
-HTTP/1.1); the TypeScript client and server (HTTP/1.1: Node's http server);
-the two mixed pairs.
+HTTP/1.1); the TypeScript client and server (HTTP/1.1: Node's http server,
+and WebSocket: the ``ws`` package) and the two mixed pairs for each; the
+official Python SDK 1.0.0rc3's client and server (WebSocket; its venv,
+``make tests/interop/.venv-official-rc/.installed``) and the mixed pairs.
+hypercorn (our server) accepts permessage-deflate whenever a client offers it, and the
+``ws`` and ``websockets`` clients do (trio-websocket does not): those pairs compress
+every message.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ from acp_trio.testing import ScenarioAgent, ScenarioClient
 INTEROP = Path(__file__).resolve().parent.parent / "tests" / "interop"
 NODE = shutil.which("node")
 HAVE_TS = NODE is not None and (INTEROP / "node_modules" / "@agentclientprotocol").is_dir()
+OFFICIAL_RC = INTEROP / ".venv-official-rc"
+HAVE_OFFICIAL = (OFFICIAL_RC / ".installed").is_file()
+TS_CLIENT = [str(NODE), str(INTEROP / "ts_remote_client.mjs")]
+TS_SERVER = [str(NODE), str(INTEROP / "ts_remote_server.mjs")]
+OFFICIAL_CLIENT = [str(OFFICIAL_RC / "bin" / "python"), str(INTEROP / "official_rc_client.py")]
+OFFICIAL_SERVER = [str(OFFICIAL_RC / "bin" / "python"), str(INTEROP / "official_rc_server.py")]
+
+
+def websocket(url: str) -> str:
+    return url.replace("http://", "ws://", 1)
 
 
 async def trio_client(url: str, profile: str, commands: list[str], runs: int) -> list[float]:
@@ -53,11 +68,15 @@ async def trio_client(url: str, profile: str, commands: list[str], runs: int) ->
     return medians
 
 
-async def ts_client(url: str, commands: list[str], runs: int) -> list[float]:
-    assert NODE is not None
+async def script_client(
+    url: str, script: list[str], commands: list[str], runs: int, ws: bool = False
+) -> list[float]:
+    """Milliseconds per command (median of ``runs``), a client script
+    (``ts_remote_client.mjs``, ``official_rc_client.py``); ``ws``: over
+    WebSocket."""
     prompts = [c for command in commands for c in [command] * (runs + 1)]
     result = await trio.run_process(
-        [NODE, str(INTEROP / "ts_remote_client.mjs"), "--quiet", url, *prompts],
+        [*script, "--quiet", websocket(url) if ws else url, *prompts],
         cwd=INTEROP,
         capture_stdout=True,
         check=True,
@@ -80,13 +99,14 @@ async def with_trio_server(run: Any) -> list[float]:
             nursery.cancel_scope.cancel()
 
 
-async def with_ts_server(run: Any) -> list[float]:
-    assert NODE is not None
+async def with_script_server(command: list[str], run: Any) -> list[float]:
+    """Run a server script (``ts_remote_server.mjs``,
+    ``official_rc_server.py``) around ``run(url)``."""
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
                 trio.run_process,
-                [NODE, str(INTEROP / "ts_remote_server.mjs")],
+                command,
                 cwd=INTEROP,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -113,14 +133,39 @@ async def main(n_stream: int, n_read: int, runs: int) -> None:
     ):
         run = functools.partial(trio_client, profile=profile, commands=commands, runs=runs)
         cells.append((f"acp_trio server + acp_trio client, {name}", await with_trio_server(run)))
+    peers = []
     if HAVE_TS:
-        ts = functools.partial(ts_client, commands=commands, runs=runs)
-        cells.append(("TypeScript server + TypeScript client, HTTP/1.1", await with_ts_server(ts)))
-        cells.append(("acp_trio server + TypeScript client, HTTP/1.1", await with_trio_server(ts)))
-        ours = functools.partial(trio_client, profile="http1", commands=commands, runs=runs)
-        cells.append(("TypeScript server + acp_trio client, HTTP/1.1", await with_ts_server(ours)))
+        peers.append(("TypeScript", TS_CLIENT, TS_SERVER, ("HTTP/1.1", "WebSocket")))
     else:
         print("(TypeScript cells skipped: node or the SDK is missing)", file=sys.stderr)
+    if HAVE_OFFICIAL:
+        peers.append(("official Python", OFFICIAL_CLIENT, OFFICIAL_SERVER, ("WebSocket",)))
+    else:
+        print(
+            "(official Python SDK cells skipped: no tests/interop/.venv-official-rc)",
+            file=sys.stderr,
+        )
+    for peer, client, server, profiles in peers:
+        for name in profiles:
+            ws = name == "WebSocket"
+            theirs = functools.partial(
+                script_client, script=client, commands=commands, runs=runs, ws=ws
+            )
+            ours = functools.partial(
+                trio_client, profile="websocket" if ws else "http1", commands=commands, runs=runs
+            )
+            for pair, cell in (
+                (
+                    f"{peer} server + {peer} client",
+                    functools.partial(with_script_server, server, theirs),
+                ),
+                (f"acp_trio server + {peer} client", functools.partial(with_trio_server, theirs)),
+                (
+                    f"{peer} server + acp_trio client",
+                    functools.partial(with_script_server, server, ours),
+                ),
+            ):
+                cells.append((f"{pair}, {name}", await cell()))
     print(f"| pair (loopback) | stream {n_stream} (ms) | read {n_read} (ms) |")
     print("| --- | ---: | ---: |")
     for name, (stream_ms, read_ms) in cells:

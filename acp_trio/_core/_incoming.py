@@ -238,17 +238,7 @@ class IncomingRequests:
         if entry.handle is None:
             _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, entry.id)
             return
-        children = entry.handle._children
-        if children is None or len(children) < 2:
-            entry.handle.request_cancel(CancelCause.PEER)
-        else:
-            # The cancels of the handler's calls go out from inside this
-            # cancel() (see PendingRequest._abort_call): as one write.
-            self._outbox.hold()
-            try:
-                entry.handle.request_cancel(CancelCause.PEER)
-            finally:
-                self._outbox.release()
+        entry.handle.request_cancel(CancelCause.PEER)
         if entry.handle in self._queued:
             self._answer_unstarted(entry.handle)
 

@@ -52,7 +52,6 @@ class Outbox:
         "_closed",
         "_direct",
         "_frames",
-        "_held",
         "_limit",
         "_senders",
         "_since_yield",
@@ -80,7 +79,6 @@ class Outbox:
         self._since_yield = 0
         self._direct = direct_write
         self._trace = trace
-        self._held = False
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -101,9 +99,6 @@ class Outbox:
             return False
         if self._trace is not None:
             self._trace(frame)
-        if self._held:
-            self._frames.append(frame)  # written at release(), with the rest
-            return True
         if self._direct is not None and self._writer and not self._frames:
             # The writer is parked on an empty queue: nobody else is writing.
             self._write_directly(frame)
@@ -121,24 +116,6 @@ class Outbox:
             written = 0  # the writer's send_all meets the error and reports it
         if written < len(data):
             self._frames.append(data[written:])
-            self._writer.unpark()
-
-    def hold(self) -> None:
-        """Until :meth:`release`, frames put are kept back and then written
-        with one write: for a burst made in one step (the cancels a
-        cancelled handler's calls send, all from inside one ``cancel()``)."""
-        self._held = True
-
-    def release(self) -> None:
-        """Write what :meth:`hold` kept back (or leave it to the writer)."""
-        self._held = False
-        if not self._frames:
-            return
-        if self._direct is not None and self._writer and not self._closed:
-            data = b"".join(self._frames)
-            self._frames.clear()
-            self._write_directly(data)
-        elif self._writer:
             self._writer.unpark()
 
     def try_put(self, frame: bytes) -> bool:

@@ -45,6 +45,7 @@ class OutgoingCalls:
         _owner: RequestOwner
         _outbox: Outbox
         _notifications_handled: int
+        _closed: bool
 
         def _check_open(self) -> None: ...
         def _consumer_call_started(self) -> None: ...
@@ -109,9 +110,13 @@ class OutgoingCalls:
         :class:`LocalProtocolError` for ``params`` that are not an object, an
         array or ``None``. Cancelled while waiting for room, nothing is sent.
         """
-        _check_params(params)
+        # _check_params and _check_open, inline: notifications are the bulk
+        # of the traffic.
+        if params is not None and type(params) is not dict and type(params) is not list:
+            _check_params(params)
         frame = self._peer.notify(method, params)
-        self._check_open()
+        if self._closed:
+            self._check_open()
         await self._outbox.put(frame, checkpoint=True)
 
     def _notify_now(self, method: str, params: Any = None) -> bool:

@@ -174,9 +174,9 @@ class Peer(Generic[H, G]):
     def receive(self, frame: bytes | OversizedFrame) -> Event[H, G] | None:
         """Act on one frame; the event for the I/O layer, or ``None`` when
         there is nothing to do (a dropped reply, an ignored cancel)."""
-        if type(frame) is OversizedFrame:
+        if type(frame) is not bytes:
+            assert type(frame) is OversizedFrame
             return self._oversized(frame)
-        assert type(frame) is bytes
         if len(frame) <= TEMPLATE_FRAME_MAX and self.templates:
             if (target := match_cancel_request(frame)) is not None:
                 return self._cancel(target)
@@ -366,7 +366,10 @@ class Peer(Generic[H, G]):
     def notify(self, method: str, params: Any = None) -> bytes:
         """The frame of a notification (:class:`LocalProtocolError` if
         ``params`` is not JSON)."""
-        return encode_message(notification(method, params))
+        try:
+            return encode_frame(notification(method, params))
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: a cycle
+            raise LocalProtocolError(f"message cannot be encoded as JSON: {exc}") from exc
 
     def close(self) -> tuple[list[IncomingRequest[H]], list[OutgoingRequest[G]]]:
         """Empty the table; return what was in flight each way."""

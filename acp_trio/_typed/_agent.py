@@ -40,15 +40,11 @@ from typing import Any
 
 import trio
 
-from acp_trio._core._connection import (
-    Connection,
-    ConnectionConfig,
-    open_connection,
-    serve_connection,
-)
+from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._message_stream import MessageStream
+from acp_trio._core._open import open_connection, serve_connection
 from acp_trio._exceptions import RequestError
 from acp_trio._transports import open_stdio_stream
 from acp_trio._typed._agent_handler import AGENT_METHODS, AgentHandler

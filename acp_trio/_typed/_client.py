@@ -40,9 +40,10 @@ from typing import Any, Final
 import attrs
 import trio
 
-from acp_trio._core._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._message_stream import MessageStream
+from acp_trio._core._open import open_connection
 from acp_trio._core._requests import PendingRequest, RequestContext, current_request
 from acp_trio._exceptions import (
     RequestError,

@@ -78,6 +78,10 @@ def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     config.graceful_timeout = 1.0
     # WebSocket pings are left to the peers (no server-initiated pings).
     config.websocket_ping_interval = None
+    # Every client message is a POST on one long-lived HTTP connection, so no
+    # cap on requests per connection: hypercorn's default (1000) ends an
+    # HTTP/2 connection under the request that crosses it, losing that POST.
+    config.keep_alive_max_requests = 2**62
     return config
 
 

@@ -19,8 +19,9 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from acp_trio._core._connection import Connection, ConnectionConfig, Handler, open_connection
+from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
+from acp_trio._core._open import open_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._transports import AgentProcess, open_agent_process

@@ -31,14 +31,10 @@ from typing import Any, Final
 import trio
 
 from acp_trio import __version__
-from acp_trio._core._connection import (
-    Connection,
-    ConnectionConfig,
-    open_connection,
-    serve_connection,
-)
+from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import collapse_group, plain_exceptions
+from acp_trio._core._open import open_connection, serve_connection
 from acp_trio._core._requests import RequestContext, current_request
 from acp_trio._exceptions import RequestError
 from acp_trio._public import NoPublicConstructor

@@ -21,9 +21,10 @@ import attrs
 import trio
 
 from acp_trio import __version__
-from acp_trio._core._connection import Connection, ConnectionConfig, open_connection
+from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._open import open_connection
 from acp_trio._exceptions import (
     ACPError,
     ConnectionClosed,

@@ -1,15 +1,23 @@
 #!/usr/bin/env node
 // A minimal remote client written with the official TypeScript SDK's
-// experimental Streamable HTTP transport (@agentclientprotocol/sdk 2.4.0):
+// experimental remote transports (@agentclientprotocol/sdk 2.4.0):
 //   node ts_remote_client.mjs URL PROMPT...
-// Connects to URL (http://host:port/acp), initializes, opens a session,
-// sends each PROMPT in turn and prints one JSON line per event:
-//   {ev: "update", text}, {ev: "result", prompt, result, ms}, {ev: "done"}
+// Connects to URL (http://host:port/acp: Streamable HTTP with
+// createHttpStream; ws://host:port/acp: WebSocket with createWebSocketStream
+// and the `ws` package), initializes, opens a session, sends each PROMPT in
+// turn and prints one JSON line per event:
+//   {ev: "update", text}, {ev: "result", prompt, result, ms},
+//   {ev: "error", prompt, code}, {ev: "done"}
 // (ms: the prompt's round trip, updates included, in milliseconds)
 // or {ev: "fatal", message} (exit code 1).
+// A PROMPT "cancel:P" sends P, then `session/cancel` 200 ms later; "abort:P"
+// sends P, then aborts the request 200 ms later (the SDK sends
+// `$/cancel_request` for it).
 
 import * as acp from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { WebSocket } from "ws";
 
 const { methods } = acp;
 // --quiet: count the updates instead of printing them (for benchmarks).
@@ -29,7 +37,9 @@ const app = acp
   .onRequest(methods.client.fs.writeTextFile, async () => ({}));
 
 try {
-  const stream = createHttpStream(url);
+  const stream = url.startsWith("ws")
+    ? createWebSocketStream(url, { WebSocket })
+    : createHttpStream(url);
   await app.connectWith(stream, async (agent) => {
     await agent.request(methods.agent.initialize, {
       protocolVersion: 1,
@@ -39,13 +49,31 @@ try {
       cwd: process.cwd(),
       mcpServers: [],
     });
+    const sessionId = session.sessionId;
     for (const prompt of prompts) {
+      const [mode, text] = /^(cancel|abort):/.test(prompt)
+        ? [prompt.slice(0, prompt.indexOf(":")), prompt.slice(prompt.indexOf(":") + 1)]
+        : ["plain", prompt];
+      const abort = new AbortController();
       const start = performance.now();
-      const result = await agent.request(methods.agent.session.prompt, {
-        sessionId: session.sessionId,
-        prompt: [{ type: "text", text: prompt }],
-      });
-      emit({ ev: "result", prompt, result, ms: performance.now() - start });
+      const pending = agent.request(
+        methods.agent.session.prompt,
+        { sessionId, prompt: [{ type: "text", text }] },
+        { cancellationSignal: abort.signal },
+      );
+      if (mode !== "plain") {
+        setTimeout(() => {
+          if (mode === "abort") abort.abort();
+          else agent.notify(methods.agent.session.cancel, { sessionId });
+        }, 200);
+      }
+      try {
+        const result = await pending;
+        emit({ ev: "result", prompt, result, ms: performance.now() - start });
+      } catch (error) {
+        if (error && typeof error.code === "number") emit({ ev: "error", prompt, code: error.code });
+        else throw error;
+      }
     }
   });
   emit(quiet ? { ev: "done", updates } : { ev: "done" });

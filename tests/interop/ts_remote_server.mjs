@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // A remote agent served with the official TypeScript SDK's experimental
 // server transport (@agentclientprotocol/sdk 2.4.0, AcpServer + Node
-// adapter, Streamable HTTP over HTTP/1.1) on 127.0.0.1, a free port:
+// adapter: Streamable HTTP over HTTP/1.1, and WebSocket upgrades through the
+// `ws` package) on 127.0.0.1, a free port:
 //   node ts_remote_server.mjs
-// Prints {"url": "http://127.0.0.1:PORT/acp"} on stdout once listening.
+// Prints {"url": "http://127.0.0.1:PORT/acp"} on stdout once listening
+// (ws://127.0.0.1:PORT/acp is the WebSocket profile on the same port).
 // Commands (a subset of the scenario vocabulary): echo TEXT, stream N [SIZE],
 // read N PATH (sequential fs/read_text_file), wait_for_cancel.
 
@@ -11,7 +13,11 @@ import { createServer } from "node:http";
 
 import * as acp from "@agentclientprotocol/sdk";
 import { AcpServer } from "@agentclientprotocol/sdk/experimental/server";
-import { createNodeHttpHandler } from "@agentclientprotocol/sdk/experimental/node";
+import {
+  createNodeHttpHandler,
+  createNodeWebSocketUpgradeHandler,
+} from "@agentclientprotocol/sdk/experimental/node";
+import { WebSocketServer } from "ws";
 
 const { methods } = acp;
 let nextSession = 0;
@@ -76,12 +82,15 @@ function createAgent() {
 
 const server = new AcpServer({ createAgent });
 const http = createServer(createNodeHttpHandler(server));
+const webSockets = new WebSocketServer({ noServer: true });
+http.on("upgrade", createNodeWebSocketUpgradeHandler(server, webSockets));
 http.listen(0, "127.0.0.1", () => {
   const { port } = http.address();
   process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${port}/acp` }) + "\n");
 });
 process.on("SIGTERM", async () => {
   await server.close();
+  webSockets.close();
   http.close();
   process.exit(0);
 });

@@ -1,7 +1,17 @@
-"""Interop with the TypeScript SDK 2.4.0's experimental Streamable HTTP
-transports, on loopback: its client (``createHttpStream``) against
-acp_trio's server, acp_trio's client against its server (``AcpServer``). Skipped
-without Node.js or the SDK (``make tests/interop/node_modules/.installed``)."""
+"""Interop with the TypeScript SDK 2.4.0's experimental remote transports,
+on loopback, Streamable HTTP (HTTP/1.1) and WebSocket: its clients
+(``createHttpStream``, ``createWebSocketStream`` with the ``ws`` package)
+against acp_trio's server, acp_trio's clients against its server
+(``AcpServer`` with its Node adapter). Skipped without Node.js or the SDK
+(``make tests/interop/node_modules/.installed``).
+
+HTTP/2 is not tested: the SDK's client posts with ``globalThis.fetch``
+(``dist/transports/http-stream.js``, ``resolveFetch``), which in Node speaks
+HTTP/1.1 to ``http://`` URLs, and its Node adapter
+(``dist/transports/node-adapter.js``, ``nodeHeaders``) copies every request
+header into a Web ``Headers``, which rejects HTTP/2's pseudo-headers
+(``Headers.set: ":method" is an invalid header name``, a 500 under
+``node:http2``)."""
 
 from __future__ import annotations
 
@@ -9,6 +19,8 @@ import functools
 import json
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +31,7 @@ from acp_trio import schema
 from acp_trio.remote import agent_app, open_remote_agent
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, running
+from .conftest import LIMIT, running, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 TS_CLIENT = INTEROP / "ts_remote_client.mjs"
@@ -65,54 +77,107 @@ async def test_the_typescript_http_client_talks_to_our_server() -> None:
 TS_SERVER = INTEROP / "ts_remote_server.mjs"
 
 
-async def test_our_http_client_talks_to_the_typescript_server() -> None:
+@asynccontextmanager
+async def ts_server() -> AsyncIterator[str]:
+    """Run the TypeScript server for the block; yields its ``http://`` URL
+    (the WebSocket profile is on the same port)."""
     assert NODE is not None
-    with trio.fail_after(LIMIT):
-        async with trio.open_nursery() as nursery:
-            process = await nursery.start(
-                functools.partial(
-                    trio.run_process,
-                    [NODE, str(TS_SERVER)],
-                    cwd=INTEROP,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    check=False,
-                )
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                [NODE, str(TS_SERVER)],
+                cwd=INTEROP,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                check=False,
             )
-            try:
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = await process.stdout.receive_some()
-                    assert chunk, "the TypeScript server exited"
-                    line += chunk
-                url = json.loads(line)["url"]
-                client = ScenarioClient()
-                # Node's http server speaks HTTP/1.1 only.
-                async with open_remote_agent(client, url, profile="http1") as agent:
-                    await agent.initialize(client.initialize_request())
-                    session = await agent.new_session(
-                        schema.NewSessionRequest(cwd="/", mcp_servers=[])
-                    )
-                    sid = session.session_id
-                    for command in ("echo hi ts", "stream 30 2", "read 2 /x"):
-                        result = await agent.prompt_text(sid, command)
-                        assert result.stop_reason == "end_turn"
-                    assert client.texts() == [
-                        "hi ts",
-                        *(f"{i}." if i < 10 else str(i) for i in range(30)),
-                        "read 2 128",
-                    ]
-                    # session/cancel reaches the TypeScript agent.
-                    results: list[schema.PromptResponse] = []
-                    async with trio.open_nursery() as turn:
+        )
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some()
+                assert chunk, "the TypeScript server exited"
+                line += chunk
+            yield json.loads(line)["url"]
+        finally:
+            process.terminate()
+            nursery.cancel_scope.cancel()
 
-                        async def run() -> None:
-                            results.append(await agent.prompt_text(sid, "wait_for_cancel"))
 
-                        turn.start_soon(run)
-                        await trio.sleep(0.2)
-                        await agent.cancel(sid)
-                    assert results[0].stop_reason == "cancelled"
-            finally:
-                process.terminate()
-                nursery.cancel_scope.cancel()
+async def drive_ts_server(url: str, profile: Any) -> None:
+    """Scenario prompts, an agent -> client read, and a cancelled turn,
+    through acp_trio's client at the TypeScript server's ``url``."""
+    client = ScenarioClient()
+    async with open_remote_agent(client, url, profile=profile) as agent:
+        await agent.initialize(client.initialize_request())
+        session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        sid = session.session_id
+        for command in ("echo hi ts", "stream 30 2", "read 2 /x"):
+            result = await agent.prompt_text(sid, command)
+            assert result.stop_reason == "end_turn"
+        assert client.texts() == [
+            "hi ts",
+            *(f"{i}." if i < 10 else str(i) for i in range(30)),
+            "read 2 128",
+        ]
+        # session/cancel reaches the TypeScript agent.
+        results: list[schema.PromptResponse] = []
+        async with trio.open_nursery() as turn:
+
+            async def run() -> None:
+                results.append(await agent.prompt_text(sid, "wait_for_cancel"))
+
+            turn.start_soon(run)
+            await trio.sleep(0.2)
+            await agent.cancel(sid)
+        assert results[0].stop_reason == "cancelled"
+
+
+async def test_our_http_client_talks_to_the_typescript_server() -> None:
+    with trio.fail_after(LIMIT):
+        async with ts_server() as url:
+            # Node's http server speaks HTTP/1.1 only.
+            await drive_ts_server(url, "http1")
+
+
+async def test_our_websocket_client_talks_to_the_typescript_server() -> None:
+    with trio.fail_after(LIMIT):
+        async with ts_server() as url:
+            await drive_ts_server(url.replace("http://", "ws://", 1), "websocket")
+
+
+async def test_the_typescript_websocket_client_talks_to_our_server() -> None:
+    app = agent_app(ScenarioAgent)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            events = await run_ts_client(
+                ws_url(base),
+                "echo hi there",
+                "stream 20 2",
+                "read 2 /a",
+                "write 1 /b 3",
+                "cancel:wait_for_cancel",
+                "abort:wait_for_cancel",
+                "echo still here",
+            )
+    texts = [e["text"] for e in events if e["ev"] == "update"]
+    assert texts == [
+        "hi there",
+        *(f"{i}." if i < 10 else str(i) for i in range(20)),
+        "read 2 128",
+        "still here",
+    ]
+    results = [(e["prompt"], e.get("result") or e["code"]) for e in events if "prompt" in e]
+    assert results == [
+        ("echo hi there", {"stopReason": "end_turn"}),
+        ("stream 20 2", {"stopReason": "end_turn"}),
+        ("read 2 /a", {"stopReason": "end_turn"}),
+        ("write 1 /b 3", {"stopReason": "end_turn"}),
+        # session/cancel from the TypeScript client.
+        ("cancel:wait_for_cancel", {"stopReason": "cancelled"}),
+        # Its aborted request: $/cancel_request, answered -32800.
+        ("abort:wait_for_cancel", -32800),
+        ("echo still here", {"stopReason": "end_turn"}),
+    ]
+    assert events[-1] == {"ev": "done"}
