@@ -27,6 +27,7 @@ from acp_trio._jsonrpc._messages import json_backend as json_backend
 from acp_trio._jsonrpc._messages import use_json_backend as use_json_backend
 from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._transports import AgentProcess as AgentProcess
+from acp_trio._transports import StderrStatistics as StderrStatistics
 from acp_trio._transports import open_agent_process as open_agent_process
 from acp_trio._transports import open_stdio_stream as open_stdio_stream
 from acp_trio._transports import open_tcp_stream as open_tcp_stream

@@ -1,5 +1,6 @@
 """One set of JSON-RPC frame builders for every test (``from frames import
-...``): messages as dicts, and :func:`line` for the NDJSON bytes. Written
+...``): messages as dicts, :func:`line` for the NDJSON bytes and
+:func:`frame` for one frame without its line end. Written
 here, not taken from the code under test."""
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ def line(obj: Message | bytes, *, ensure_ascii: bool = True) -> bytes:
     if isinstance(obj, bytes):
         return obj if obj.endswith(b"\n") else obj + b"\n"
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii).encode() + b"\n"
+
+
+def frame(obj: Message | bytes, *, ensure_ascii: bool = True) -> bytes:
+    """One frame as the framing layer hands it on (:func:`line` without its
+    line end): what the sans-IO peer's ``receive`` takes."""
+    return line(obj, ensure_ascii=ensure_ascii)[:-1]
 
 
 def req(request_id: Any, method: str, params: Any = None) -> Message:

@@ -40,7 +40,7 @@ LOWLEVEL = {
     "RequestNode", "connect_connection", "current_request", "open_connection",
     "serve_connection", "json_backend", "use_json_backend", "AGENT_METHODS",
     "CLIENT_METHODS", "AgentProcess", "open_agent_process", "open_stdio_stream",
-    "open_tcp_stream",
+    "open_tcp_stream", "StderrStatistics",
 }  # fmt: skip
 
 TESTING = {

@@ -7,6 +7,7 @@
 
 from acp_trio._transports._process import AgentProcess as AgentProcess
 from acp_trio._transports._process import open_agent_process as open_agent_process
+from acp_trio._transports._stderr import StderrStatistics as StderrStatistics
 from acp_trio._transports._stdio import open_stdio_stream as open_stdio_stream
 from acp_trio._transports._tcp import open_tcp_stream as open_tcp_stream
 from acp_trio._transports._tcp import serve_tcp as serve_tcp

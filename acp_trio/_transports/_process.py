@@ -36,6 +36,7 @@ from acp_trio._transports._stderr import (
     AGENT_STDERR_LOGGER,
     Sink,
     StderrPump,
+    StderrStatistics,
     TailBuffer,
     default_prefix,
     log_sink,
@@ -113,6 +114,15 @@ class AgentProcess(metaclass=NoPublicConstructor):
         stderr, the logger's handlers) was behind; each gap is also reported
         at the destination once it catches up."""
         return 0 if self._pump is None else self._pump.dropped
+
+    def stderr_statistics(self) -> StderrStatistics:
+        """How the forwarding of its stderr is doing (``forward`` and ``log``
+        modes; without forwarding, nothing is ever queued): bytes queued for
+        the destination now and at most so far, lines dropped, and whether
+        all it read was handed on. A snapshot, cheap."""
+        if self._pump is None:
+            return StderrStatistics(0, 0, 0, idle=True)
+        return self._pump.statistics()
 
     def exit_details(self) -> tuple[int | None, bytes | None]:
         """``(exit code or None, stderr tail or None)``, for ConnectionClosed."""

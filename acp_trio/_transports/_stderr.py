@@ -31,9 +31,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
+import attrs
 import trio
 
-__all__ = ["StderrPump", "TailBuffer", "default_prefix", "log_sink", "stream_sink"]
+__all__ = [
+    "StderrPump",
+    "StderrStatistics",
+    "TailBuffer",
+    "default_prefix",
+    "log_sink",
+    "stream_sink",
+]
 
 #: A logger's records for the agent's stderr lines (``stderr="log"``).
 AGENT_STDERR_LOGGER = "acp_trio.agent_stderr"
@@ -116,6 +124,21 @@ def log_sink(logger: logging.Logger, prefix: str, pid: int, program: str) -> Sin
     return write
 
 
+@attrs.frozen
+class StderrStatistics:
+    """What :meth:`AgentProcess.stderr_statistics` reports: the bytes of
+    stderr lines waiting for the destination now and at most so far (the
+    queue's bound is 256 KiB), the lines dropped because it was behind, and
+    whether everything read so far was handed on (nothing queued, no drop
+    left to report, nothing being written).
+    """
+
+    queued_bytes: int
+    peak_queued_bytes: int
+    lines_dropped: int
+    idle: bool
+
+
 class StderrPump:
     """Reads a stderr pipe into a tail and, optionally, forwards its lines."""
 
@@ -165,6 +188,15 @@ class StderrPump:
     def idle(self) -> bool:
         """Nothing queued, no drop unreported, nothing being written."""
         return not (self._queue or self._pending_drops or self._writing)
+
+    def statistics(self) -> StderrStatistics:
+        """A snapshot of the counters (see :class:`StderrStatistics`)."""
+        return StderrStatistics(
+            queued_bytes=self._queued_bytes,
+            peak_queued_bytes=self.peak_queued_bytes,
+            lines_dropped=self.dropped,
+            idle=self.idle,
+        )
 
     def _full(self) -> bool:
         return self._queued_bytes >= self._queue_bytes

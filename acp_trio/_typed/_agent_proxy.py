@@ -214,6 +214,17 @@ class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
             raise ValueError("early_update_limit must not be negative")
         self._early.limit = limit
 
+    def prompts_in_flight(self) -> dict[str, int]:
+        """By session: the prompts sent through this proxy and not answered
+        yet (a cancelled turn counts until the agent answers it), plus those
+        waiting to be sent behind a cancelled turn; sessions with none are
+        left out. A snapshot, for diagnostics and tests."""
+        # (Both tables drop a session once it has none: a 0 here is a leak.)
+        counts = {sid: len(turns) for sid, turns in self._turns.items()}
+        for sid, waiting in self._queued.items():
+            counts[sid] = counts.get(sid, 0) + len(waiting)
+        return counts
+
     async def _send_new_session(self, params: NewSessionRequest) -> NewSessionResponse:
         """Create a session. ``session/update`` notifications the agent sends
         for it before its answer are not lost: they are delivered, in order,

@@ -343,6 +343,37 @@ class ScriptedPeer:
             lambda m: isinstance(m, dict) and m.get("method") == method, within, method
         )
 
+    async def receive_all(self, within: float | None = None) -> list[Message]:
+        """Every message until the end of the stream, in order: the queued
+        ones first, then each line read (blank lines are skipped). Each line
+        is in :attr:`transcript` as soon as it is read, so a task running
+        this meanwhile leaves a live view there.
+
+        Raises :class:`ExpectationFailed` for a line that is not JSON, or when
+        ``within`` expires before the end (``math.inf``: no limit); the
+        messages read until then are queued again for :meth:`receive`, as
+        they are when the call is cancelled.
+        """
+        messages, self._backlog = self._backlog, []
+        limit = self._timeout(within)
+        ended = False
+        try:
+            with trio.move_on_after(limit):
+                while (line := await self._next_line()) is not None:
+                    if not line.strip():
+                        continue
+                    value = _decode(line)
+                    if value is NOT_JSON:
+                        raise ExpectationFailed(f"received a line that is not JSON: {_brief(line)}")
+                    messages.append(value)
+                ended = True
+        finally:
+            if not ended:
+                self._backlog[:0] = messages
+        if not ended:
+            raise self._failure("end of stream", limit)
+        return messages
+
     @property
     def queued(self) -> list[Message]:
         """Messages read but not handed out yet."""

@@ -6,8 +6,9 @@ delays are virtual seconds. Tests on real pipes and processes run on the real
 clock (the autojump clock would jump while bytes sit in the kernel).
 
 - :class:`Wire` records the frames one side sent and read (its ``trace``).
-- :class:`RawPeer` is a scripted peer writing exact JSON, for the cases a
-  typed peer cannot produce (a cancel in the same chunk, garbage params).
+- :func:`raw_peer` is the shipped :class:`~acp_trio.testing.ScriptedPeer`,
+  writing exact JSON for the cases a typed peer cannot produce (a cancel in
+  the same chunk, garbage params).
 - :class:`ScriptedAgent` and :class:`RecordingClient` are the typed sides:
   the agent's prompt runs a per-test script, the client records everything
   and holds requests open on demand.
@@ -27,7 +28,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 from connection.conftest import pipe_stream_pair
-from frames import Message, line
+from frames import Message
 from frames import notif as notif  # re-exported for the api tests
 from frames import ok as ok
 from frames import req as req
@@ -68,6 +69,7 @@ from acp_trio.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
+from acp_trio.testing import ScriptedPeer
 
 #: Virtual seconds a memory test may take.
 LIMIT = 600
@@ -200,35 +202,10 @@ async def settle() -> None:
     await trio.testing.wait_all_tasks_blocked()
 
 
-# ----------------------------------------------------------------------
-# A scripted raw peer
-
-
-class RawPeer:
-    """One end of a stream, written and read as JSON lines by the test."""
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self._buf = b""
-
-    async def send(self, *messages: Message) -> None:
-        """Write the messages as one chunk (one ``send_all``)."""
-        await self.stream.send_all(b"".join(line(m) for m in messages))
-
-    async def receive(self, within: float = 30) -> Message:
-        with trio.fail_after(within):
-            while b"\n" not in self._buf:
-                data = await self.stream.receive_some(65536)
-                assert data, "unexpected EOF"
-                self._buf += data
-        line, _, self._buf = self._buf.partition(b"\n")
-        value: Message = json.loads(line)
-        return value
-
-    async def expect_silence(self, seconds: float = 5) -> None:
-        with trio.move_on_after(seconds):
-            msg = await self.receive(seconds + 1)
-            raise AssertionError(f"expected silence, got {msg!r}")
+def raw_peer(stream: trio.abc.Stream) -> ScriptedPeer:
+    """The shipped :class:`~acp_trio.testing.ScriptedPeer` on ``stream``, with
+    the API tests' generous read timeout (virtual seconds)."""
+    return ScriptedPeer(stream, timeout=30)
 
 
 # ----------------------------------------------------------------------
@@ -411,27 +388,27 @@ async def open_pair(
 @asynccontextmanager
 async def raw_client(
     agent: Agent, **config: Any
-) -> AsyncIterator[tuple[RawPeer, ClientProxy, Wire]]:
-    """A typed agent facing a :class:`RawPeer` as its client."""
+) -> AsyncIterator[tuple[ScriptedPeer, ClientProxy, Wire]]:
+    """A typed agent facing a :class:`ScriptedPeer` as its client."""
     wire = Wire()
     ours, theirs = trio.testing.memory_stream_pair()
     async with acp_trio.open_agent(
         agent, ours, config=ConnectionConfig(trace=wire, **config)
     ) as to_client:
-        yield RawPeer(theirs), to_client, wire
+        yield raw_peer(theirs), to_client, wire
 
 
 @asynccontextmanager
 async def raw_agent(
     client: Client, **config: Any
-) -> AsyncIterator[tuple[RawPeer, AgentProxy, Wire]]:
-    """A typed client facing a :class:`RawPeer` as its agent."""
+) -> AsyncIterator[tuple[ScriptedPeer, AgentProxy, Wire]]:
+    """A typed client facing a :class:`ScriptedPeer` as its agent."""
     wire = Wire()
     ours, theirs = trio.testing.memory_stream_pair()
     async with acp_trio.open_client(
         client, ours, config=ConnectionConfig(trace=wire, **config)
     ) as to_agent:
-        yield RawPeer(theirs), to_agent, wire
+        yield raw_peer(theirs), to_agent, wire
 
 
 async def start_session(to_agent: AgentProxy, init: InitializeRequest = INIT) -> str:

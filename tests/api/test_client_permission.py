@@ -155,7 +155,7 @@ async def test_permission_between_cancel_and_answer_is_cancelled_at_once(
                 "p2", {"outcome": {"outcome": "selected", "optionId": "ok"}}
             )
             assert client.log == [("permission", "t9")]
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent_responses("p1") == [ok("p1", CANCELLED_OUTCOME)]
 
 

@@ -261,7 +261,7 @@ async def test_unknown_methods_through_the_typed_layer(autojump_clock: Any) -> N
                 "data": {"method": "authenticate"},
             }
             await peer.send(notif("session/frobnicated", {}), notif("_acme/event", {"a": 1}))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert len(wire.sent()) == 2
 
 
@@ -282,7 +282,7 @@ async def test_invalid_prompt_params_are_refused_readably(autojump_clock: Any) -
             answer = await peer.receive()
             assert answer["error"]["code"] == -32602
             assert any("sessionId" in e for e in answer["error"]["data"]["errors"])
-            await peer.expect_silence()
+            await peer.expect_silence(5)
     assert agent.prompts == []
 
 
@@ -296,7 +296,7 @@ async def test_garbage_session_update_is_ignored(autojump_clock: Any) -> None:
                 notif("session/update"),
                 notif("session/update", {"sessionId": "s", "update": {"content": 1}}),
             )
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert client.updates == []
             # The connection goes on: a good update is delivered, a request answered.
             good = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import trio
 
@@ -29,21 +31,25 @@ async def test_calls_after_a_version_mismatch_raise_connection_closed() -> None:
 
 @pytest.mark.parametrize("text", ["", "hello", "naïve ✓ \n \u2028", "x" * 10_000])
 async def test_send_text_fast_path_writes_what_the_converter_would(text: str) -> None:
-    sent: list[tuple[str, object]] = []
+    sent: list[object] = []
 
-    class Recorder:
-        async def notify(self, method: str, params: object) -> None:
-            sent.append((method, params))
+    def trace(direction: str, frame: bytes) -> None:
+        if direction == "send":
+            sent.append(json.loads(frame))
 
-    proxy = acp_trio.ClientProxy._create(Recorder(), schema.converter)  # type: ignore[arg-type]
-    await proxy.send_text("s-1", text)
+    config = acp_trio.ConnectionConfig(trace=trace)
+    with trio.fail_after(10):
+        async with acp_trio.open_agent_client_pair(
+            acp_trio.Agent(), acp_trio.Client(), agent_config=config
+        ) as (_, to_client):
+            await to_client.send_text("s-1", text)
     expected = schema.converter.unstructure(
         schema.SessionNotification(
             session_id="s-1",
             update=schema.AgentMessageChunk(content=schema.TextContent(text=text)),
         )
     )
-    assert sent == [("session/update", expected)]
+    assert sent == [{"jsonrpc": "2.0", "method": "session/update", "params": expected}]
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,12 @@ async def test_early_updates_precede_a_later_calls_result(autojump_clock: Any) -
         async with raw_agent(client) as (peer, to_agent, _wire), trio.open_nursery() as nursery:
             await initialized(peer, to_agent, nursery)
             await settle()
-            to_agent._early.known.add("k")
+            # Session "k" is known (made earlier): its updates are not held.
+            nursery.start_soon(to_agent.new_session, NEW_SESSION)
+            made = await peer.receive()
+            await peer.send(ok(made["id"], {"sessionId": "k"}))
+            await settle()
+            assert to_agent.known_sessions == {"k"}
 
             async def run() -> None:
                 sid = await client.new_session()

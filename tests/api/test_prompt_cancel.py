@@ -76,7 +76,7 @@ async def test_a_deadline_sends_session_cancel_and_the_late_reply_is_consumed(
             (answer,) = awire.sent_responses(prompt_id)
             assert answer["result"] == {"stopReason": "cancelled"}
             assert agent.cancels == [sid]
-            assert to_agent._turns == {}  # the late reply was consumed
+            assert to_agent.prompts_in_flight() == {}  # the late reply was consumed
             agent.script = _echo
             assert await to_agent.prompt_text(sid, "again") == PromptResponse(
                 stop_reason="end_turn"
@@ -145,7 +145,7 @@ async def test_past_the_grace_the_next_prompt_says_so(autojump_clock: Any) -> No
             assert len(cwire.sent_requests("session/prompt")) == 1
             # The late reply is consumed when it comes; the session goes on.
             await trio.sleep(100)
-            assert to_agent._turns == {}
+            assert to_agent.prompts_in_flight() == {}
             agent.script = _echo
             assert (await to_agent.prompt_text(sid, "fourth")).stop_reason == "end_turn"
             assert_one_response_each(awire, cwire)
@@ -215,7 +215,7 @@ async def test_a_prompt_cancelled_before_it_was_sent_sends_nothing(
             await settle()
             assert cwire.sent_requests("session/prompt") == []
             assert _cancel_params(cwire) == []
-            assert to_agent._turns == {}
+            assert to_agent.prompts_in_flight() == {}
             # Cancelled while waiting for a cancelled turn: not sent either.
             to_agent.cancel_grace = 100  # counted from each session/cancel
             with trio.move_on_after(1):
@@ -253,11 +253,11 @@ async def test_two_sessions_do_not_interfere(autojump_clock: Any) -> None:
             assert (await to_agent.prompt_text(b, "quick")).stop_reason == "end_turn"
             assert trio.current_time() == start  # B did not wait for A
             assert _cancel_params(cwire) == [{"sessionId": a}]
-            assert list(to_agent._turns) == [a]
+            assert to_agent.prompts_in_flight() == {a: 1}
             agent.script = _echo
             assert (await to_agent.prompt_text(a, "next")).stop_reason == "end_turn"
             assert trio.current_time() == start + 2
-            assert to_agent._turns == {}
+            assert to_agent.prompts_in_flight() == {}
             assert_one_response_each(awire, cwire)
 
 
@@ -289,7 +289,7 @@ async def test_an_enclosing_requests_cancel_sends_session_cancel(autojump_clock:
                 assert icwire.sent_cancels() == []
                 (answer,) = iawire.sent_responses(icwire.request_id("session/prompt"))
                 assert answer["result"] == {"stopReason": "cancelled"}
-                assert to_inner._turns == {}
+                assert to_inner.prompts_in_flight() == {}
                 assert_one_response_each(mawire, mcwire)
             assert_one_response_each(iawire, icwire)
 
@@ -313,12 +313,13 @@ async def test_a_cancel_also_cancels_a_prompt_waiting_to_be_sent(autojump_clock:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(second)
                 await trio.sleep(1)
+                # The cancelled turn, and the prompt waiting behind it.
+                assert to_agent.prompts_in_flight() == {sid: 2}
                 await to_agent.cancel(sid)
             assert results == [PromptResponse(stop_reason="cancelled")]
             assert len(cwire.sent_requests("session/prompt")) == 1
             assert len(_cancel_params(cwire)) == 2
-            assert to_agent._turns == {}
-            assert to_agent._queued == {}
+            assert to_agent.prompts_in_flight() == {}
             # A prompt started after the cancel runs.
             agent.script = _echo
             assert (await to_agent.prompt_text(sid, "third")).stop_reason == "end_turn"

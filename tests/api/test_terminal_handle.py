@@ -206,7 +206,9 @@ async def test_a_cancelled_turn_leaves_no_process_running(tmp_path: Path) -> Non
     pids: list[int] = []
 
     async def script(agent: ScriptedAgent, params: PromptRequest) -> PromptResponse:
-        async with agent.client.terminal(params.session_id, "sleep", ["3600"]) as term:
+        # The shell says its pid, then becomes the long command (same pid).
+        command = ["-c", "echo $$; exec sleep 3600"]
+        async with agent.client.terminal(params.session_id, "sh", command) as term:
             started.set()
             await term.wait_for_exit()
         return PromptResponse(stop_reason="end_turn")
@@ -229,10 +231,10 @@ async def test_a_cancelled_turn_leaves_no_process_running(tmp_path: Path) -> Non
 
                     nursery.start_soon(run)
                     await started.wait()
-                    assert len(terminals.terminal_ids()) == 1
-                    pids.extend(
-                        terminals._terminals[t].process.pid for t in terminals.terminal_ids()
-                    )
+                    (terminal_id,) = terminals.terminal_ids()
+                    while not (said := terminals.output(terminal_id).output).endswith("\n"):  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                    pids.append(int(said))
                     await to_agent.cancel(sid)
                 assert results == ["cancelled"]
                 # Released by the agent's block: the manager no longer has it,

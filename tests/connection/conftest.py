@@ -4,8 +4,11 @@ Rules: loopback only (``trio.testing`` memory streams), the autojump clock for
 everything timed, and a ``trio.fail_after`` on every test (virtual seconds).
 
 - :class:`Wire` records what a connection wrote and read (its ``trace`` hook).
-- :class:`RawPeer` is a scripted peer: it writes exact bytes and parses what
-  comes back, with its own tiny line splitter (not the code under test).
+- :func:`raw_peer` is the shipped :class:`~acp_trio.testing.ScriptedPeer`:
+  it writes exact bytes and parses what comes back, with its own line
+  splitter (not the code under test).
+- :class:`ProgramPeer` plays the raw side of the random programs;
+  :class:`ReaderWire` also records which task read each frame.
 - :class:`FnHandler` builds a :class:`~acp_trio.lowlevel.Handler` from plain functions.
 - :func:`raw_connection` and :func:`connection_pair` set up the two shapes.
 """
@@ -13,6 +16,7 @@ everything timed, and a ``trio.fail_after`` on every test (virtual seconds).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -20,11 +24,13 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
-from frames import Message, line
+from frames import Message
 from frames import cancel as cancel  # the builders, re-exported for the connection tests
 from frames import cancelled as cancelled
 from frames import err as err
+from frames import line as line
 from frames import notif as notif
 from frames import ok as ok
 from frames import req as req
@@ -39,6 +45,7 @@ from acp_trio.lowlevel import (
     RequestContext,
     open_connection,
 )
+from acp_trio.testing import ScriptedPeer as ScriptedPeer
 
 RequestFn = Callable[[RequestContext, Any], Awaitable[Any]]
 NotificationFn = Callable[[str, Any], Awaitable[None]]
@@ -90,66 +97,90 @@ class Wire:
         ]
 
 
-class RawPeer:
-    """One end of a memory stream, driven byte by byte by the test."""
+def raw_peer(stream: trio.abc.Stream) -> ScriptedPeer:
+    """The shipped :class:`~acp_trio.testing.ScriptedPeer` on ``stream``, with
+    the connection tests' generous read timeout (virtual seconds)."""
+    return ScriptedPeer(stream, timeout=30)
+
+
+class ProgramPeer:
+    """The raw side of a random program (the property tests): queues frames,
+    writes them whole or split anywhere, and reads everything back until the
+    end of the stream, all through a :class:`ScriptedPeer`."""
 
     def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self._buf = b""
-        self._eof = False
+        self.peer = raw_peer(stream)
+        #: Every message queued, in order.
+        self.written: list[Message] = []
+        self.pending: list[bytes] = []
+        #: Set by :meth:`reader` at the end of the stream.
+        self.eof = trio.Event()
 
-    async def send(self, *messages: Message | bytes) -> None:
-        """Write the messages as one chunk (one ``send_all``)."""
-        await self.stream.send_all(b"".join(line(m) for m in messages))
+    async def reader(self) -> None:
+        """Read until the end of the stream (run it in a task)."""
+        await self.peer.receive_all(within=math.inf)
+        self.eof.set()
 
-    async def send_raw(self, data: bytes) -> None:
-        await self.stream.send_all(data)
+    @property
+    def received(self) -> list[Message]:
+        """Every message read so far."""
+        return [e.message for e in self.peer.transcript if e.direction == "received"]
 
-    async def send_eof(self) -> None:
-        assert isinstance(self.stream, trio.StapledStream)
-        await self.stream.send_eof()
+    def queue(self, msg: Message) -> None:
+        self.written.append(msg)
+        self.pending.append(line(msg))
 
-    async def _line(self) -> bytes | None:
-        while b"\n" not in self._buf:
-            if self._eof:
-                return None
-            data = await self.stream.receive_some(65536)
-            if not data:
-                self._eof = True
-                if self._buf:
-                    self._buf += b"\n"
-            else:
-                self._buf += data
-        frame, _, self._buf = self._buf.partition(b"\n")
-        return frame
+    async def flush(self, piece: int | None = None) -> None:
+        """Write what is queued: in one write, or in ``piece``-byte writes
+        (frames split anywhere)."""
+        if self.pending:
+            data, self.pending = b"".join(self.pending), []
+            step = piece or len(data)
+            for i in range(0, len(data), step):
+                await self.peer.send_bytes(data[i : i + step])
 
-    async def receive(self, within: float = 30) -> Message:
-        """The next message; fails on EOF or after ``within`` seconds."""
-        with trio.fail_after(within):
-            frame = await self._line()
-        assert frame is not None, "unexpected EOF"
-        value: Message = json.loads(frame)
-        return value
+    def outgoing_requests(self) -> list[Message]:
+        return [m for m in self.received if "method" in m and "id" in m]
 
-    async def receive_n(self, n: int, within: float = 30) -> list[Message]:
-        return [await self.receive(within) for _ in range(n)]
+    def responses(self) -> list[Message]:
+        return [m for m in self.received if "method" not in m]
 
-    async def expect_silence(self, seconds: float = 5) -> None:
-        """Assert that nothing arrives for ``seconds`` (virtual) seconds."""
-        with trio.move_on_after(seconds):
-            frame = await self._line()
-            raise AssertionError(f"expected silence, got {frame!r}")
 
-    async def expect_eof(self, within: float = 30) -> None:
-        with trio.fail_after(within):
-            frame = await self._line()
-        assert frame is None, f"expected EOF, got {frame!r}"
+READER = "acp reader"
+
+
+def this_task() -> trio.lowlevel.Task:
+    return trio.lowlevel.current_task()
+
+
+class ReaderWire(Wire):
+    """A :class:`Wire` that also records the task that read each frame (the
+    ``trace`` hook runs in the reading task)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.readers: list[tuple[Any, trio.lowlevel.Task]] = []
+
+    def __call__(self, direction: str, frame: bytes) -> None:
+        super().__call__(direction, frame)
+        if direction == "recv":
+            self.readers.append((self.frames[-1][1], this_task()))
+
+    def reader_of(self, msg: Any) -> trio.lowlevel.Task:
+        """The task that read ``msg`` (which must have been read once)."""
+        found = [task for m, task in self.readers if m == msg]
+        assert len(found) == 1, (msg, found)
+        return found[0]
+
+    def read_by(self, task: trio.lowlevel.Task) -> list[Any]:
+        return [m for m, t in self.readers if t is task]
 
 
 class FnHandler(Handler):
     """A Handler from functions: ``requests[method](ctx, params)`` and
     ``notifications[method](method, params)`` (``"*"`` matches any method).
-    Every notification is recorded in :attr:`seen`."""
+    Every notification is recorded in :attr:`seen`; :attr:`running` counts
+    the handler calls (requests and notifications) not returned yet."""
 
     def __init__(
         self,
@@ -159,18 +190,27 @@ class FnHandler(Handler):
         self.requests = requests or {}
         self.notifications = notifications or {}
         self.seen: list[tuple[str, Any]] = []
+        self.running = 0
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         fn = self.requests.get(method) or self.requests.get("*")
         if fn is None:
             raise RequestError.method_not_found(method)
-        return await fn(ctx, params)
+        self.running += 1
+        try:
+            return await fn(ctx, params)
+        finally:
+            self.running -= 1
 
     async def handle_notification(self, method: str, params: Any) -> None:
         self.seen.append((method, params))
         fn = self.notifications.get(method) or self.notifications.get("*")
         if fn is not None:
-            await fn(method, params)
+            self.running += 1
+            try:
+                await fn(method, params)
+            finally:
+                self.running -= 1
 
 
 async def sleep_forever_handler(ctx: RequestContext, params: Any) -> Any:
@@ -208,13 +248,13 @@ async def raw_connection(
         trio.testing.memory_stream_pair
     ),
     **config: Any,
-) -> AsyncIterator[tuple[Connection, RawPeer, Wire]]:
-    """A connection (``open_connection``) facing a :class:`RawPeer`."""
+) -> AsyncIterator[tuple[Connection, ScriptedPeer, Wire]]:
+    """A connection (``open_connection``) facing a :class:`ScriptedPeer`."""
     wire = Wire()
     ours, theirs = stream_pair()
     cfg = ConnectionConfig(trace=wire, **config)
     async with open_connection(ours, handler, config=cfg) as conn:
-        yield conn, RawPeer(theirs), wire
+        yield conn, raw_peer(theirs), wire
 
 
 @asynccontextmanager
@@ -236,13 +276,13 @@ async def connection_pair(
         yield a, b, wire_a, wire_b
 
 
-async def still_works(peer: RawPeer, request_id: Any = "check") -> None:
+async def still_works(peer: ScriptedPeer, request_id: Any = "check") -> None:
     """The connection still answers a request (the test handler's ``echo``)."""
     await peer.send(req(request_id, "echo", {"still": "works"}))
     assert await peer.receive() == ok(request_id, {"still": "works"})
 
 
-async def give_up_on_a_call(conn: Connection, peer: RawPeer, request_id: int = 0) -> None:
+async def give_up_on_a_call(conn: Connection, peer: ScriptedPeer, request_id: int = 0) -> None:
     """Call ``slow`` (the next id is ``request_id``), give up after a second:
     the peer sees the request and its ``$/cancel_request``."""
     with trio.move_on_after(1):

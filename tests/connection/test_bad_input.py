@@ -59,7 +59,7 @@ async def test_unparsable_frames_get_parse_error_with_null_id(
 ) -> None:
     with trio.fail_after(LIMIT):
         async with raw_connection(echo()) as (conn, peer, _):
-            await peer.send(data)
+            await peer.send(line(data))
             assert error_of(await peer.receive()) == (None, -32700, "Parse error")
             await still_works(peer)
             assert_idle(conn)
@@ -83,9 +83,9 @@ async def test_non_messages_get_invalid_request_with_null_id(
 ) -> None:
     with trio.fail_after(LIMIT):
         async with raw_connection(echo()) as (conn, peer, wire):
-            await peer.send(data)
+            await peer.send(line(data))
             assert error_of(await peer.receive()) == (None, -32600, "Invalid request")
-            await peer.expect_silence()  # the batch's request was not run
+            await peer.expect_silence(5)  # the batch's request was not run
             await still_works(peer)
             assert len(wire.sent()) == 2
             assert_idle(conn)
@@ -107,7 +107,7 @@ async def test_invalid_request_is_answered_with_its_id(
         async with raw_connection(echo()) as (conn, peer, _):
             await peer.send(message)
             assert error_of(await peer.receive()) == (7, -32600, "Invalid request")
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer, 7)
             assert_idle(conn)
 
@@ -126,7 +126,7 @@ async def test_response_with_unknown_id_is_dropped(
             assert await peer.receive() == req(0, "get")
             # "0" is not 0; 99 is nobody; an error reply for nobody either.
             await peer.send(ok("0", "wrong"), ok(99, "wrong"), err(98, 1, "x"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert results == []
             assert conn.statistics().outgoing_pending == 1
             await peer.send(ok(0, "right"))
@@ -188,7 +188,7 @@ async def test_message_over_max_message_size(autojump_clock: Any) -> None:
             )
             # A notification: nothing.
             await peer.send(notif("echo", {"data": big}))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             # A response: its pending call fails with MessageTooLarge.
             async with trio.open_nursery() as nursery:
                 errors: list[MessageTooLarge] = []
@@ -207,7 +207,7 @@ async def test_message_over_max_message_size(autojump_clock: Any) -> None:
             # The frame split over many writes is refused the same way.
             data = line(req(6, "echo", {"data": big}))
             for i in range(0, len(data), 7):
-                await peer.send_raw(data[i : i + 7])
+                await peer.send_bytes(data[i : i + 7])
             assert await peer.receive() == err(
                 6, -32600, "Request too large", {"size": len(data) - 1, "limit": 200}
             )
@@ -239,7 +239,7 @@ async def test_duplicate_in_flight_id_is_refused_and_the_first_still_answered(
         async with raw_connection(FnHandler({"work": work})) as (conn, peer, wire):
             await peer.send(req(1, "work", ["first"]), req(1, "work", ["second"]))
             assert error_of(await peer.receive()) == (1, -32600, "Invalid request")
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             release.set()
             assert await peer.receive() == ok(1, ["first"])
             assert calls == [["first"]]
@@ -257,7 +257,7 @@ async def test_unknown_method_and_unknown_notifications(autojump_clock: Any) -> 
             await peer.send(req(3, "nope", {"a": 1}))
             assert await peer.receive() == err(3, -32601, "Method not found", {"method": "nope"})
             await peer.send(notif("nope"), notif("$/foo", {"x": 1}), notif("$/progress"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert handler.seen == [("nope", None), ("$/foo", {"x": 1}), ("$/progress", None)]
             assert len(wire.sent()) == 1
             assert_idle(conn)
@@ -270,7 +270,7 @@ async def test_default_handler_answers_everything_method_not_found(autojump_cloc
             assert await peer.receive() == err(
                 1, -32601, "Method not found", {"method": "initialize"}
             )
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -368,7 +368,7 @@ async def test_unencodable_outgoing_message_is_a_local_protocol_error(
             with pytest.raises(LocalProtocolError):
                 async with conn.open_request("m", value):
                     pass  # pragma: no cover
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent() == []
             assert_idle(conn)
             await still_works(peer)
@@ -384,7 +384,7 @@ async def test_errors_in_notification_handlers_are_logged_not_fatal(
     with trio.fail_after(LIMIT):
         async with raw_connection(handler) as (conn, peer, wire):
             await peer.send(notif("boom"), notif("boom"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert len(wire.sent()) == 1
             assert conn.statistics().notifications_handled == 2
@@ -411,7 +411,7 @@ async def test_a_response_without_a_usable_id_is_never_answered(
         async with raw_connection(echo()) as (conn, peer, wire):
             for _ in range(3):
                 await peer.send(response)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert wire.sent() == [ok("check", {"still": "works"})]
             assert_idle(conn)
@@ -453,7 +453,7 @@ async def test_an_oversized_request_is_answered_wherever_its_id_is(
     frame = frames[where] % big
     with trio.fail_after(LIMIT):
         async with raw_connection(echo(), max_message_size=100_000) as (conn, peer, _):
-            await peer.send(frame)
+            await peer.send(line(frame))
             expected_id = None if where == "unknown" else 7
             assert await peer.receive() == err(
                 expected_id, -32600, "Request too large", {"size": len(frame), "limit": 100_000}
@@ -470,10 +470,10 @@ async def test_an_oversized_notification_is_not_answered(autojump_clock: Any) ->
     with trio.fail_after(LIMIT):
         async with raw_connection(echo(), max_message_size=100_000) as (conn, peer, wire):
             await peer.send(
-                b'{"jsonrpc":"2.0","method":"session/update","params":{"d":"%s"}}' % big,
-                b'{"method":"session/cancel","pad":"%s","jsonrpc":"2.0"}' % big,
+                line(b'{"jsonrpc":"2.0","method":"session/update","params":{"d":"%s"}}' % big),
+                line(b'{"method":"session/cancel","pad":"%s","jsonrpc":"2.0"}' % big),
             )
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert wire.sent() == [ok("check", {"still": "works"})]
             assert_idle(conn)
@@ -489,7 +489,7 @@ async def test_an_oversized_reply_with_its_id_last_fails_its_call_unanswered(
 
                 async def answer() -> None:
                     assert await peer.receive() == req(0, "get")
-                    await peer.send(b'{"jsonrpc":"2.0","result":"%s","id":0}' % big.encode())
+                    await peer.send(line(b'{"jsonrpc":"2.0","result":"%s","id":0}' % big.encode()))
 
                 nursery.start_soon(answer)
                 with pytest.raises(MessageTooLarge):

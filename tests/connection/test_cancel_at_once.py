@@ -23,7 +23,6 @@ from acp_trio.lowlevel import RequestContext, open_connection
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
     StreamPair,
     assert_idle,
     cancel,
@@ -31,6 +30,7 @@ from .conftest import (
     ok,
     pipe_stream_pair,
     raw_connection,
+    raw_peer,
     req,
     settle,
 )
@@ -71,7 +71,7 @@ async def test_cancel_is_written_inside_scope_cancel(
             await settle()
             assert wire.sent_cancels() == [0]
             await peer.send(cancelled(0))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -101,14 +101,14 @@ async def test_a_peer_cancel_cascades_before_the_handler_runs(
     with trio.fail_after(LIMIT):
         async with raw_connection(handler, stream_pair=pair) as (conn, peer, wire):
             await peer.send(req(7, "fan"))
-            sent = await peer.receive_n(3)
+            sent = [await peer.receive() for _ in range(3)]
             assert sorted(m["params"]["i"] for m in sent) == [0, 1, 2]
             ids = sorted(m["id"] for m in sent)
             await trio.testing.wait_all_tasks_blocked()
             (node,) = conn.request_tree()
             assert (node.direction, node.id, len(node.children)) == ("incoming", 7, 3)
             await peer.send(cancel(7))
-            got = await peer.receive_n(4)
+            got = [await peer.receive() for _ in range(4)]
             assert sorted(m["params"]["requestId"] for m in got[:3]) == ids
             assert all(m["method"] == "$/cancel_request" for m in got[:3])
             assert got[3] == cancelled(7)
@@ -119,7 +119,7 @@ async def test_a_peer_cancel_cascades_before_the_handler_runs(
             else:
                 assert [len(seen) for seen in unwound] == [1, 2, 3]
             await peer.send(*(cancelled(i) for i in ids))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert sorted(wire.sent_cancels()) == ids
             assert_idle(conn)
 
@@ -146,9 +146,9 @@ async def test_request_cancel_writes_nested_cancels_at_once(
             contexts[0].request_cancel()
             assert wire.sent_cancels() == ([0] if at_once else [])
             assert conn.statistics().outbox_frames == 0
-            assert await peer.receive_n(2) == [cancel(0), cancelled("a")]
+            assert [await peer.receive() for _ in range(2)] == [cancel(0), cancelled("a")]
             await peer.send(cancelled(0))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -171,11 +171,11 @@ async def test_a_shielded_nested_call_is_not_cancelled(
             await peer.send(req(1, "outer"))
             assert await peer.receive() == req(0, "inner")
             await peer.send(cancel(1))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent_cancels() == []
             await peer.send(ok(0, 42))
             assert await peer.receive() == ok(1, {"inner": 42})
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -195,7 +195,7 @@ async def test_a_cancelled_wait_on_result_does_not_cancel(
                 assert not pending.done
                 await peer.send(ok(0, "done"))
                 assert await pending.result() == "done"
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent_cancels() == []
             assert_idle(conn)
 
@@ -227,8 +227,8 @@ async def test_a_deadline_cancels_every_wait_under_it_at_once(
                         inner.start_soon(caller, 1)
 
             nursery.start_soon(both)
-            await peer.receive_n(2)
-            got = await peer.receive_n(2)
+            [await peer.receive() for _ in range(2)]
+            got = [await peer.receive() for _ in range(2)]
             assert sorted(m["params"]["requestId"] for m in got) == [0, 1]
             await settle()
             if at_once:
@@ -236,7 +236,7 @@ async def test_a_deadline_cancels_every_wait_under_it_at_once(
             else:
                 assert [(t, len(ids)) for t, ids in seen] == [(3, 1), (3, 2)]
             await peer.send(cancelled(0), cancelled(1))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -259,16 +259,16 @@ async def test_a_failing_trace_hook_at_abort_does_not_break_trio(autojump_clock:
     ours, theirs = pipe_stream_pair()
     with trio.fail_after(LIMIT):
         async with open_connection(ours, config=ConnectionConfig(trace=trace)) as conn:
-            peer = RawPeer(theirs)
+            peer = raw_peer(theirs)
             with trio.move_on_after(3) as scope:
                 await conn.call("slow")
             assert scope.cancelled_caught
             assert len(failed) == 1
             assert '"$/cancel_request"' in failed[0]
-            assert await peer.receive_n(2) == [req(0, "slow"), cancel(0)]
+            assert [await peer.receive() for _ in range(2)] == [req(0, "slow"), cancel(0)]
             assert sent == [req(0, "slow"), cancel(0)]
             await peer.send(cancelled(0))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -292,13 +292,13 @@ async def test_a_peer_cancelled_handler_cancels_each_nested_call_over_a_pipe(
             _,
         ):
             await peer.send(req(7, "fan"))
-            sent = await peer.receive_n(nested)
+            sent = [await peer.receive() for _ in range(nested)]
             ids = sorted(m["id"] for m in sent)
             await trio.testing.wait_all_tasks_blocked()
             await peer.send(cancel(7))
-            got = await peer.receive_n(nested + 1)
+            got = [await peer.receive() for _ in range(nested + 1)]
             assert sorted(m["params"]["requestId"] for m in got[:nested]) == ids
             assert got[nested] == cancelled(7)
             await peer.send(*(cancelled(i) for i in ids))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)

@@ -38,7 +38,7 @@ async def test_cancel_before_start_never_runs_user_code(autojump_clock: Any) -> 
             # One chunk: the cancel is read before the handler task can start.
             await peer.send(req(1, "work", {"n": 1}), cancel(1))
             assert await peer.receive() == cancelled(1)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert calls == []
             assert wire.sent() == [cancelled(1)]
             assert_idle(conn)
@@ -86,7 +86,7 @@ async def test_cancel_after_the_reply_does_nothing(autojump_clock: Any) -> None:
             await peer.send(req(7, "work"))
             assert await peer.receive() == ok(7, {"done": True})
             await peer.send(cancel(7), cancel(7))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent() == [ok(7, {"done": True})]
             assert_idle(conn)
 
@@ -122,18 +122,18 @@ async def test_duplicate_unknown_and_malformed_cancels_are_never_answered(
         async with raw_connection(FnHandler({"work": work})) as (conn, peer, wire):
             await peer.send(req(1, "work", ["one"]), req(2, "work", ["two"]))
             await peer.send(*malformed)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert causes == []
             assert conn.statistics().incoming_in_flight == 2
             # A duplicate cancel: one reply for request 2, request 1 untouched.
             await peer.send(cancel(2), cancel(2), cancel(2))
             assert await peer.receive() == cancelled(2)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert causes == [CancelCause.PEER]
             release.set()
             assert await peer.receive() == ok(1, ["one"])
             await peer.send(cancel(2), cancel(1))  # both finished now
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert causes == [CancelCause.PEER, None]
             assert wire.sent() == [cancelled(2), ok(1, ["one"])]
             assert_idle(conn)
@@ -168,7 +168,7 @@ async def test_cooperative_handler_answers_with_a_partial_result(autojump_clock:
             await peer.send(cancel(1))
             assert await peer.receive() == ok(1, {"partial": True, "steps": [0, 1, 2, 3]})
             assert trio.current_time() == 4 + 5
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert trees == ["<- work id=1 [running, cancelled (peer)]"]
             assert wire.sent_responses() == [ok(1, {"partial": True, "steps": [0, 1, 2, 3]})]
             assert_idle(conn)
@@ -201,7 +201,7 @@ async def test_shielded_critical_section_completes(
             assert log == ["committed"]
             # A handler that returns before its next checkpoint returned first.
             assert reply == (cancelled(1) if checkpoint_after else ok(1, "result"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -224,7 +224,7 @@ async def test_cancel_request_sent_as_a_request_is_method_not_found(
             # It did not cancel request 1.
             release.set()
             assert await peer.receive() == ok(1, True)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -254,7 +254,7 @@ async def test_local_request_cancel_and_cancel_scope_deadline(autojump_clock: An
             await peer.send(req(2, "deadline"))
             assert await peer.receive() == cancelled(2)
             assert trio.current_time() == 2
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert [c.cancel_cause for c in contexts] == [CancelCause.LOCAL, CancelCause.DEADLINE]
             assert contexts[1].cancel_requested.is_set()
             assert_idle(conn)

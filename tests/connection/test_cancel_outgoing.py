@@ -63,7 +63,7 @@ async def test_cancelled_call_sends_one_cancel_and_drops_the_late_reply(
             assert conn.request_tree() == []
             # The peer answers anyway (a buggy one even twice): dropped quietly.
             await peer.send(ok(0, "late"), cancelled(0))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert outcome == [("cancelled", True, 5)]
             assert wire.sent_cancels() == [0]
             assert wire.sent() == [req(0, "slow", {"x": 1}), cancel(0)]
@@ -125,7 +125,7 @@ async def test_cancel_and_wait_raises_request_cancelled(autojump_clock: Any) -> 
             assert errors[0].code == -32800
             assert errors[0].is_cancelled
             assert errors[0].to_error_object() == cancelled(0)["error"]
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent_cancels() == [0]
             assert_idle(conn)
 
@@ -145,10 +145,10 @@ async def test_cancel_and_wait_bounded_by_a_timeout_abandons(
             nursery.start_soon(waiter)
             assert await peer.receive() == req(0, "work")
             assert await peer.receive() == cancel(0)
-            await peer.expect_silence()  # no second cancel when the block is left
+            await peer.expect_silence(5)  # no second cancel when the block is left
             assert_idle(conn)
             await peer.send(cancelled(0))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert wire.sent_cancels() == [0]
     assert warnings_in(caplog) == []
 

@@ -145,7 +145,7 @@ async def test_many_waiting_eager_handlers(autojump_clock: Any) -> None:
             assert names[READER] == 2
             assert names[HANDLER] == n - 1
             release.set()
-            replies = await peer.receive_n(n)
+            replies = [await peer.receive() for _ in range(n)]
             assert sorted(replies, key=lambda r: r["id"]) == [ok(i, i) for i in range(n)]
             await settle()
             assert task_names()[READER] == 1
@@ -178,11 +178,11 @@ async def test_a_waiting_eager_handler_holds_its_slot(autojump_clock: Any, eager
             await peer.send(req(1, "slow"))
             await started.wait()
             await peer.send(req(2, "quick"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert log == ["slow"]
             assert conn.statistics().incoming_in_flight == 2
             release.set()
-            assert await peer.receive_n(2) == [ok(1, "slow"), ok(2, "quick")]
+            assert [await peer.receive() for _ in range(2)] == [ok(1, "slow"), ok(2, "quick")]
             assert log == ["slow", "quick"]
             assert_idle(conn)
 

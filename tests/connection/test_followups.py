@@ -55,4 +55,4 @@ async def test_scalar_params_are_refused_locally(autojump_clock: Any, params: An
                 await conn.call("x", params)
             with pytest.raises(LocalProtocolError, match="params must be"):
                 await conn.notify("y", params)
-            await peer.expect_silence()
+            await peer.expect_silence(5)

@@ -98,7 +98,9 @@ async def test_a_handler_failing_at_its_deadline_is_answered_32800(
             _,
         ):
             await peer.send(req(1, "fragile"), req(2, "fragile"))
-            assert {(m["id"], m["error"]["code"]) for m in await peer.receive_n(2)} == {
+            assert {
+                (m["id"], m["error"]["code"]) for m in [await peer.receive() for _ in range(2)]
+            } == {
                 (1, -32800),
                 (2, -32800),
             }
@@ -123,7 +125,7 @@ async def test_handlers_failing_as_the_connection_closes_do_not_escape(
         async with raw_connection(handler(), eager_handlers=eager) as (conn, peer, wire):
             await peer.send(req(3, "fragile"))
             await settle()
-            await peer.send_eof()
+            await peer.close_send()
             assert await peer.receive() == cancelled(3)
             await conn.wait_closed()
     assert len(logged_failures(caplog)) == 3

@@ -10,7 +10,6 @@ reply, and still warned about when it is malformed.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -24,7 +23,7 @@ from acp_trio.lowlevel import RequestContext
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
+    ScriptedPeer,
     StreamPair,
     assert_idle,
     both_streams,
@@ -32,6 +31,7 @@ from .conftest import (
     echo_handler,
     err,
     give_up_on_a_call,
+    line,
     ok,
     raw_connection,
     req,
@@ -40,15 +40,8 @@ from .conftest import (
 )
 
 
-def compact(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-async def raw_frame(peer: RawPeer) -> bytes:
-    with trio.fail_after(30):
-        frame = await peer._line()
-    assert frame is not None, "unexpected EOF"
-    return frame + b"\n"
+async def raw_frame(peer: ScriptedPeer) -> bytes:
+    return await peer.receive_line() + b"\n"
 
 
 async def hang(ctx: RequestContext, params: Any) -> Any:
@@ -67,7 +60,7 @@ async def test_a_cancelled_handler_answers_exactly_the_encoded_32800(
             await settle()
             await peer.send(cancel(request_id))
             expected = err(request_id, -32800, "Request cancelled")
-            assert await raw_frame(peer) == compact(expected)
+            assert await raw_frame(peer) == line(expected)
             await still_works(peer)
             assert_idle(conn)
 
@@ -82,7 +75,7 @@ async def test_a_cancelled_call_sends_exactly_the_encoded_cancel(
                 with trio.move_on_after(1):
                     await conn.call("slow")
                 assert await peer.receive() == req(request_id, "slow")
-                assert await raw_frame(peer) == compact(cancel(request_id))
+                assert await raw_frame(peer) == line(cancel(request_id))
                 await peer.send(err(request_id, -32800, "Request cancelled"))
             await settle()
             assert_idle(conn)
@@ -114,7 +107,7 @@ async def test_a_valid_late_answer_is_dropped_quietly(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late, late)  # late, then repeated
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -148,7 +141,7 @@ async def test_a_malformed_late_answer_is_still_warned_about(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late)
-            await peer.expect_silence()  # (no reply to a reply)
+            await peer.expect_silence(5)  # (no reply to a reply)
             await still_works(peer)
             assert_idle(conn)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -233,7 +226,7 @@ async def test_a_valid_late_error_is_dropped_quietly(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(late)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
@@ -258,7 +251,7 @@ async def test_an_error_for_an_id_never_issued_is_warned_about(
         ):
             await give_up_on_a_call(conn, peer)
             await peer.send(err(request_id, -32800, "Request cancelled"))
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

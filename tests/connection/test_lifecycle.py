@@ -27,7 +27,7 @@ from acp_trio.lowlevel import (
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
+    ScriptedPeer,
     Wire,
     assert_idle,
     cancel,
@@ -57,10 +57,10 @@ async def test_eof_fails_100_pending_calls_at_once(autojump_clock: Any) -> None:
 
                 for i in range(100):
                     nursery.start_soon(caller, i)
-                requests = await peer.receive_n(100)
+                requests = [await peer.receive() for _ in range(100)]
                 assert sorted(r["id"] for r in requests) == list(range(100))
                 assert conn.statistics().outgoing_pending == 100
-                await peer.send_eof()
+                await peer.close_send()
             assert trio.current_time() == 0  # at once: no timeout involved
             assert conn.closed
             await conn.wait_closed()
@@ -86,9 +86,9 @@ async def test_peer_closing_while_handlers_run_cancels_them(autojump_clock: Any)
         async with raw_connection(FnHandler({"work": work})) as (conn, peer, _):
             await peer.send(req(1, "work"), req(2, "work"))
             await running.wait()
-            await peer.send_eof()
+            await peer.close_send()
             # Half-closed: we can still read the replies, then EOF.
-            replies = await peer.receive_n(2)
+            replies = [await peer.receive() for _ in range(2)]
             assert sorted(replies, key=lambda r: r["id"]) == [cancelled(1), cancelled(2)]
             await peer.expect_eof()
             assert [c.cancel_cause for c in contexts] == [CancelCause.SHUTDOWN] * 2
@@ -116,7 +116,7 @@ async def test_eof_while_a_handler_waits_on_the_peer_answers_32800(
         async with raw_connection(FnHandler({"ask": ask})) as (conn, peer, wire):
             await peer.send(req(1, "ask"))
             assert await peer.receive() == req(0, "question")
-            await peer.send_eof()
+            await peer.close_send()
             assert await peer.receive() == cancel(0)
             assert await peer.receive() == cancelled(1)
             await peer.expect_eof()
@@ -151,7 +151,7 @@ async def test_peer_dying_while_handlers_run(
 
 
 async def test_open_connection_raises_the_body_error_plainly(autojump_clock: Any) -> None:
-    peers: list[RawPeer] = []
+    peers: list[ScriptedPeer] = []
 
     async def body() -> None:
         async with raw_connection(FnHandler({"work": sleep_forever_handler})) as (conn, peer, _):
@@ -201,7 +201,7 @@ async def test_aclose_is_idempotent_and_answers_running_handlers(
             await conn.aclose()
             assert conn.closed
             assert trio.current_time() == 0
-            replies = await peer.receive_n(2)
+            replies = [await peer.receive() for _ in range(2)]
             assert sorted(replies, key=lambda r: str(r["id"])) == [
                 cancelled(1),
                 cancelled("two"),
@@ -251,8 +251,6 @@ async def test_connect_and_serve_connection(autojump_clock: Any) -> None:
             )
             b: Connection = await nursery.start(serve_connection, sb)
             assert await b.call("echo", {"x": [1]}) == {"x": [1]}
-            with pytest.raises(RuntimeError, match="only be run once"):
-                await nursery.start(a._run)
             await b.aclose()
             await a.wait_closed()  # the peer's EOF closes it
             assert a.closed
@@ -295,7 +293,7 @@ async def test_statistics(autojump_clock: Any) -> None:
             await peer.receive()
             await peer.send(req(1, "work"), req(2, "work"))
             await peer.send(notif("note"), notif("note"), notif("note"), cancel(99))
-            await peer.send_raw(b'{"jsonrpc":')  # half a frame
+            await peer.send_bytes(b'{"jsonrpc":')  # half a frame
             await settle()
             assert conn.statistics() == ConnectionStatistics(
                 incoming_in_flight=2,
@@ -308,7 +306,7 @@ async def test_statistics(autojump_clock: Any) -> None:
                 closed=False,
             )
             release.set()
-            await peer.send_raw(b'"2.0","id":0,"result":null}\n')
+            await peer.send_bytes(b'"2.0","id":0,"result":null}\n')
             await settle()
             stats = conn.statistics()
             assert (stats.notifications_handled, stats.notifications_queued) == (3, 0)

@@ -59,7 +59,7 @@ async def test_requests_beyond_the_limit_wait_and_can_still_be_cancelled(
             assert trio.current_time() == 6
             assert await peer.receive() == ok(2, 2)
             assert sorted(i for i, _ in started) == [1, 2, 4]
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -90,7 +90,7 @@ async def test_reading_goes_on_when_more_wait_than_run(autojump_clock: Any) -> N
                         call_id + 1, "question", {"for": request_id + 1}
                     )
             assert started == [1, 2, 3]
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
 
 
@@ -123,12 +123,12 @@ async def test_a_full_waiting_room_refuses_and_reading_goes_on(autojump_clock: A
             assert await peer.receive(within=200) == ok(2, 2)
             assert trio.current_time() == 100
             assert await peer.receive() == ok(5, 5)
-            await peer.expect_silence()
+            await peer.expect_silence(5)
             assert_idle(conn)
             # The end of the stream is read while requests wait, too.
             await peer.send(*(req(i, "work", [1000]) for i in range(6, 9)))
-            await peer.send_eof()
-            assert sorted(m["id"] for m in await peer.receive_n(3)) == [6, 7, 8]
+            await peer.close_send()
+            assert sorted(m["id"] for m in [await peer.receive() for _ in range(3)]) == [6, 7, 8]
             await peer.expect_eof()
         assert conn.closed
 

@@ -15,7 +15,7 @@ from acp_trio.lowlevel import RequestContext
 from .conftest import (
     LIMIT,
     FnHandler,
-    RawPeer,
+    ScriptedPeer,
     StreamPair,
     assert_idle,
     both_streams,
@@ -208,7 +208,7 @@ async def test_backpressure_pauses_reading_and_loses_nothing(autojump_clock: Any
         ):
             sent: list[int] = []
 
-            async def writer(peer: RawPeer) -> None:
+            async def writer(peer: ScriptedPeer) -> None:
                 for n in range(total):
                     await peer.send(notif("note", {"n": n}))  # one write each
                     sent.append(n)

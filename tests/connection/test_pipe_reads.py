@@ -44,6 +44,17 @@ class CountingOs:
         return getattr(os, name)  # fstat and the rest, as they are
 
 
+class FstatFails:
+    """Stands in for ``os`` in ``acp_trio._core._framed``: ``fstat`` tells
+    nothing (it fails); the rest is the real ``os``."""
+
+    def fstat(self, fd: int) -> os.stat_result:
+        raise OSError(5, "fstat refused (test)")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+
 @pytest.fixture
 def counting(monkeypatch: pytest.MonkeyPatch) -> CountingOs:
     fake = CountingOs()
@@ -250,7 +261,7 @@ async def test_a_regular_file_is_read_to_its_end(
     clean end of stream, unterminated last frame included. Should fstat not
     tell, epoll's refusal (EPERM) does, once."""
     if not recognised:
-        monkeypatch.setattr(framed, "_big_read_size", lambda fd: RECEIVE_SIZE)
+        monkeypatch.setattr(framed, "os", FstatFails())
     path = tmp_path / "transcript.jsonl"
     path.write_bytes(b'{"n":1}\n{"n":2}\n{"n":3}')
     read_fd = os.open(path, os.O_RDONLY)

@@ -41,7 +41,7 @@ from acp_trio.lowlevel import (
     open_connection,
 )
 
-from .conftest import FnHandler, assert_idle, cancel, err, line, notif, ok, req
+from .conftest import FnHandler, ProgramPeer, assert_idle, cancel, err, notif, ok, req
 
 DURATIONS = st.sampled_from([0, 0, 0.5, 1, 2, 5])
 METHODS = [
@@ -159,47 +159,10 @@ def count_tasks() -> int:
     return walk(root)
 
 
-class Peer:
-    """The raw side of the program: writes frames, reads everything back."""
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.received: list[dict[str, Any]] = []
-        self.eof = trio.Event()
-        self.pending: list[bytes] = []
-
-    async def reader(self) -> None:
-        buf = b""
-        while data := await self.stream.receive_some(65536):
-            buf += data
-            *frames, buf = buf.split(b"\n")
-            self.received.extend(json.loads(f) for f in frames)
-        assert buf == b""
-        self.eof.set()
-
-    def queue(self, msg: dict[str, Any]) -> None:
-        self.pending.append(line(msg))
-
-    async def flush(self, piece: int | None = None) -> None:
-        """Write what is queued: in one write, or in ``piece``-byte writes
-        (frames split anywhere)."""
-        if self.pending:
-            data, self.pending = b"".join(self.pending), []
-            step = piece or len(data)
-            for i in range(0, len(data), step):
-                await self.stream.send_all(data[i : i + step])
-
-    def outgoing_requests(self) -> list[dict[str, Any]]:
-        return [m for m in self.received if "method" in m and "id" in m]
-
-    def responses(self) -> list[dict[str, Any]]:
-        return [m for m in self.received if "method" not in m]
-
-
 async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -> None:
     tasks_before = count_tasks()
     ours, theirs = trio.testing.memory_stream_pair()
-    peer = Peer(theirs)
+    peer = ProgramPeer(theirs)
     sent_requests: dict[Any, str] = {}  # id -> method
     sent_notes: list[Any] = []
     replied: set[int] = set()
@@ -353,8 +316,7 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
                     await trio.sleep(10)
                     assert not conn.closed
                     assert_idle(conn)
-                    assert conn._running_handlers == 0
-                    assert conn._barrier_waiters == []
+                    assert handler.running == 0  # every handler call returned
                     assert noted == sent_notes
                     assert len(local_outcomes) == calls
             # Leaving the block closes the connection.
@@ -387,9 +349,7 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
     assert len(cancels) == len(set(cancels))
     assert set(cancels) <= outgoing_ids
     # Nothing is left behind in the connection.
-    assert len(conn._table) == 0
-    assert conn._running_handlers == 0
-    assert conn._barrier_waiters == []
+    assert handler.running == 0  # every handler call returned
     stats = conn.statistics()
     assert (stats.incoming_in_flight, stats.outgoing_pending, stats.outbox_frames) == (0, 0, 0)
     assert stats.closed

@@ -184,7 +184,7 @@ async def test_every_spelling_of_a_cancel_cancels_the_handler(
             await peer.send(req(request_id, "hang"))
             await settle()
             frame = cancel_spellings(request_id)[spelling]
-            await peer.send_raw(frame + b"\n")
+            await peer.send_bytes(frame + b"\n")
             reply = await peer.receive()
             assert reply["id"] == request_id
             assert reply["error"]["code"] == -32800
@@ -202,8 +202,8 @@ async def test_every_spelling_of_a_cancel_for_nothing_running_is_ignored(
     handler = FnHandler({"echo": echo_handler})
     with trio.fail_after(LIMIT):
         async with raw_connection(handler, stream_pair=stream_pair) as (conn, peer, _):
-            await peer.send_raw(cancel_spellings(41)[spelling] + b"\n")
-            await peer.expect_silence()
+            await peer.send_bytes(cancel_spellings(41)[spelling] + b"\n")
+            await peer.expect_silence(5)
             await peer.send(req(1, "echo", [1]))
             assert await peer.receive() == ok(1, [1])
             assert_idle(conn)
@@ -227,8 +227,8 @@ async def test_every_spelling_of_a_late_32800_is_dropped_quietly(
             for request_id in range(3):
                 await give_up_on_a_call(conn, peer, request_id)
             frames = [reply_spellings(i)[spelling] for i in range(3)]
-            await peer.send_raw(b"\n".join(frames) + b"\n")
-            await peer.expect_silence()
+            await peer.send_bytes(b"\n".join(frames) + b"\n")
+            await peer.expect_silence(5)
             await still_works(peer)
             assert_idle(conn)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -256,7 +256,7 @@ async def test_a_template_32800_to_a_live_call_reaches_it(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(call)
                 assert await peer.receive() == req(0, "work")
-                await peer.send_raw(cancelled_reply_frame(0))
+                await peer.send_bytes(cancelled_reply_frame(0))
             (error,) = errors
             assert (error.code, error.message) == (-32800, "Request cancelled")
             assert_idle(conn)
@@ -276,8 +276,8 @@ async def test_a_template_32800_to_an_id_never_issued_is_warned_about(
             peer,
             _,
         ):
-            await peer.send_raw(cancelled_reply_frame(request_id))
-            await peer.expect_silence()
+            await peer.send_bytes(cancelled_reply_frame(request_id))
+            await peer.expect_silence(5)
             await peer.send(req(1, "echo", [1]))
             assert await peer.receive() == ok(1, [1])
             assert_idle(conn)

@@ -116,7 +116,7 @@ class ClientProcess:
         self.log: list[bytes] = []
         self._send, self._reports = trio.open_memory_channel[dict[str, Any]](1000)
 
-    async def _read_stderr(self) -> None:
+    async def read_stderr(self) -> None:
         assert self.process.stderr is not None
         buffer = b""
         with suppress(trio.ClosedResourceError, trio.BrokenResourceError):
@@ -217,7 +217,7 @@ async def open_client(*args: str, receive_timeout: float = 10.0) -> AsyncIterato
     client = ClientProcess(process, peer)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(client._read_stderr)
+            nursery.start_soon(client.read_stderr)
             try:
                 yield client
             finally:
@@ -239,3 +239,23 @@ async def stop_process(process: trio.Process, grace: float = 3.0) -> None:
     if process.returncode is None:
         process.kill()
         await process.wait()
+
+
+Side = str  # "agent" (we play the client) or "client" (we play the agent)
+
+
+def valid_request(side: Side, request_id: Any) -> dict[str, Any]:
+    """A request the side under test serves at once."""
+    if side == "agent":
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "session/new",
+            "params": {"cwd": "/", "mcpServers": []},
+        }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "fs/read_text_file",
+        "params": {"sessionId": "s-1", "path": "/f"},
+    }

@@ -109,7 +109,7 @@ async def test_10000_cancels_of_finished_requests_keep_memory_flat() -> None:
                 json.dumps(cancel(finished[i % 3] if i % 2 else i)).encode() + b"\n"
                 for i in range(10_000)
             )
-            await peer.stream.send_all(data)
+            await peer.send_bytes(data)
             await assert_echo(peer, session)
             await peer.expect_silence(0.05)
             assert peak_rss_mb(peer.process.pid) - before < 2

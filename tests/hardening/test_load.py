@@ -62,7 +62,7 @@ async def test_agent_10000_prompts_in_flight_at_once_both_directions() -> None:
         async with open_agent(receive_timeout=20) as peer:
             first = await handshake(peer)
             new_ids = {f"new-{i}" for i in range(N_IN_FLIGHT)}
-            await peer.stream.send_all(
+            await peer.send_bytes(
                 b"".join(
                     line(req(i, "session/new", {"cwd": "/", "mcpServers": []})) for i in new_ids
                 )
@@ -71,7 +71,7 @@ async def test_agent_10000_prompts_in_flight_at_once_both_directions() -> None:
             sessions = sorted({a["result"]["sessionId"] for a in answers.values()})
             assert len(sessions) == N_IN_FLIGHT
             prompt_ids = set(range(100, 100 + N_IN_FLIGHT))
-            await peer.stream.send_all(
+            await peer.send_bytes(
                 b"".join(
                     line(req(i, "session/prompt", prompt_params(s, "read 1 /f")))
                     for i, s in zip(sorted(prompt_ids), sessions, strict=True)
@@ -84,7 +84,7 @@ async def test_agent_10000_prompts_in_flight_at_once_both_directions() -> None:
                     assert msg.get("method") == "fs/read_text_file", msg
                     reads.append(msg)
             assert len({r["id"] for r in reads}) == N_IN_FLIGHT
-            await peer.stream.send_all(
+            await peer.send_bytes(
                 b"".join(
                     line({"jsonrpc": "2.0", "id": r["id"], "result": {"content": "x" * 64}})
                     for r in reads
@@ -117,7 +117,7 @@ async def test_client_10000_requests_in_flight_at_once() -> None:
             prompt = await client.next_prompt()
             ids = set(range(N_IN_FLIGHT))
             params = {"sessionId": "s-1", "path": "/f"}
-            await client.peer.stream.send_all(
+            await client.peer.send_bytes(
                 b"".join(line(req(i, "fs/read_text_file", params)) for i in ids)
             )
             answers, others = await collect_responses(client.peer, ids, within=20)
@@ -320,9 +320,7 @@ async def test_client_whose_agent_stops_reading() -> None:
             await peer.request("fs/read_text_file", {"sessionId": "s-1", "path": "/hold"}, id="h")
             ids = set(range(20_000))
             params = {"sessionId": "s-1", "path": "/f"}
-            await peer.stream.send_all(
-                b"".join(line(req(i, "fs/read_text_file", params)) for i in ids)
-            )
+            await peer.send_bytes(b"".join(line(req(i, "fs/read_text_file", params)) for i in ids))
             await trio.sleep(0.5)
             await peer.cancel_request("h")
             await peer.respond(prompt, {"stopReason": "end_turn"})

@@ -240,7 +240,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
             assert client_handler.permissions._scopes == {}
             assert client_handler._permission_requests == {}
             assert client_handler.cancelled_turns == {}
-            assert to_agent._turns == {}
+            assert to_agent.prompts_in_flight() == {}
             assert count_tasks() == tasks_idle
             wire.check_and_clear()
             client.updates.clear()

@@ -16,7 +16,6 @@ import pytest
 import trio
 from connection.conftest import FnHandler, connection_pair
 
-from acp_trio._jsonrpc import _messages
 from acp_trio._jsonrpc._messages import (
     decode_frame,
     encode_frame,
@@ -42,35 +41,67 @@ def test_unknown_backend_is_refused_and_changes_nothing(backend: str) -> None:
         assert json_backend() == backend
 
 
-def test_orjson_backend_needs_orjson(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_messages, "_orjson", None)
-    with pytest.raises(ValueError, match="orjson is not installed"):
-        use_json_backend("orjson")
-    assert json_backend() == backend
+def test_orjson_backend_needs_orjson() -> None:
+    """Without orjson (blocked from importing, in a fresh interpreter), the
+    backend is the standard library and asking for orjson is refused."""
+    script = (
+        "import sys; sys.modules['orjson'] = None\n"
+        "from acp_trio.lowlevel import json_backend, use_json_backend\n"
+        "print(json_backend())\n"
+        "try:\n"
+        "    use_json_backend('orjson')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+        "print(json_backend())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ACP_TRIO_JSON"}
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == "stdlib"
+    assert "orjson is not installed" in out[1]
+    assert out[2] == "stdlib"
 
 
 @needs_orjson
-def test_switching_round_trips() -> None:
+def test_switching_round_trips(monkeypatch: pytest.MonkeyPatch) -> None:
     import orjson
+
+    dumped: list[Any] = []
+    real_dumps = orjson.dumps
+
+    def counting_dumps(*args: Any, **kwargs: Any) -> bytes:
+        dumped.append(args[0])
+        return real_dumps(*args, **kwargs)
 
     previous = json_backend()
     try:
-        use_json_backend("stdlib")
-        assert json_backend() == "stdlib"
-        assert _messages._fast_dumps is None
-        assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
-        use_json_backend("orjson")
-        assert json_backend() == "orjson"
-        # The orjson backend really is orjson, so the comparisons above compare.
-        assert _messages._fast_dumps is orjson.dumps
-        assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
-        use_json_backend("orjson")
-        assert json_backend() == "orjson"
-        use_json_backend("stdlib")
-        use_json_backend("stdlib")
-        assert json_backend() == "stdlib"
+        with monkeypatch.context() as patch:
+            # Taken when the backend is chosen: count what goes through orjson.
+            patch.setattr(orjson, "dumps", counting_dumps)
+            use_json_backend("stdlib")
+            assert json_backend() == "stdlib"
+            assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
+            assert dumped == []
+            use_json_backend("orjson")
+            assert json_backend() == "orjson"
+            # The orjson backend really is orjson, so the comparisons above compare.
+            assert encode_frame({"a": [1]}) == b'{"a":[1]}\n'
+            assert dumped == [{"a": [1]}]
+            use_json_backend("orjson")
+            assert json_backend() == "orjson"
+            use_json_backend("stdlib")
+            use_json_backend("stdlib")
+            assert json_backend() == "stdlib"
+            encode_frame({"b": 2})
+            assert dumped == [{"a": [1]}]
     finally:
-        use_json_backend(previous)
+        use_json_backend(previous)  # the real orjson functions again
     assert json_backend() == previous
 
 
@@ -164,29 +195,36 @@ async def test_request_round_trip_end_to_end(backend: str) -> None:
 def test_orjson_decodes_ordinary_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path is taken for the usual small frame, and skipped for a
     frame it could misread (whose value is then exact)."""
-    from acp_trio._jsonrpc import _messages
+    import orjson
 
     calls: list[bytes] = []
+    real = orjson.loads
 
-    with using("orjson"):
-        real = _messages._fast_loads
-        assert real is not None
+    def counting(frame: bytes) -> Any:
+        calls.append(frame)
+        return real(frame)
 
-        def counting(frame: bytes) -> Any:
-            calls.append(frame)
-            return real(frame)
-
-        monkeypatch.setattr(_messages, "_fast_loads", counting)
-        ordinary = b'{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"path":"/a"}}'
-        assert decode_frame(ordinary) == json.loads(ordinary)
-        assert calls == [ordinary]
-        big = b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"m"}'
-        value = decode_frame(big)
-        assert calls == [ordinary]
-        assert value["id"] == 2**64
-        assert type(value["id"]) is int
-    with using("stdlib"):
-        assert _messages._fast_loads is None
+    previous = json_backend()
+    try:
+        with monkeypatch.context() as patch:
+            # Taken when the backend is chosen: count what goes through orjson.
+            patch.setattr(orjson, "loads", counting)
+            use_json_backend("orjson")
+            ordinary = (
+                b'{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"path":"/a"}}'
+            )
+            assert decode_frame(ordinary) == json.loads(ordinary)
+            assert calls == [ordinary]
+            big = b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"m"}'
+            value = decode_frame(big)
+            assert calls == [ordinary]
+            assert value["id"] == 2**64
+            assert type(value["id"]) is int
+            use_json_backend("stdlib")
+            assert decode_frame(ordinary) == json.loads(ordinary)
+            assert calls == [ordinary]
+    finally:
+        use_json_backend(previous)  # the real orjson functions again
 
 
 def test_a_frame_costs_about_its_size_in_memory(backend: str) -> None:

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import pytest
+from frames import err, frame, ok, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,25 +51,6 @@ from acp_trio._jsonrpc._peer import (
 P = Peer[object, object]
 
 
-def frame(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def req(request_id: Any, method: str = "m", params: Any = None) -> bytes:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        msg["params"] = params
-    return frame(msg)
-
-
-def ok(request_id: Any, result: Any = None) -> bytes:
-    return frame({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-def err(request_id: Any, code: int = -32000, message: str = "no") -> bytes:
-    return frame({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
-
-
 def answer(event: Any) -> dict[str, Any]:
     assert type(event) is SendFrame, event
     assert event.data.endswith(b"\n")
@@ -83,7 +65,7 @@ def answer(event: Any) -> dict[str, Any]:
 
 def test_a_request_is_registered_and_answered_once() -> None:
     peer: P = Peer()
-    event = peer.receive(req(7, "echo", {"a": 1}))
+    event = peer.receive(frame(req(7, "echo", {"a": 1})))
     assert type(event) is RequestReceived
     assert (event.entry.id, event.entry.method, event.params) == (7, "echo", {"a": 1})
     assert 7 in peer.table.incoming
@@ -101,9 +83,9 @@ def test_a_request_is_registered_and_answered_once() -> None:
 
 def test_a_duplicate_in_flight_id_is_refused_and_the_first_left_alone() -> None:
     peer: P = Peer()
-    first = peer.receive(req("a"))
+    first = peer.receive(frame(req("a", "m")))
     assert type(first) is RequestReceived
-    refusal = answer(peer.receive(req("a", "other")))
+    refusal = answer(peer.receive(frame(req("a", "other"))))
     assert refusal["id"] == "a"
     assert refusal["error"]["code"] == -32600
     assert peer.table.incoming["a"] is first.entry
@@ -111,15 +93,15 @@ def test_a_duplicate_in_flight_id_is_refused_and_the_first_left_alone() -> None:
     assert data is not None
     peer.done(first.entry)
     # Once answered, the id may be used again.
-    assert type(peer.receive(req("a"))) is RequestReceived
+    assert type(peer.receive(frame(req("a", "m")))) is RequestReceived
 
 
 def test_a_cancelled_reply_and_an_error_reply() -> None:
     peer: P = Peer()
-    event = peer.receive(req(3))
+    event = peer.receive(frame(req(3, "m")))
     assert type(event) is RequestReceived
     assert peer.reply(event.entry, None) == cancelled_reply_frame(3)
-    event = peer.receive(req(4))
+    event = peer.receive(frame(req(4, "m")))
     assert type(event) is RequestReceived
     data = peer.respond_error(event.entry, RequestError.method_not_found("m"))
     assert data is not None
@@ -128,7 +110,7 @@ def test_a_cancelled_reply_and_an_error_reply() -> None:
 
 def test_a_result_json_cannot_express_is_answered_internal_error() -> None:
     peer: P = Peer()
-    event = peer.receive(req(1))
+    event = peer.receive(frame(req(1, "m")))
     assert type(event) is RequestReceived
     data = peer.respond(event.entry, {1, 2})
     assert data is not None
@@ -145,7 +127,7 @@ def test_a_result_json_cannot_express_is_answered_internal_error() -> None:
 )
 def test_a_cancel_marks_a_running_request_once(cancel: bytes) -> None:
     peer: P = Peer()
-    event = peer.receive(req(5))
+    event = peer.receive(frame(req(5, "m")))
     assert type(event) is RequestReceived
     got = peer.receive(cancel)
     assert type(got) is CancelReceived
@@ -160,7 +142,7 @@ def test_a_cancel_marks_a_running_request_once(cancel: bytes) -> None:
 )
 def test_a_malformed_cancel_is_ignored_and_never_answered(params: Any) -> None:
     peer: P = Peer()
-    assert type(peer.receive(req(5))) is RequestReceived
+    assert type(peer.receive(frame(req(5, "m")))) is RequestReceived
     msg: dict[str, Any] = {"jsonrpc": "2.0", "method": "$/cancel_request"}
     if params is not None:
         msg["params"] = params
@@ -182,20 +164,25 @@ def test_notifications_are_events_and_never_answered() -> None:
 
 def test_method_names_are_shared_and_bounded() -> None:
     peer: P = Peer()
-    a = peer.receive(req(1, "session/" + "x"))
-    b = peer.receive(req(2, "session/" + "x"))
+    a = peer.receive(frame(req(1, "session/" + "x")))
+    b = peer.receive(frame(req(2, "session/" + "x")))
     assert type(a) is RequestReceived
     assert type(b) is RequestReceived
     assert a.entry.method is b.entry.method
     long_name = "y" * 10_000
-    c = peer.receive(req(3, long_name))
-    d = peer.receive(req(4, long_name))
+    c = peer.receive(frame(req(3, long_name)))
+    d = peer.receive(frame(req(4, long_name)))
     assert type(c) is RequestReceived
     assert type(d) is RequestReceived
     assert c.entry.method is not d.entry.method  # long names are not kept
-    for i in range(600):
-        peer.receive(req(100 + i, f"m{i}"))
-    assert 0 < len(peer._method_names) <= 256
+    firsts = [peer.receive(frame(req(100 + i, f"m{i}"))) for i in range(600)]
+    last = peer.receive(frame(req(1000, "m599")))
+    first = peer.receive(frame(req(1001, "m0")))
+    assert type(last) is RequestReceived
+    assert type(first) is RequestReceived
+    assert all(type(e) is RequestReceived for e in (firsts[0], firsts[-1]))
+    assert last.entry.method is firsts[-1].entry.method  # a recent name is still shared
+    assert first.entry.method is not firsts[0].entry.method  # an old one was let go: bounded
 
 
 # ---------------------------------------------------------------------------
@@ -297,20 +284,20 @@ def test_send_request_and_its_reply() -> None:
         "method": "echo",
         "params": {"a": 1},
     }
-    event = peer.receive(ok(entry.id, "r"))
+    event = peer.receive(frame(ok(entry.id, "r")))
     assert type(event) is ReplyReceived
     assert (event.entry, event.result, event.error) == (
         entry,
         "r",
         None,
     )
-    assert peer.receive(ok(entry.id, "again")) is None  # a repeated reply is dropped
+    assert peer.receive(frame(ok(entry.id, "again"))) is None  # a repeated reply is dropped
 
 
 def test_an_error_reply() -> None:
     peer: P = Peer()
     entry, _ = peer.send_request("m")
-    event = peer.receive(err(entry.id, -32001, "nope"))
+    event = peer.receive(frame(err(entry.id, -32001, "nope")))
     assert type(event) is ReplyReceived
     assert isinstance(event.error, RequestError)
     assert (event.error.code, event.error.message) == (-32001, "nope")
@@ -331,14 +318,18 @@ def test_cancel_is_sent_once_and_a_late_reply_dropped(caplog: pytest.LogCaptureF
     peer.cancel_not_sent(entry)
     assert peer.cancel(entry) == cancel_request_frame(entry.id)
     peer.abandon(entry)
-    for late in (cancelled_reply_frame(entry.id), ok(entry.id), err(entry.id)):
+    for late in (
+        cancelled_reply_frame(entry.id),
+        frame(ok(entry.id, None)),
+        frame(err(entry.id, -32000, "no")),
+    ):
         assert peer.receive(late) is None
     assert [r for r in caplog.records if r.levelno >= 30] == []
 
 
 def test_a_reply_to_an_id_never_issued_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
     peer: P = Peer()
-    assert peer.receive(ok(99)) is None
+    assert peer.receive(frame(ok(99, None))) is None
     assert peer.receive(cancelled_reply_frame(98)) is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= 30]
     assert warnings == [
@@ -351,7 +342,7 @@ def test_templates_off_gives_the_same_outcome() -> None:
     for templates in (True, False):
         peer: P = Peer()
         peer.templates = templates
-        event = peer.receive(req(5))
+        event = peer.receive(frame(req(5, "m")))
         assert type(event) is RequestReceived
         assert type(peer.receive(cancel_request_frame(5))) is CancelReceived
         out, _ = peer.send_request("m")
@@ -362,7 +353,7 @@ def test_templates_off_gives_the_same_outcome() -> None:
 def test_notify_and_close() -> None:
     peer: P = Peer()
     assert json.loads(peer.notify("n", [1])) == {"jsonrpc": "2.0", "method": "n", "params": [1]}
-    event = peer.receive(req(1))
+    event = peer.receive(frame(req(1, "m")))
     out, _ = peer.send_request("m")
     assert type(event) is RequestReceived
     assert peer.close() == ([event.entry], [out])

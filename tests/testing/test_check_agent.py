@@ -15,7 +15,6 @@ import pytest
 import trio
 
 from acp_trio import RequestError
-from acp_trio.contrib._terminals import open_terminal_manager
 from acp_trio.testing import (
     CHECKS,
     SCENARIO_AGENT_COMMAND,
@@ -27,12 +26,6 @@ from acp_trio.testing import (
 from acp_trio.testing import _schema_check as schema_check
 from acp_trio.testing._check import _brief, promoted_levels
 from acp_trio.testing._check_report import Status
-from acp_trio.testing._check_wire import (
-    CheckerClient,
-    EditorPolicy,
-    IncomingRequest,
-    choose_permission,
-)
 from acp_trio.testing._schema_check import MessageValidator, TypedValidator
 
 from .conftest import CHECK_TIMEOUT, FAULTS, REAL_LIMIT, REPO, agent_command
@@ -503,85 +496,6 @@ async def test_the_official_python_sdk_agent_does_not_conform() -> None:
     assert report.status is Status.FAILS, report.format_table()
     assert report["malformed-input"].failed
     assert "stopped answering after a batch array" in report["malformed-input"].reason
-
-
-async def test_an_agent_that_asks_permission_on_every_prompt_passes_the_default_run() -> None:
-    with trio.fail_after(REAL_LIMIT):
-        report = await check_agent(agent_command("ask_permission"), timeout=CHECK_TIMEOUT)
-    assert report.status is Status.CONFORMS, report.format_table()
-    assert report["prompt"].passed
-    assert report["session-cancel"].passed
-    assert not report.required_skips()
-    # It does not speak the scenario vocabulary: the cancellation checks
-    # could not run, which --strict counts.
-    assert attrs.evolve(report, promoted=promoted_levels(True)).status is Status.INCOMPLETE
-
-
-PERMISSION = {
-    "sessionId": "s",
-    "toolCall": {"toolCallId": "t"},
-    "options": [
-        {"optionId": "no", "name": "No", "kind": "reject_once"},
-        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-        {"optionId": "always", "name": "Always", "kind": "allow_always"},
-    ],
-}
-
-
-def test_permission_requests_are_answered_by_policy() -> None:
-    def chosen(policy: str, params: Any = PERMISSION) -> Any:
-        return choose_permission(policy, params)["outcome"]
-
-    assert chosen("allow") == {"outcome": "selected", "optionId": "yes"}
-    assert chosen("reject") == {"outcome": "selected", "optionId": "no"}
-    assert chosen("cancel") == {"outcome": "cancelled"}
-    only_reject = dict(PERMISSION, options=PERMISSION["options"][:1])
-    assert chosen("allow", only_reject) == {"outcome": "cancelled"}
-    assert chosen("allow", {"options": "junk"}) == {"outcome": "cancelled"}
-
-
-async def editor_call(client: CheckerClient, method: str, params: Any) -> Any:
-    request = IncomingRequest(1, method, params, 0.0)
-    return await client._editor(request, method, params)
-
-
-async def test_files_come_from_the_workspace_and_terminals_are_refused(tmp_path: Any) -> None:
-    workspace = str(tmp_path)
-    (tmp_path / "a.txt").write_text("one\ntwo\n")
-    client = CheckerClient(EditorPolicy(workspace=workspace))
-    with trio.fail_after(REAL_LIMIT):
-        read = {"sessionId": "s", "path": f"{workspace}/a.txt"}
-        assert await editor_call(client, "fs/read_text_file", read) == {"content": "one\ntwo\n"}
-        write = {"sessionId": "s", "path": f"{workspace}/b.txt", "content": "hi"}
-        assert await editor_call(client, "fs/write_text_file", write) in ({}, None)
-        assert (tmp_path / "b.txt").read_text() == "hi"
-        with pytest.raises(RequestError) as outside:
-            await editor_call(client, "fs/read_text_file", {"sessionId": "s", "path": "/etc/hosts"})
-        assert outside.value.code == -32602
-        with pytest.raises(RequestError, match="refuses terminals"):
-            await editor_call(client, "terminal/create", {"sessionId": "s", "command": "true"})
-        with pytest.raises(RequestError) as bad:
-            await editor_call(client, "fs/read_text_file", {"sessionId": "s"})
-        assert bad.value.code == -32602
-
-
-async def test_terminals_run_in_the_workspace_with_terminals(tmp_path: Any) -> None:
-    with trio.fail_after(REAL_LIMIT):
-        async with open_terminal_manager(lambda _: _true(), cwd=str(tmp_path)) as terminals:
-            client = CheckerClient(EditorPolicy(workspace=str(tmp_path), terminals=True), terminals)
-            created = await editor_call(
-                client, "terminal/create", {"sessionId": "s", "command": "pwd", "args": []}
-            )
-            ids = {"sessionId": "s", "terminalId": created["terminalId"]}
-            exited = await editor_call(client, "terminal/wait_for_exit", ids)
-            assert exited["exitCode"] == 0
-            output = await editor_call(client, "terminal/output", ids)
-            assert output["output"].strip() == str(tmp_path)
-            await editor_call(client, "terminal/release", ids)
-
-
-async def _true() -> bool:
-    return True
 
 
 async def test_the_permission_policy_on_the_command_line() -> None:

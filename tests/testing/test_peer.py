@@ -134,6 +134,39 @@ async def test_a_line_that_is_not_json_fails_receive_but_not_receive_line() -> N
         assert await peer.receive_line() == b"world"  # the last line, without \n
 
 
+async def test_receive_all_reads_to_the_end_of_the_stream(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    left, right = trio.testing.memory_stream_pair()
+    peer = ScriptedPeer(left, timeout=5)
+    with trio.fail_after(LIMIT):
+        await right.send_all(b'{"a":1}\n\n[2]\n{"b":')
+        assert await peer.receive() == {"a": 1}
+        # The end does not come: the messages read so far stay queued.
+        with pytest.raises(ExpectationFailed, match="no end of stream within 2 s"):
+            await peer.receive_all(within=2)
+        assert peer.queued == [[2]]
+        await right.send_all(b'3}\n"last"')
+        await right.aclose()
+        assert await peer.receive_all() == [[2], {"b": 3}, "last"]
+        received = [e.message for e in peer.transcript if e.direction == "received"]
+        assert received[-2:] == [{"b": 3}, "last"]
+        assert await peer.receive_all() == []  # still the end
+        with pytest.raises(ExpectationFailed, match="end of stream"):
+            await peer.receive()
+
+
+async def test_receive_all_fails_on_a_line_that_is_not_json() -> None:
+    left, right = trio.testing.memory_stream_pair()
+    peer = ScriptedPeer(left, timeout=5)
+    with trio.fail_after(REAL_LIMIT):
+        await right.send_all(b'{"a":1}\nnope\n')
+        await right.aclose()
+        with pytest.raises(ExpectationFailed, match="not JSON: nope"):
+            await peer.receive_all()
+        assert peer.queued == [{"a": 1}]
+
+
 async def test_a_scripted_agent_drives_the_scenario_client(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

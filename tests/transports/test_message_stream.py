@@ -100,7 +100,7 @@ async def test_a_message_over_the_cap_is_answered_as_on_stdio() -> None:
                 {"jsonrpc": "2.0", "id": 7, "method": "echo", "params": {"x": "y" * 100}}
             ).encode()
             await a.send_message(big)
-            reply = json.loads(await a._receive.receive())
+            reply = json.loads(await a.receive_message())  # type: ignore[arg-type]
             assert reply["id"] == 7
             assert reply["error"]["code"] == -32600
             assert reply["error"]["data"] == {"size": len(big), "limit": 64}

@@ -127,10 +127,8 @@ async def caught_up(
     pump is idle. (A request's answer on stdout can overtake its stderr.)
     The marker itself may be dropped, or forwarded."""
     await conn.call("say", {"lines": hexes(b"-- marker --\n")})
-    pump = process._pump
-    assert pump is not None
     await wait_until(lambda: (process.stderr_tail() or b"").endswith(b"-- marker --\n"))
-    await wait_until(lambda: pump.idle)
+    await wait_until(lambda: process.stderr_statistics().idle)
 
 
 @pytest.fixture
@@ -265,9 +263,7 @@ async def test_a_50_mb_flood_blocks_nobody_and_memory_stays_bounded(
                 assert await conn.call("echo", {"n": 1}) == {"n": 1}
                 await caught_up(process, conn)
                 _, peak = tracemalloc.get_traced_memory()
-                pump = process._pump
-                assert pump is not None
-                assert pump.peak_queued_bytes <= QUEUE_BYTES
+                assert process.stderr_statistics().peak_queued_bytes <= QUEUE_BYTES
                 # Every line was forwarded or counted in a drop notice.
                 assert process.stderr_lines_dropped > 0
                 assert noticed(collect.messages) == process.stderr_lines_dropped

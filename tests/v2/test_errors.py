@@ -3,7 +3,6 @@ a turn the agent can no longer end does not leave ``prompt`` waiting."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -13,6 +12,7 @@ import trio.testing
 
 from acp_trio import ConnectionClosed, ConnectionConfig, RequestError, v2
 from acp_trio.schema import v2 as s2
+from acp_trio.testing import ScriptedPeer
 
 from .conftest import LIMIT, RecordingClient, memory_pair, text
 from .v2_test_agent import V2TestAgent
@@ -173,16 +173,12 @@ async def test_a_malformed_session_cancel_is_ignored_quietly(
     left, right = trio.testing.memory_stream_pair()
     with trio.fail_after(LIMIT):
         async with v2.open_agent(V2TestAgent(), left):
-            await right.send_all(
+            peer = ScriptedPeer(right, timeout=30)
+            await peer.send(
                 b'{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": []}}\n'
                 b'{"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}\n'
             )
-            received = b""
-            while b"\n" not in received:
-                data = await right.receive_some()
-                assert data, "the agent closed the connection"
-                received += data
-    reply = json.loads(received.split(b"\n")[0])
+            reply = await peer.receive()
     assert reply == {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
     # Malformed input is not an error of the agent (no traceback logged).
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -3,7 +3,6 @@ peer writing exact JSON (in memory), and the client-side fallback."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +14,7 @@ import trio.testing
 import acp_trio
 from acp_trio import v2
 from acp_trio.schema import v2 as s2
+from acp_trio.testing import ScriptedPeer
 
 from .conftest import LIMIT, RecordingClient, text
 from .v2_test_agent import V1TestAgent, V2TestAgent
@@ -23,38 +23,12 @@ V2_INIT = {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}}
 V1_INIT = {"protocolVersion": 1, "clientCapabilities": {}}
 
 
-class RawPeer:
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.buffer = b""
-
-    async def send(self, message: Any) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message).encode()
-        await self.stream.send_all(data + b"\n")
-
-    async def request(self, request_id: Any, method: str, params: Any = None) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-
-    async def receive(self) -> dict[str, Any]:
-        while b"\n" not in self.buffer:
-            data = await self.stream.receive_some()
-            if not data:
-                raise EOFError
-            self.buffer += data
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-
 @asynccontextmanager
-async def router(**sides: Any) -> AsyncIterator[RawPeer]:
+async def router(**sides: Any) -> AsyncIterator[ScriptedPeer]:
     left, right = trio.testing.memory_stream_pair()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: v2.serve_router(left, **sides))
-        yield RawPeer(right)
+        yield ScriptedPeer(right, timeout=30)
         nursery.cancel_scope.cancel()
 
 
@@ -75,10 +49,10 @@ async def test_requests_before_initialize_get_32600_and_notifications_are_droppe
 ) -> None:
     with trio.fail_after(LIMIT):
         async with router(**BOTH) as peer:
-            await peer.request(1, "session/new", {"cwd": "/"})
+            await peer.request("session/new", {"cwd": "/"}, id=1)
             await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {}})
             await peer.send({"jsonrpc": "2.0", "id": 99, "result": {}})  # a stray response
-            await peer.request("x", "initialize", V2_INIT)
+            await peer.request("initialize", V2_INIT, id="x")
             first = await peer.receive()
             second = await peer.receive()
     assert first["id"] == 1
@@ -97,9 +71,9 @@ async def test_a_batch_gets_one_32600_with_null_id_and_nothing_closes(
                 {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": V2_INIT},
             ]
             await peer.send(batch)
-            await peer.send(b"{not json")
-            await peer.send(b"")
-            await peer.request(3, "initialize", V2_INIT)
+            await peer.send(b"{not json\n")
+            await peer.send(b"\n")
+            await peer.request("initialize", V2_INIT, id=3)
             replies = [await peer.receive() for _ in range(3)]
     assert replies[0] == {
         "jsonrpc": "2.0",
@@ -129,7 +103,7 @@ async def test_the_requested_number_picks_the_side(
     params = dict(V2_INIT if requested >= 2 else V1_INIT, protocolVersion=requested)
     with trio.fail_after(LIMIT):
         async with router(**{s: BOTH[s] for s in sides}) as peer:
-            await peer.request(1, "initialize", params)
+            await peer.request("initialize", params, id=1)
             reply = await peer.receive()
     assert reply["result"]["protocolVersion"] == answered
     # Only the v2 agent answers with the (required) v2 ``info``.
@@ -142,9 +116,9 @@ async def test_no_fitting_version_is_32022_with_data_and_the_router_reads_on(
 ) -> None:
     with trio.fail_after(LIMIT):
         async with router(**{s: BOTH[s] for s in sides}) as peer:
-            await peer.request(1, "initialize", dict(V1_INIT, protocolVersion=requested))
+            await peer.request("initialize", dict(V1_INIT, protocolVersion=requested), id=1)
             refused = await peer.receive()
-            await peer.request(2, "initialize", V2_INIT)
+            await peer.request("initialize", V2_INIT, id=2)
             accepted = await peer.receive()
     assert refused["id"] == 1
     assert refused["error"]["code"] == -32022
@@ -160,9 +134,9 @@ async def test_an_initialize_without_a_valid_version_is_32602_and_reading_goes_o
 ) -> None:
     with trio.fail_after(LIMIT):
         async with router(**BOTH) as peer:
-            await peer.request(1, "initialize", {"protocolVersion": "1.0.0"})
-            await peer.request(2, "initialize", {"info": {"name": "x", "version": "1"}})
-            await peer.request(3, "initialize", V1_INIT)
+            await peer.request("initialize", {"protocolVersion": "1.0.0"}, id=1)
+            await peer.request("initialize", {"info": {"name": "x", "version": "1"}}, id=2)
+            await peer.request("initialize", V1_INIT, id=3)
             replies = [await peer.receive() for _ in range(3)]
     assert [r.get("error", {}).get("code") for r in replies] == [-32602, -32602, None]
     assert replies[2]["result"]["protocolVersion"] == 1
@@ -175,7 +149,7 @@ async def test_a_v1_probe_with_v2_looking_fields_goes_to_v1(
     probe = {"protocolVersion": 1, "info": {"name": "x", "version": "1"}, "capabilities": {}}
     with trio.fail_after(LIMIT):
         async with router(**BOTH) as peer:
-            await peer.request(1, "initialize", probe)
+            await peer.request("initialize", probe, id=1)
             reply = await peer.receive()
     assert reply["result"] == {"protocolVersion": 1}  # the v1 agent's answer
 
@@ -185,11 +159,11 @@ async def test_a_repeated_initialize_goes_to_the_chosen_side_never_rerouted(
 ) -> None:
     with trio.fail_after(LIMIT):
         async with router(**BOTH) as peer:
-            await peer.request(1, "initialize", V1_INIT)
+            await peer.request("initialize", V1_INIT, id=1)
             first = await peer.receive()
-            await peer.request(2, "initialize", V2_INIT)
+            await peer.request("initialize", V2_INIT, id=2)
             second = await peer.receive()
-            await peer.request(3, "session/new", {"cwd": "/", "mcpServers": []})
+            await peer.request("session/new", {"cwd": "/", "mcpServers": []}, id=3)
             third = await peer.receive()
     assert first["result"]["protocolVersion"] == 1
     # The v1 agent answered the second one too (it speaks 1, whatever was asked).
@@ -204,9 +178,10 @@ async def test_end_of_input_before_initialize_ends_the_router(
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: v2.serve_router(left, **BOTH))
-            await right.send_all(b'{"jsonrpc": "2.0", "id": 1, "method": "x"}\n')
-            await right.send_eof()
-            reply = await RawPeer(right).receive()
+            peer = ScriptedPeer(right, timeout=30)
+            await peer.send(b'{"jsonrpc": "2.0", "id": 1, "method": "x"}\n')
+            await peer.close_send()
+            reply = await peer.receive()
     assert reply["error"]["code"] == -32600
 
 
@@ -293,12 +268,12 @@ async def test_a_v2_agent_alone_answers_a_v1_initialize_32022_and_a_lower_repeat
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: v2.serve_agent(V2TestAgent, left))
-            peer = RawPeer(right)
-            await peer.request(1, "initialize", V1_INIT)
+            peer = ScriptedPeer(right, timeout=30)
+            await peer.request("initialize", V1_INIT, id=1)
             refused = await peer.receive()
-            await peer.request(2, "initialize", V2_INIT)
+            await peer.request("initialize", V2_INIT, id=2)
             accepted = await peer.receive()
-            await peer.request(3, "initialize", V1_INIT)
+            await peer.request("initialize", V1_INIT, id=3)
             repeat = await peer.receive()
             nursery.cancel_scope.cancel()
     assert refused["error"]["code"] == -32022
