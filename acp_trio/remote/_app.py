@@ -54,6 +54,12 @@ class RemoteApp:
     - ``idle_timeout``: a Streamable HTTP connection with no request and no
       open stream for this many seconds is ended, as by DELETE (a client
       that went away); ``None``: never.
+    - ``resumable``: resumable SSE streams (provisional: the durable
+      transport draft after the RFD). Each event carries a per-stream
+      cursor as its ``id:``; the last ``replay_size`` events sent on each
+      stream are kept, and a GET with ``Last-Event-ID`` resumes after that
+      cursor (those events replayed, then live); a cursor no longer held
+      gets ``409``. Off by default: no ``id:``, nothing kept.
 
     The app must run on Trio (hypercorn's Trio worker does).
     """
@@ -68,8 +74,13 @@ class RemoteApp:
         allowed_origins: Collection[str] = (),
         queue_size: int = 64,
         idle_timeout: float | None = 300.0,
+        resumable: bool = False,
+        replay_size: int = 256,
     ) -> None:
+        if replay_size < 1:
+            raise ValueError(f"replay_size must be at least 1, not {replay_size}")
         self.handle = handle
+        self.resumable = resumable
         self.path = path
         self.max_message_size = max_message_size
         self.token = token
@@ -83,6 +94,7 @@ class RemoteApp:
             body_limit=library_limit(max_message_size),
             queue_size=queue_size,
             idle_timeout=idle_timeout,
+            replay_size=replay_size if resumable else 0,
         )
 
     async def _handle(self, stream: MessageStream) -> None:

@@ -40,9 +40,11 @@ def agent_app(
     path: str = "/acp",
     token: str | None = None,
     allowed_origins: Collection[str] = (),
+    resumable: bool = False,
 ) -> RemoteApp:
     """An ASGI app serving a new agent from the factory ``agent`` on each
-    ACP connection. The message cap is ``config.max_message_size``."""
+    ACP connection. The message cap is ``config.max_message_size``;
+    ``resumable`` as for :class:`RemoteApp`."""
     config = config or ConnectionConfig()
 
     async def handle(stream: MessageStream) -> None:
@@ -54,6 +56,7 @@ def agent_app(
         max_message_size=config.max_message_size,
         token=token,
         allowed_origins=allowed_origins,
+        resumable=resumable,
     )
 
 
@@ -122,6 +125,7 @@ async def open_remote_stream(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     token: str | None = None,
     headers: Mapping[str, str] | None = None,
+    resumable: bool = False,
 ) -> AsyncIterator[MessageStream]:
     """A message stream to the ACP server at ``url`` for the block.
 
@@ -130,7 +134,9 @@ async def open_remote_stream(
     ``http://``), ``"http1"`` (Streamable HTTP over HTTP/1.1), or ``"auto"``:
     a ``ws(s)://`` URL is WebSocket; an ``http(s)://`` one tries WebSocket
     first and falls back to Streamable HTTP if the server refuses the
-    upgrade. Leaving the block, also by an exception or a cancellation,
+    upgrade. ``resumable``: resume dropped SSE streams with
+    ``Last-Event-ID`` (Streamable HTTP; see :func:`open_http_stream`).
+    Leaving the block, also by an exception or a cancellation,
     closes the stream (see :func:`open_websocket_stream` and
     :func:`open_http_stream`).
     """
@@ -160,7 +166,9 @@ async def open_remote_stream(
         async with open_websocket_stream(ws_url, **options) as stream:
             yield stream
     else:
-        async with open_http_stream(http_url, http2=profile == "http", **options) as stream:
+        async with open_http_stream(
+            http_url, http2=profile == "http", resumable=resumable, **options
+        ) as stream:
             yield stream
 
 
