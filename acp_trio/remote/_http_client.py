@@ -15,6 +15,7 @@ from typing import Any
 
 import h2.errors
 import h2.exceptions
+import httpcore2
 import httpx2
 import trio
 
@@ -32,6 +33,12 @@ _log = logging.getLogger("acp_trio.remote")
 CONNECTION_ID = "Acp-Connection-Id"
 SESSION_ID = "Acp-Session-Id"
 
+
+_HTTPCORE_ERRORS = (
+    httpcore2.NetworkError,
+    httpcore2.ProtocolError,
+    httpcore2.TimeoutException,
+)
 
 # Statuses that opening the stream again will not change.
 # (409: the server no longer holds the cursor of a resumed stream.)
@@ -272,7 +279,8 @@ class HttpMessages(MessageStream):
                             # Every event fed so far was handed on.
                             if self._resumable and decoder.last_id is not None:
                                 self._cursors[session_id] = decoder.last_id
-            except (httpx2.HTTPError, HttpStatusError, SseTooLarge) as exc:
+            except (httpx2.HTTPError, *_HTTPCORE_ERRORS, HttpStatusError, SseTooLarge) as exc:
+                # (httpcore2's own errors: raw_chunks reads below httpx2.)
                 _log.debug("SSE stream %s dropped: %s", session_id, exc)
             except trio.ClosedResourceError:
                 if self._broken is None:

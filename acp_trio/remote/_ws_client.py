@@ -71,7 +71,9 @@ class WebSocketMessages(MessageStream):
             raise trio.BrokenResourceError("the WebSocket is closed") from exc
 
     async def aclose(self) -> None:
-        with trio.CancelScope(shield=True):
+        # Bounded: cancelled from outside, trio-websocket's reader task is
+        # cancelled too, and the closing handshake would wait forever.
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
             await self._ws.aclose()
 
 
