@@ -280,7 +280,7 @@ async def test_the_first_transport_failing_to_open_is_raised_at_once() -> None:
         listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
         port = listener.socket.getsockname()[1]
         await listener.aclose()  # a port nobody listens on
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="connect"):
             async with open_remote_agent(
                 ScenarioClient(), f"ws://127.0.0.1:{port}/acp", reconnect=FAST
             ):
