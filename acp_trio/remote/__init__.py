@@ -42,6 +42,9 @@ from acp_trio.remote._serve import open_remote_stream as open_remote_stream
 from acp_trio.remote._serve import serve_remote as serve_remote
 from acp_trio.remote._ws_client import WebSocketMessages as WebSocketMessages
 from acp_trio.remote._ws_client import open_websocket_stream as open_websocket_stream
+from acp_trio.remote._ws_resume_client import (
+    ResumableWebSocketMessages as ResumableWebSocketMessages,
+)
 
 __all__ = [
     "HttpMessages",
@@ -50,6 +53,7 @@ __all__ = [
     "Reconnect",
     "RemoteApp",
     "ReplyLost",
+    "ResumableWebSocketMessages",
     "SessionLost",
     "StreamHandler",
     "WebSocketMessages",

@@ -135,8 +135,10 @@ async def open_remote_stream(
     ``http://``), ``"http1"`` (Streamable HTTP over HTTP/1.1), or ``"auto"``:
     a ``ws(s)://`` URL is WebSocket; an ``http(s)://`` one tries WebSocket
     first and falls back to Streamable HTTP if the server refuses the
-    upgrade. ``resumable``: resume dropped SSE streams with
-    ``Last-Event-ID`` (Streamable HTTP; see :func:`open_http_stream`).
+    upgrade. ``resumable``: resume a dropped SSE stream with
+    ``Last-Event-ID``, a lost WebSocket with ``stream/resume`` (for a server
+    serving resumable streams; see :func:`open_http_stream` and
+    :func:`open_websocket_stream`).
     Leaving the block, also by an exception or a cancellation,
     closes the stream (see :func:`open_websocket_stream` and
     :func:`open_http_stream`).
@@ -147,6 +149,7 @@ async def open_remote_stream(
         "max_message_size": max_message_size,
         "token": token,
         "headers": headers,
+        "resumable": resumable,
     }
     if profile == "auto" and not url.startswith(("ws://", "wss://")):
         try:
@@ -167,9 +170,7 @@ async def open_remote_stream(
         async with open_websocket_stream(ws_url, **options) as stream:
             yield stream
     else:
-        async with open_http_stream(
-            http_url, http2=profile == "http", resumable=resumable, **options
-        ) as stream:
+        async with open_http_stream(http_url, http2=profile == "http", **options) as stream:
             yield stream
 
 
