@@ -71,11 +71,15 @@ class Reconnect:
     transport is lost: up to ``attempts`` tries in a row (``None``: no
     limit), the first after ``initial_delay`` seconds, each next one twice
     as late up to ``max_delay``, each delay with jitter (between half and
-    all of it)."""
+    all of it); each request the reconnection makes may take ``timeout``
+    seconds."""
 
     attempts: int | None = 8
     initial_delay: float = 0.1
     max_delay: float = 10.0
+    #: Seconds each request of a reconnection (``initialize``, taking up a
+    #: session) may take before the try counts as failed.
+    timeout: float = 60.0
 
     def delay(self, failures: int) -> float:
         """The wait before try number ``failures`` (1-based), with jitter."""
@@ -243,6 +247,8 @@ class ReconnectingStream(MessageStream):
         session_id = session_of(obj)
         if session_id is None or session_id not in self.lost_sessions:
             return False
+        if obj.get("method") in _OPENERS_PARAMS:
+            return False  # the client tries to take it up itself
         if "id" in obj and self.fail_request is not None:
             self.fail_request(obj["id"], SessionLost(session_id, self.lost_sessions[session_id]))
         return True
@@ -372,7 +378,14 @@ class ReconnectingStream(MessageStream):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pump, inner, scope)
                 if self._epoch > 0:
-                    await self._restore(inner)
+                    try:
+                        await self._restore(inner)
+                    except _TRANSPORT_ERRORS as exc:
+                        # (Caught here: out of the nursery it would come
+                        # wrapped in an exception group.)
+                        _log.info("reconnecting failed: %r", exc)
+                        scope.cancel()
+                        await trio.sleep_forever()
                 if not self._closed:
                     self._inner = inner
                     self._ready.set()
@@ -434,9 +447,11 @@ class ReconnectingStream(MessageStream):
         self._waiting[request_id] = (event, slot)
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         await inner.send_message(_dumps(message))
-        await event.wait()
+        with trio.move_on_after(self._policy.timeout):
+            await event.wait()
         if not slot:
-            raise trio.BrokenResourceError("the transport was lost while reconnecting")
+            self._waiting.pop(request_id, None)
+            raise trio.BrokenResourceError(f"{method} was not answered while reconnecting")
         reply: dict[str, Any] = slot[0]
         return reply
 

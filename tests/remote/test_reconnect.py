@@ -285,3 +285,31 @@ async def test_the_first_transport_failing_to_open_is_raised_at_once() -> None:
                 ScenarioClient(), f"ws://127.0.0.1:{port}/acp", reconnect=FAST
             ):
                 pass  # pragma: no cover
+
+
+class StuckAgent(ForgetfulAgent):
+    async def resume_session(
+        self, params: schema.ResumeSessionRequest
+    ) -> schema.ResumeSessionResponse:
+        await trio.sleep_forever()
+        raise AssertionError  # pragma: no cover
+
+
+async def test_a_reconnection_the_agent_never_completes_gives_up() -> None:
+    store = Store()
+    policy = Reconnect(attempts=2, initial_delay=0.01, max_delay=0.02, timeout=0.2)
+    with trio.fail_after(LIMIT):
+        async with running(durable_app(StuckAgent, store)) as base:
+            client = ScenarioClient()
+            async with connected(base, client, "websocket", policy) as (agent, session_id):
+                store.cut()
+                failure: acp_trio.ConnectionClosed | None = None
+                while failure is None:
+                    try:
+                        await agent.prompt_text(session_id, "echo again")
+                    except ReplyLost:
+                        pass
+                    except acp_trio.ConnectionClosed as exc:
+                        failure = exc
+                # The first connection, then one per try.
+                assert len(store.connections) == 1 + 2
