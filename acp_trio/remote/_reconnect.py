@@ -390,7 +390,12 @@ class ReconnectingStream(MessageStream):
                     self._inner = inner
                     self._ready.set()
                 await trio.sleep_forever()
-        return self._ready.is_set()
+        # Lost: nothing more is sent on it (closing it may take a while).
+        was_ready = self._inner is inner
+        if was_ready:
+            self._inner = None
+            self._ready = trio.Event()
+        return was_ready
 
     async def _pump(self, inner: MessageStream, scope: trio.CancelScope) -> None:
         try:
@@ -415,9 +420,6 @@ class ReconnectingStream(MessageStream):
 
     async def _lost(self) -> None:
         """Settle what was in flight on the transport just lost."""
-        if self._ready.is_set():
-            self._ready = trio.Event()
-        self._inner = None
         self._epoch_scope = None
         self._loading.clear()
         for _, (event, _slot) in list(self._waiting.items()):
