@@ -9,6 +9,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 import trio
 import trio_websocket
@@ -64,6 +65,7 @@ class ResumableWebSocketMessages(MessageStream):
         replay_size: int = 256,
         attempts: int = 8,
         max_backoff: float = 5.0,
+        handshake_timeout: float = 10.0,
     ) -> None:
         self._connect = connect
         self._ws = ws
@@ -71,6 +73,7 @@ class ResumableWebSocketMessages(MessageStream):
         self._max_message_size = max_message_size
         self._attempts = attempts
         self._max_backoff = max_backoff
+        self._handshake_timeout = handshake_timeout
         self.connection_id = connection_id_of(ws)
         self._window = Window(replay_size)
         self._sent = ReplayBuffer(replay_size)
@@ -91,6 +94,11 @@ class ResumableWebSocketMessages(MessageStream):
     def websocket(self) -> trio_websocket.WebSocketConnection:
         """The WebSocket in use now."""
         return self._ws
+
+    def _give_up(self, reason: str) -> NoReturn:
+        self._broken = trio.BrokenResourceError(reason)
+        self._check()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _check(self) -> None:
         if self._broken is not None:
@@ -170,10 +178,7 @@ class ResumableWebSocketMessages(MessageStream):
             while True:
                 if failures:
                     if failures >= self._attempts:
-                        self._broken = trio.BrokenResourceError(
-                            f"the WebSocket could not be resumed in {failures} tries"
-                        )
-                        self._check()
+                        self._give_up(f"the WebSocket could not be resumed in {failures} tries")
                     delay = min(self._max_backoff, 0.05 * 2**failures)
                     await trio.sleep(delay * (0.5 + random.random() / 2))
                 failures += 1
@@ -187,23 +192,44 @@ class ResumableWebSocketMessages(MessageStream):
         ws, socket = await self._connect()
         self._sockets.append(socket)
         try:
+            done = await self._handshake(ws)
+        except BaseException:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await ws.aclose()
+            raise
+        if not done:
+            return False
+        self._resent_upto = self._sent.last
+        old, self._ws = self._ws, ws
+        self._generation += 1
+        self.resumes += 1
+        with trio.CancelScope(shield=True), trio.move_on_after(1):
+            await old.aclose()
+        return True
+
+    async def _handshake(self, ws: trio_websocket.WebSocketConnection) -> bool:
+        """``stream/resume`` on ``ws``, and send again what the server
+        missed; whether ``ws`` now carries the connection."""
+        try:
             cursor = self._window.received
             await ws.send_message(frame(RESUME, connectionId=self.connection_id, cursor=cursor))
-            while True:
-                first = await ws.get_message()
-                if isinstance(first, str):
-                    break
+            first: str | bytes = b""
+            with trio.move_on_after(self._handshake_timeout):
+                while isinstance(first, bytes):
+                    first = await ws.get_message()
+            if isinstance(first, bytes):
+                # It took the WebSocket but does not answer: it will not.
+                self._give_up(f"the server does not resume WebSockets (no {RESUMED})")
             control = control_frame(first)
             if control is None or control[0] != RESUMED:
-                raise trio.BrokenResourceError(f"not an answer to {RESUME}: {first[:200]!r}")
+                self._give_up(
+                    f"the server does not resume WebSockets (it answered {first[:200]!r})"
+                )
             self._window.on_ack(control[1].get("cursor"))
             missed = self._sent.after(str(control[1].get("cursor")))
             if missed is None:
-                self._broken = trio.BrokenResourceError(
-                    "the server missed messages we no longer hold: cannot resume"
-                )
-                self._check()
-            for _, message in missed or ():
+                self._give_up("the server missed messages we no longer hold: cannot resume")
+            for _, message in missed:
                 await ws.send_message(message.decode("utf-8"))
         except trio_websocket.ConnectionClosed as exc:
             code = exc.reason.code if exc.reason is not None else None
@@ -212,17 +238,8 @@ class ResumableWebSocketMessages(MessageStream):
                 self._window.wake()
                 return True
             if code == CURSOR_GONE:
-                self._broken = trio.BrokenResourceError(
-                    "the server no longer holds what we missed (4409): cannot resume"
-                )
-                self._check()
+                self._give_up("the server no longer holds what we missed (4409): cannot resume")
             return False
-        self._resent_upto = self._sent.last
-        old, self._ws = self._ws, ws
-        self._generation += 1
-        self.resumes += 1
-        with trio.CancelScope(shield=True), trio.move_on_after(1):
-            await old.aclose()
         return True
 
     async def aclose(self) -> None:

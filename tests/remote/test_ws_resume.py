@@ -199,3 +199,21 @@ async def test_websockets_are_not_resumable_unless_asked() -> None:
                 assert not isinstance(stream, ResumableWebSocketMessages)
                 await agent.initialize(client.initialize_request())
                 assert not app.ws_sessions
+
+
+async def test_a_server_that_does_not_resume_fails_the_stream_soon() -> None:
+    app = agent_app(ScenarioAgent)  # not resumable
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            client = ScenarioClient()
+            async with (
+                open_websocket_stream(ws_url(base), resumable=True) as stream,
+                acp_trio.open_client(client, stream) as agent,
+            ):
+                assert isinstance(stream, ResumableWebSocketMessages)
+                stream._handshake_timeout = 0.2
+                await agent.initialize(client.initialize_request())
+                await drop(stream)
+                with pytest.raises(acp_trio.ConnectionClosed) as info:
+                    await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+                assert "does not resume" in str(info.value)
