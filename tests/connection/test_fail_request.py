@@ -4,6 +4,7 @@ settles the pending call with its own error, as if the reply had come."""
 from __future__ import annotations
 
 import trio
+import trio.testing
 
 import acp_trio
 from acp_trio.testing import open_memory_pair
@@ -28,8 +29,7 @@ async def test_a_pending_call_fails_with_the_error_given() -> None:
                         failures.append(exc)
 
                 nursery.start_soon(run)
-                while not connection.request_tree():
-                    await trio.sleep(0.001)
+                await trio.testing.wait_all_tasks_blocked()
                 (node,) = connection.request_tree()
                 assert connection.fail_request(node.id, Lost("gone"))
                 # Settled once: a second time, or an unknown id, is refused.
