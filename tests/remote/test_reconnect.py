@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import pytest
@@ -111,14 +112,14 @@ class LoadingAgent(ForgetfulAgent):
         return schema.LoadSessionResponse()
 
 
-def durable_app(agent: type[ForgetfulAgent], store: Store) -> RemoteApp:
+def durable_app(agent: type[ForgetfulAgent], store: Store, **options: Any) -> RemoteApp:
     async def handle(stream: MessageStream) -> None:
         cuttable = Cuttable(stream)
         store.connections.append(cuttable)
         with cuttable.scope:
             await serve_agent(lambda: agent(store), cuttable)
 
-    return RemoteApp(handle, idle_timeout=None)
+    return RemoteApp(handle, idle_timeout=None, **options)
 
 
 @asynccontextmanager
@@ -313,3 +314,38 @@ async def test_a_reconnection_the_agent_never_completes_gives_up() -> None:
                         failure = exc
                 # The first connection, then one per try.
                 assert len(store.connections) == 1 + 2
+
+
+@pytest.mark.parametrize("profile", ["http", "http1"])
+async def test_a_resumed_stream_refused_409_falls_back_to_session_resume(profile: str) -> None:
+    store = Store()
+    app = durable_app(ResumingAgent, store, resumable=True, replay_size=1)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            client = ScenarioClient()
+            async with open_remote_agent(
+                client,
+                base + "/acp",
+                profile=profile,  # type: ignore[arg-type]
+                resumable=True,
+                reconnect=FAST,
+            ) as agent:
+                await agent.initialize(client.initialize_request())
+                new = schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                session_id = (await agent.new_session(new)).session_id
+                # The connection's stream moves past what the client holds,
+                # then drops: its resume gets 409.
+                (connection,) = app.http.connections.values()
+                box = connection.outboxes[None]
+                assert box.replay is not None
+                assert box.reader is not None
+                box.replay.add(b"{}")
+                box.replay.add(b"{}")
+                box.reader.cancel()
+                await until(lambda: len(store.taken_up) == 1)
+                result = await agent.prompt_text(session_id, "echo after")
+                assert result.stop_reason == "end_turn"
+                assert store.taken_up == [("session/resume", session_id)]
+                # The old HTTP connection was ended (DELETE), the new one serves.
+                await until(lambda: connection.id not in app.http.connections)
+                assert len(app.http.connections) == 1
