@@ -349,3 +349,24 @@ async def test_a_resumed_stream_refused_409_falls_back_to_session_resume(profile
                 # The old HTTP connection was ended (DELETE), the new one serves.
                 await until(lambda: connection.id not in app.http.connections)
                 assert len(app.http.connections) == 1
+
+
+async def test_a_websocket_connection_the_server_ended_is_reconnected() -> None:
+    # Resumable on both ends: the server ended the connection, so resuming
+    # the WebSocket gets 4404, and reconnect takes over.
+    store = Store()
+    app = durable_app(ResumingAgent, store, resumable=True)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            client = ScenarioClient()
+            async with open_remote_agent(
+                client, base + "/acp", profile="websocket", resumable=True, reconnect=FAST
+            ) as agent:
+                await agent.initialize(client.initialize_request())
+                new = schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                session_id = (await agent.new_session(new)).session_id
+                store.cut()
+                await until(lambda: len(store.taken_up) == 1)
+                result = await agent.prompt_text(session_id, "echo after")
+                assert result.stop_reason == "end_turn"
+                assert store.taken_up == [("session/resume", session_id)]
