@@ -72,7 +72,7 @@ from acp_trio._core._requests import (
     PendingRequest,
     RequestContext,
 )
-from acp_trio._exceptions import ConnectionClosed
+from acp_trio._exceptions import ACPError, ConnectionClosed
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     CancelReceived,
@@ -270,6 +270,17 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
         for node in self.request_tree():
             walk(node, 0)
         return "\n".join(lines) if lines else "(no requests in flight)"
+
+    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
+        """Settle our pending request ``request_id`` with ``error``, as if its
+        reply had come: for a transport that knows the reply is lost (a
+        reconnecting one). ``False`` if no such request is pending."""
+        event = self._peer._fail(request_id, error)
+        if event is None:
+            return False
+        if event.entry.handle is not None:
+            event.entry.handle._settle(None, error, self._notifications_received)
+        return True
 
     # ------------------------------------------------------------------
     # Running

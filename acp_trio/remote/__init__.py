@@ -14,7 +14,10 @@ httpcore2's Trio backend and h2 (HTTP client).
   :func:`~acp_trio.open_client` / :func:`~acp_trio.lowlevel.open_connection`;
   :func:`open_http_stream` the same over Streamable HTTP;
   :func:`open_remote_stream` picks by URL and profile;
-  :func:`open_remote_agent` opens one and a client over it.
+  :func:`open_remote_agent` opens one and a client over it (with
+  ``reconnect=``:class:`Reconnect`, it reconnects and takes up its
+  sessions when the transport is lost; :class:`ReplyLost`,
+  :class:`SessionLost` say what could not be saved).
 
 Everything a connection guarantees on stdio holds over it: each request's
 cancel scope, ``$/cancel_request`` both ways, cascade, deadlines, ordering,
@@ -28,6 +31,9 @@ from acp_trio.remote._http_client import HttpMessages as HttpMessages
 from acp_trio.remote._http_client import HttpStatusError as HttpStatusError
 from acp_trio.remote._http_client import open_http_stream as open_http_stream
 from acp_trio.remote._limits import library_limit as library_limit
+from acp_trio.remote._reconnect import Reconnect as Reconnect
+from acp_trio.remote._reconnect import ReplyLost as ReplyLost
+from acp_trio.remote._reconnect import SessionLost as SessionLost
 from acp_trio.remote._serve import Profile as Profile
 from acp_trio.remote._serve import agent_app as agent_app
 from acp_trio.remote._serve import hypercorn_config as hypercorn_config
@@ -36,12 +42,19 @@ from acp_trio.remote._serve import open_remote_stream as open_remote_stream
 from acp_trio.remote._serve import serve_remote as serve_remote
 from acp_trio.remote._ws_client import WebSocketMessages as WebSocketMessages
 from acp_trio.remote._ws_client import open_websocket_stream as open_websocket_stream
+from acp_trio.remote._ws_resume_client import (
+    ResumableWebSocketMessages as ResumableWebSocketMessages,
+)
 
 __all__ = [
     "HttpMessages",
     "HttpStatusError",
     "Profile",
+    "Reconnect",
     "RemoteApp",
+    "ReplyLost",
+    "ResumableWebSocketMessages",
+    "SessionLost",
     "StreamHandler",
     "WebSocketMessages",
     "agent_app",

@@ -15,6 +15,14 @@ import trio
 from acp_trio._core._message_stream import MessageStream
 from acp_trio.remote._http_server import HttpProfile, drain_body
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._ws_resume import (
+    CLOSE,
+    CURSOR_GONE,
+    RESUME,
+    UNKNOWN_CONNECTION,
+    WsSession,
+    control_frame,
+)
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend, AsgiWebSocketMessages
 
 __all__ = ["RemoteApp", "StreamHandler"]
@@ -54,6 +62,15 @@ class RemoteApp:
     - ``idle_timeout``: a Streamable HTTP connection with no request and no
       open stream for this many seconds is ended, as by DELETE (a client
       that went away); ``None``: never.
+    - ``resumable``: resumable SSE streams (provisional: the durable
+      transport draft after the RFD). Each event carries a per-stream
+      cursor as its ``id:``; the last ``replay_size`` events sent on each
+      stream are kept, and a GET with ``Last-Event-ID`` resumes after that
+      cursor (those events replayed, then live); a cursor no longer held
+      gets ``409``. Off by default: no ``id:``, nothing kept. Over
+      WebSocket, a connection then outlives its WebSocket for
+      ``disconnect_timeout`` seconds and a new WebSocket can take it up
+      (a first ``stream/resume`` frame; see the README).
 
     The app must run on Trio (hypercorn's Trio worker does).
     """
@@ -68,8 +85,18 @@ class RemoteApp:
         allowed_origins: Collection[str] = (),
         queue_size: int = 64,
         idle_timeout: float | None = 300.0,
+        resumable: bool = False,
+        replay_size: int = 256,
+        disconnect_timeout: float = 30.0,
     ) -> None:
+        if replay_size < 1:
+            raise ValueError(f"replay_size must be at least 1, not {replay_size}")
         self.handle = handle
+        self.resumable = resumable
+        self.replay_size = replay_size
+        self.disconnect_timeout = disconnect_timeout
+        #: The WebSocket connections that can be resumed (resumable only).
+        self.ws_sessions: dict[str, WsSession] = {}
         self.path = path
         self.max_message_size = max_message_size
         self.token = token
@@ -83,6 +110,7 @@ class RemoteApp:
             body_limit=library_limit(max_message_size),
             queue_size=queue_size,
             idle_timeout=idle_timeout,
+            replay_size=replay_size if resumable else 0,
         )
 
     async def _handle(self, stream: MessageStream) -> None:
@@ -126,6 +154,9 @@ class RemoteApp:
                 "headers": [(b"acp-connection-id", connection_id.encode())],
             }
         )
+        if self.resumable and self.http.nursery is not None:
+            await self._resumable_websocket(receive, send, connection_id, self.http.nursery)
+            return
         stream = AsgiWebSocketMessages(receive, send, self.max_message_size)
         self.connections.add(connection_id)
         try:
@@ -135,6 +166,63 @@ class RemoteApp:
         finally:
             self.connections.discard(connection_id)
             await stream.aclose()
+
+    async def _resumable_websocket(
+        self, receive: ASGIReceive, send: ASGISend, connection_id: str, nursery: trio.Nursery
+    ) -> None:
+        """A WebSocket that starts a resumable connection, or takes one up
+        (its first frame ``stream/resume``)."""
+        while True:
+            event = await receive()
+            if event["type"] == "websocket.disconnect":
+                return
+            first = event.get("text")
+            if event["type"] == "websocket.receive" and first is not None:
+                break
+        control = control_frame(first)
+        code = 1000
+        if control is not None and control[0] == RESUME:
+            params = control[1]
+            session = self.ws_sessions.get(str(params.get("connectionId")))
+            replayed = None
+            if session is None or session.ended:
+                code = UNKNOWN_CONNECTION
+            else:
+                replayed = session.replay.after(str(params.get("cursor")))
+                if replayed is None:
+                    code = CURSOR_GONE
+                else:
+                    session.window.on_ack(params.get("cursor"))
+            if session is None or replayed is None:
+                await _close_websocket(send, code)
+                return
+            still_open = await session.attach(receive, send, replayed)
+        elif control is not None and control[0] == CLOSE:
+            still_open = True
+        else:
+            session = WsSession(
+                connection_id, self.max_message_size, self.http.queue_size, self.replay_size
+            )
+            self.ws_sessions[connection_id] = session
+            self.connections.add(connection_id)
+            nursery.start_soon(self._serve_ws_session, session)
+            still_open = await session.attach(receive, send, None, first)
+        if still_open:
+            await _close_websocket(send, code)
+
+    async def _serve_ws_session(self, session: WsSession) -> None:
+        try:
+            with session.cancel_scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(session.expire, self.disconnect_timeout)
+                    await self.handle(session)
+                    nursery.cancel_scope.cancel()
+        except Exception:
+            _log.exception("serving WebSocket connection %s failed", session.id)
+        finally:
+            self.ws_sessions.pop(session.id, None)
+            self.connections.discard(session.id)
+            session.end()
 
     async def _http(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
         refused = self.refusal(scope)
@@ -158,6 +246,11 @@ class RemoteApp:
                     nursery.cancel_scope.cancel()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
+
+
+async def _close_websocket(send: ASGISend, code: int) -> None:
+    with trio.CancelScope(shield=True), trio.move_on_after(5):
+        await send({"type": "websocket.close", "code": code})
 
 
 async def send_text(

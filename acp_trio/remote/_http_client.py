@@ -15,6 +15,7 @@ from typing import Any
 
 import h2.errors
 import h2.exceptions
+import httpcore2
 import httpx2
 import trio
 
@@ -33,8 +34,15 @@ CONNECTION_ID = "Acp-Connection-Id"
 SESSION_ID = "Acp-Session-Id"
 
 
+_HTTPCORE_ERRORS = (
+    httpcore2.NetworkError,
+    httpcore2.ProtocolError,
+    httpcore2.TimeoutException,
+)
+
 # Statuses that opening the stream again will not change.
-_FATAL = frozenset({400, 401, 403, 404, 405, 406, 410})
+# (409: the server no longer holds the cursor of a resumed stream.)
+_FATAL = frozenset({400, 401, 403, 404, 405, 406, 409, 410})
 
 
 def raw_chunks(response: httpx2.Response) -> AsyncGenerator[bytes, None]:
@@ -116,7 +124,11 @@ class HttpMessages(MessageStream):
         max_message_size: int,
         queue_size: int,
         max_backoff: float,
+        resumable: bool = False,
     ) -> None:
+        self._resumable = resumable
+        # By stream: the SSE id of the last event received (resumable only).
+        self._cursors: dict[str | None, str] = {}
         self._client = client
         self._sse_client = sse_client
         self._url = url
@@ -240,6 +252,9 @@ class HttpMessages(MessageStream):
         while not self._closed:
             try:
                 headers = {**self._headers(session_id, post=False), "Accept": "text/event-stream"}
+                cursor = self._cursors.get(session_id)
+                if cursor is not None:
+                    headers["Last-Event-ID"] = cursor
                 async with (
                     self._sse_client.stream(
                         "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
@@ -248,7 +263,10 @@ class HttpMessages(MessageStream):
                 ):
                     status = response.status_code
                     if status in _FATAL:
-                        await self._fail(HttpStatusError(status, "the SSE stream was refused"))
+                        text = "the SSE stream was refused"
+                        if status == 409:
+                            text = f"the SSE stream cannot be resumed after event {cursor}"
+                        await self._fail(HttpStatusError(status, text))
                         return
                     if status != 200:
                         raise HttpStatusError(status, "the SSE stream was refused")
@@ -258,8 +276,16 @@ class HttpMessages(MessageStream):
                         async for chunk in chunks:
                             for data in decoder.feed(chunk):
                                 await self._received(data)
-            except (httpx2.HTTPError, HttpStatusError, SseTooLarge) as exc:
+                            # Every event fed so far was handed on.
+                            if self._resumable and decoder.last_id is not None:
+                                self._cursors[session_id] = decoder.last_id
+            except (httpx2.HTTPError, *_HTTPCORE_ERRORS, HttpStatusError, SseTooLarge) as exc:
+                # (httpcore2's own errors: raw_chunks reads below httpx2.)
                 _log.debug("SSE stream %s dropped: %s", session_id, exc)
+            except trio.ClosedResourceError:
+                if self._broken is None:
+                    raise
+                return  # another stream failed the connection
             failures += 1
             self.reconnects += 1
             delay = min(self._max_backoff, 0.05 * 2 ** min(failures, 10))
@@ -295,6 +321,7 @@ async def open_http_stream(
     queue_size: int = 64,
     max_backoff: float = 5.0,
     verify: ssl.SSLContext | bool = True,
+    resumable: bool = False,
 ) -> AsyncIterator[HttpMessages]:
     """Open a Streamable HTTP connection to an ACP server
     (``http://host:port/acp``) for the duration of the block, as a message
@@ -307,7 +334,13 @@ async def open_http_stream(
     the connection's life. A dropped SSE stream is opened again, with
     exponential backoff and jitter up to ``max_backoff`` seconds (messages
     the server sent meanwhile are lost, as the RFD's v1 says; those it had
-    not sent yet wait for the new stream). Leaving the block sends DELETE,
+    not sent yet wait for the new stream). With ``resumable=True`` (for a
+    server serving resumable streams; provisional, from the draft after the
+    RFD) the stream is opened again with ``Last-Event-ID``, so the server
+    replays what was sent after it: nothing is lost, nothing comes twice;
+    if the server no longer holds that event (``409``), the stream fails
+    with :class:`HttpStatusError` (``open_remote_agent(reconnect=...)``
+    then reconnects). Leaving the block sends DELETE,
     also when it is left by an exception or a cancellation (shielded and
     bounded); cancelling a wait on the stream loses no message.
     """
@@ -327,7 +360,14 @@ async def open_http_stream(
     with plain_exceptions():
         async with client, sse_client, trio.open_nursery() as nursery:
             stream = HttpMessages(
-                client, sse_client, url, nursery, max_message_size, queue_size, max_backoff
+                client,
+                sse_client,
+                url,
+                nursery,
+                max_message_size,
+                queue_size,
+                max_backoff,
+                resumable,
             )
             try:
                 yield stream

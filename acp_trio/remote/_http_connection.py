@@ -5,6 +5,7 @@ of what it writes onto the connection-scoped and session-scoped streams."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any
 
 import trio
@@ -12,7 +13,7 @@ import trio
 from acp_trio._core._message_stream import oversized
 from acp_trio._jsonrpc import OversizedFrame
 
-__all__ = ["CONNECTION_SCOPE", "HttpConnection", "Outbox", "id_key"]
+__all__ = ["CONNECTION_SCOPE", "HttpConnection", "Outbox", "ReplayBuffer", "id_key"]
 
 #: The key of the connection-scoped stream (session streams are keyed by id).
 CONNECTION_SCOPE: str | None = None
@@ -37,28 +38,69 @@ def session_of(message: dict[str, Any]) -> str | None:
     return None
 
 
+class ReplayBuffer:
+    """The events of one resumable SSE stream sent and maybe not read: the
+    last ``size`` of them, each with its cursor (1, 2, 3, ...: the SSE
+    ``id:``), so a GET with ``Last-Event-ID`` can resume after any of them.
+    Provisional (the durable-transport draft after the RFD)."""
+
+    def __init__(self, size: int) -> None:
+        self._events: deque[tuple[int, bytes]] = deque(maxlen=size)
+        #: The cursor of the last event sent (0: none yet).
+        self.last = 0
+
+    def add(self, message: bytes) -> int:
+        """Keep ``message``, about to be sent; returns its cursor."""
+        self.last += 1
+        self._events.append((self.last, message))
+        return self.last
+
+    def after(self, cursor: str) -> list[tuple[int, bytes]] | None:
+        """The events sent after ``cursor``, oldest first; ``None`` if it is
+        not a cursor of this stream or some event after it was dropped
+        from the buffer (the client must fall back: ``409``)."""
+        try:
+            position = int(cursor)
+        except ValueError:
+            return None
+        if not 0 <= position <= self.last:
+            return None
+        oldest = self._events[0][0] if self._events else self.last + 1
+        if position + 1 < oldest:
+            return None  # an event after the cursor is gone
+        return [(n, message) for n, message in self._events if n > position]
+
+
 class Outbox:
     """The bounded queue of one SSE stream: messages wait here while no GET
     reads it (a dropped stream loses nothing queued); when it is full, the
     agent's writes wait, so a client that stops reading slows its agent
-    instead of growing the server's memory."""
+    instead of growing the server's memory. With resumable streams, the
+    messages sent are kept too (:class:`ReplayBuffer`)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, replay_size: int = 0) -> None:
         self.send, self.receive = trio.open_memory_channel[bytes](size)
         #: The GET now reading it; a newer GET replaces it.
         self.reader: trio.CancelScope | None = None
+        #: The events sent, to replay (resumable streams only).
+        self.replay = ReplayBuffer(replay_size) if replay_size > 0 else None
 
 
 class HttpConnection:
     """The server side of one Streamable HTTP connection, as a
     :class:`~acp_trio._core._message_stream.MessageStream` for its handler."""
 
-    def __init__(self, connection_id: str, max_message_size: int, queue_size: int) -> None:
+    def __init__(
+        self, connection_id: str, max_message_size: int, queue_size: int, replay_size: int = 0
+    ) -> None:
         self.id = connection_id
         self._max_message_size = max_message_size
         self._queue_size = queue_size
+        self._replay_size = replay_size
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes](queue_size)
-        self.outboxes: dict[str | None, Outbox] = {CONNECTION_SCOPE: Outbox(queue_size)}
+        self.outboxes: dict[str | None, Outbox] = {
+            CONNECTION_SCOPE: Outbox(queue_size, replay_size)
+        }
         # The client's requests whose reply goes on a session stream.
         self._reply_session: dict[tuple[str, Any], str] = {}
         self._initialize_id: tuple[str, Any] | None = None
@@ -88,7 +130,7 @@ class HttpConnection:
     def outbox(self, session_id: str | None) -> Outbox:
         box = self.outboxes.get(session_id)
         if box is None:
-            box = self.outboxes[session_id] = Outbox(self._queue_size)
+            box = self.outboxes[session_id] = Outbox(self._queue_size, self._replay_size)
         return box
 
     def note_incoming(self, message: dict[str, Any]) -> None:

@@ -102,9 +102,13 @@ class HttpProfile:
         body_limit: int,
         queue_size: int,
         idle_timeout: float | None = None,
+        replay_size: int = 0,
     ) -> None:
         self.handle = handle
         self.idle_timeout = idle_timeout
+        #: Events kept per SSE stream for ``Last-Event-ID`` (0: streams are
+        #: not resumable, no ``id:`` is sent).
+        self.replay_size = replay_size
         self.max_message_size = max_message_size
         self.body_limit = body_limit
         self.queue_size = queue_size
@@ -184,7 +188,9 @@ class HttpProfile:
         if self.nursery is None:
             await _error(send, 503, "the app is not running (no ASGI lifespan)")
             return
-        connection = HttpConnection(uuid.uuid4().hex, self.max_message_size, self.queue_size)
+        connection = HttpConnection(
+            uuid.uuid4().hex, self.max_message_size, self.queue_size, self.replay_size
+        )
         self.connections[connection.id] = connection
         self.nursery.start_soon(self._serve, connection)
         connection.note_incoming(message)
@@ -246,18 +252,35 @@ class HttpProfile:
         if box is None:
             await _error(send, 404, "unknown session")
             return
+        # A newer GET takes over: the older one stops before taking another
+        # message (what it took is in the replay buffer already).
+        if box.reader is not None:
+            box.reader.cancel()
+            box.reader = None
+        replayed: list[tuple[int, bytes]] = []
+        cursor = _header(scope, "last-event-id")
+        if box.replay is not None and cursor is not None:
+            found = box.replay.after(cursor.strip())
+            if found is None:
+                await _error(send, 409, f"cursor {cursor!r} is not held any more")
+                return
+            replayed = found
         connection.open_streams += 1
         try:
-            await self._stream(box, receive, send)
+            await self._stream(box, replayed, receive, send)
         finally:
             connection.open_streams -= 1
             connection.touch()
 
-    async def _stream(self, box: Outbox, receive: ASGIReceive, send: ASGISend) -> None:
-        """Send ``box``'s messages as SSE events until the client leaves, a
-        newer GET takes over, or the connection ends."""
-        if box.reader is not None:
-            box.reader.cancel()
+    async def _stream(
+        self,
+        box: Outbox,
+        replayed: list[tuple[int, bytes]],
+        receive: ASGIReceive,
+        send: ASGISend,
+    ) -> None:
+        """Send ``replayed`` then ``box``'s messages as SSE events until the
+        client leaves, a newer GET takes over, or the connection ends."""
         headers = [
             (b"content-type", b"text/event-stream"),
             (b"cache-control", b"no-store"),
@@ -275,8 +298,17 @@ class HttpProfile:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
+                for cursor, message in replayed:
+                    event = encode_event(message, str(cursor))
+                    await send({"type": "http.response.body", "body": event, "more_body": True})
+                replay = box.replay
                 async for message in box.receive:
-                    event = encode_event(message)
+                    if replay is None:
+                        event = encode_event(message)
+                    else:
+                        # Kept before it is sent: a stream dropped in the
+                        # middle of this send can be resumed with it.
+                        event = encode_event(message, str(replay.add(message)))
                     await send({"type": "http.response.body", "body": event, "more_body": True})
                 nursery.cancel_scope.cancel()
         if box.reader is reader:

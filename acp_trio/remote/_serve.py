@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
 import trio
@@ -21,6 +21,7 @@ from acp_trio._typed._client import AgentProxy, Client, open_client
 from acp_trio.remote._app import RemoteApp
 from acp_trio.remote._http_client import open_http_stream
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._reconnect import Reconnect, open_reconnecting
 from acp_trio.remote._ws_client import open_websocket_stream
 
 __all__ = [
@@ -40,9 +41,11 @@ def agent_app(
     path: str = "/acp",
     token: str | None = None,
     allowed_origins: Collection[str] = (),
+    resumable: bool = False,
 ) -> RemoteApp:
     """An ASGI app serving a new agent from the factory ``agent`` on each
-    ACP connection. The message cap is ``config.max_message_size``."""
+    ACP connection. The message cap is ``config.max_message_size``;
+    ``resumable`` as for :class:`RemoteApp`."""
     config = config or ConnectionConfig()
 
     async def handle(stream: MessageStream) -> None:
@@ -54,6 +57,7 @@ def agent_app(
         max_message_size=config.max_message_size,
         token=token,
         allowed_origins=allowed_origins,
+        resumable=resumable,
     )
 
 
@@ -122,6 +126,7 @@ async def open_remote_stream(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     token: str | None = None,
     headers: Mapping[str, str] | None = None,
+    resumable: bool = False,
 ) -> AsyncIterator[MessageStream]:
     """A message stream to the ACP server at ``url`` for the block.
 
@@ -130,7 +135,11 @@ async def open_remote_stream(
     ``http://``), ``"http1"`` (Streamable HTTP over HTTP/1.1), or ``"auto"``:
     a ``ws(s)://`` URL is WebSocket; an ``http(s)://`` one tries WebSocket
     first and falls back to Streamable HTTP if the server refuses the
-    upgrade. Leaving the block, also by an exception or a cancellation,
+    upgrade. ``resumable``: resume a dropped SSE stream with
+    ``Last-Event-ID``, a lost WebSocket with ``stream/resume`` (for a server
+    serving resumable streams; see :func:`open_http_stream` and
+    :func:`open_websocket_stream`).
+    Leaving the block, also by an exception or a cancellation,
     closes the stream (see :func:`open_websocket_stream` and
     :func:`open_http_stream`).
     """
@@ -140,6 +149,7 @@ async def open_remote_stream(
         "max_message_size": max_message_size,
         "token": token,
         "headers": headers,
+        "resumable": resumable,
     }
     if profile == "auto" and not url.startswith(("ws://", "wss://")):
         try:
@@ -173,25 +183,49 @@ async def open_remote_agent(
     config: ConnectionConfig | None = None,
     token: str | None = None,
     headers: Mapping[str, str] | None = None,
+    resumable: bool = False,
+    reconnect: Reconnect | None = None,
 ) -> AsyncIterator[AgentProxy]:
     """Talk to the remote agent at ``url`` (``ws://host:port/acp`` or
     ``http://host:port/acp``) for the duration of the block; yields the
     proxy to the agent, as :func:`~acp_trio.open_client` does. ``profile``
-    as for :func:`open_remote_stream`. The message cap is
+    and ``resumable`` as for :func:`open_remote_stream`. The message cap is
     ``config.max_message_size``; ``token`` is sent as a bearer token.
+
+    ``reconnect``: when the transport is lost beyond repair (the WebSocket
+    closed, the HTTP connection gone, a resumed stream refused), open
+    another as the policy says (backoff with jitter), send ``initialize``
+    again, and take up each session: ``session/resume`` if the agent
+    offers it, else ``session/load`` (its history replay is not passed
+    on), else the session is lost. A call in flight on the lost transport
+    raises :class:`ReplyLost`; a call naming a lost session raises
+    :class:`SessionLost`; out of attempts, calls raise
+    :class:`~acp_trio.ConnectionClosed`. ``None`` (the default): a lost
+    transport ends the connection.
+
     Leaving the block, also by an exception or a cancellation, closes the
     connection (running handlers cancelled and answered ``-32800``) and then
     the stream.
     """
     config = config or ConnectionConfig()
-    async with (
-        open_remote_stream(
+
+    def open_stream() -> AbstractAsyncContextManager[MessageStream]:
+        return open_remote_stream(
             url,
             profile=profile,
             max_message_size=config.max_message_size,
             token=token,
             headers=headers,
-        ) as stream,
+            resumable=resumable,
+        )
+
+    if reconnect is None:
+        async with open_stream() as stream, open_client(client, stream, config=config) as agent:
+            yield agent
+        return
+    async with (
+        open_reconnecting(open_stream, reconnect, config.max_message_size) as stream,
         open_client(client, stream, config=config) as agent,
     ):
+        stream.fail_request = agent.connection.fail_request
         yield agent

@@ -18,13 +18,15 @@ def encode_event(data: bytes, event_id: str | None = None) -> bytes:
 
 class SseDecoder:
     """Feed it the bytes of an ``text/event-stream`` response; it returns
-    the ``data`` of each complete event. ``last_id`` is the last ``id:``
-    seen."""
+    the ``data`` of each complete event. ``last_id`` is the ``id:`` of the
+    last event returned that had one (as the SSE standard's "last event ID
+    buffer": an id counts once its event is complete)."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._buffer = bytearray()
         self._data: list[bytes] = []
+        self._id: str | None = None
         self.last_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
@@ -39,6 +41,8 @@ class SseDecoder:
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
+                if self._id is not None:
+                    self.last_id, self._id = self._id, None
                 if self._data:
                     events.append(b"\n".join(self._data))
                     self._data = []
@@ -50,8 +54,8 @@ class SseDecoder:
                 value = value[1:]
             if name == b"data":
                 self._data.append(value)
-            elif name == b"id":
-                self.last_id = value.decode("utf-8", "replace")
+            elif name == b"id" and b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
         pending = len(self._buffer) + sum(len(d) for d in self._data)
         if pending > self._limit:
             raise SseTooLarge(f"an event over {self._limit} bytes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
@@ -14,8 +15,9 @@ from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._message_stream import MessageStream, oversized
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._ws_resume_client import ResumableWebSocketMessages
 
-__all__ = ["WebSocketMessages", "open_websocket_stream"]
+__all__ = ["WebSocketMessages", "connect_websocket", "open_websocket_stream"]
 
 CONNECTION_ID_HEADER = "acp-connection-id"
 
@@ -71,7 +73,9 @@ class WebSocketMessages(MessageStream):
             raise trio.BrokenResourceError("the WebSocket is closed") from exc
 
     async def aclose(self) -> None:
-        with trio.CancelScope(shield=True):
+        # Bounded: cancelled from outside, trio-websocket's reader task is
+        # cancelled too, and the closing handshake would wait forever.
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
             await self._ws.aclose()
 
 
@@ -108,7 +112,8 @@ async def open_websocket_stream(
     connect_timeout: float = 30,
     message_queue_size: int = 16,
     ssl_context: ssl.SSLContext | None = None,
-) -> AsyncIterator[WebSocketMessages]:
+    resumable: bool = False,
+) -> AsyncIterator[WebSocketMessages | ResumableWebSocketMessages]:
     """Open a WebSocket to an ACP server (``ws://host:port/acp``) for the
     duration of the block, as a message stream for
     :func:`~acp_trio.open_client` or :func:`~acp_trio.lowlevel.open_connection`.
@@ -124,33 +129,35 @@ async def open_websocket_stream(
     ``trio_websocket.ConnectionRejected`` (with the HTTP ``status_code``) if
     the server refuses the upgrade. Leaving the block closes the WebSocket
     and its socket (bounded in time, also when cancelled).
+
+    ``resumable=True`` (for a server serving resumable streams;
+    provisional, see the README): a WebSocket lost is replaced by a new one
+    that takes up the same ACP connection (``stream/resume``), nothing lost
+    or repeated either way (:class:`ResumableWebSocketMessages`).
     """
-    host, port, host_header, resource, tls = _target(url)
+    connect = functools.partial(
+        connect_websocket,
+        url,
+        token=token,
+        headers=headers,
+        max_message_size=max_message_size,
+        connect_timeout=connect_timeout,
+        message_queue_size=message_queue_size,
+        ssl_context=ssl_context,
+    )
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
-            with trio.fail_after(connect_timeout):
-                tcp: trio.SocketStream | trio.SSLStream[trio.SocketStream]
-                if tls:
-                    tcp = await trio.open_ssl_over_tcp_stream(
-                        host,
-                        port,
-                        ssl_context=ssl_context or ssl.create_default_context(),
-                        https_compatible=True,
+            tcps: list[trio.abc.Stream] = []
+            try:
+                ws, tcp = await connect(nursery)
+                tcps.append(tcp)
+                stream: WebSocketMessages | ResumableWebSocketMessages
+                if resumable:
+                    stream = ResumableWebSocketMessages(
+                        functools.partial(connect, nursery), ws, tcps, max_message_size
                     )
                 else:
-                    tcp = await trio.open_tcp_stream(host, port)
-            try:
-                with trio.fail_after(connect_timeout):
-                    ws = await trio_websocket.wrap_client_stream(
-                        nursery,
-                        tcp,
-                        host_header,
-                        resource,
-                        extra_headers=_headers(token, headers),
-                        max_message_size=library_limit(max_message_size),
-                        message_queue_size=message_queue_size,
-                    )
-                stream = WebSocketMessages(ws, max_message_size)
+                    stream = WebSocketMessages(ws, max_message_size)
                 try:
                     yield stream
                 finally:
@@ -160,5 +167,49 @@ async def open_websocket_stream(
                 # trio-websocket leaves the socket open when the server
                 # closed first; it is ours, so we close it.
                 with trio.CancelScope(shield=True):
-                    await tcp.aclose()
+                    for tcp in tcps:
+                        await tcp.aclose()
                 nursery.cancel_scope.cancel()
+
+
+async def connect_websocket(
+    url: str,
+    nursery: trio.Nursery,
+    *,
+    token: str | None,
+    headers: Mapping[str, str] | None,
+    max_message_size: int,
+    connect_timeout: float,
+    message_queue_size: int,
+    ssl_context: ssl.SSLContext | None,
+) -> tuple[trio_websocket.WebSocketConnection, trio.abc.Stream]:
+    """Open a client WebSocket (its reader task in ``nursery``); the
+    WebSocket and its socket, which the caller closes."""
+    host, port, host_header, resource, tls = _target(url)
+    with trio.fail_after(connect_timeout):
+        tcp: trio.SocketStream | trio.SSLStream[trio.SocketStream]
+        if tls:
+            tcp = await trio.open_ssl_over_tcp_stream(
+                host,
+                port,
+                ssl_context=ssl_context or ssl.create_default_context(),
+                https_compatible=True,
+            )
+        else:
+            tcp = await trio.open_tcp_stream(host, port)
+    try:
+        with trio.fail_after(connect_timeout):
+            ws = await trio_websocket.wrap_client_stream(
+                nursery,
+                tcp,
+                host_header,
+                resource,
+                extra_headers=_headers(token, headers),
+                max_message_size=library_limit(max_message_size),
+                message_queue_size=message_queue_size,
+            )
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await tcp.aclose()
+        raise
+    return ws, tcp

@@ -66,21 +66,15 @@ def functools_partial_run(command: list[str]):  # type: ignore[no-untyped-def]
     return run
 
 
-# Issue 23: on a loaded machine the h2c case was seen to hang (the session's
-# SSE events never reached the client) in about 2 of 3 runs of tests/remote.
-# The h2c reopen stall (httpcore2 sends no RST_STREAM) is fixed, but this
-# hang was not reproduced while fixing it (no hang in any run under load,
-# before or after the fix), so it is not shown to be the same defect: skipped
-# unless ACP_TRIO_RUN_H2C_SERVE=1.
-H2C_SERVE_STALL = pytest.mark.skipif(
-    __import__("os").environ.get("ACP_TRIO_RUN_H2C_SERVE") != "1",
-    reason="issue 23: serve over h2c may stall (SSE events never arrive), not reproduced yet",
-)
-
-
-@pytest.mark.parametrize(
-    "profile", ["websocket", pytest.param("http", marks=H2C_SERVE_STALL), "http1"]
-)
+# Issue 23: on a loaded machine the h2c case was once seen to hang (the
+# session's SSE events never reached the client) in 2 of 3 runs of
+# tests/remote. Its cause was not found; the h2c reopen stall fixed by
+# reset_when_left (httpcore2 sends no RST_STREAM for a stream it leaves) is
+# the likely one. It has passed 40 runs in 40 since (tests/remote/test_cli.py
+# 20 times, and 20 times again after a rebase, each beside two busy loops and
+# a full test run on this 2-core machine, load about 4) and two whole runs of
+# tests/remote: not skipped any more.
+@pytest.mark.parametrize("profile", ["websocket", "http", "http1"])
 async def test_serve_exposes_a_stdio_agent(profile: str) -> None:
     with trio.fail_after(LIMIT):
         async with serving() as base:
