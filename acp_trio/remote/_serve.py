@@ -78,6 +78,10 @@ def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     config.graceful_timeout = 1.0
     # WebSocket pings are left to the peers (no server-initiated pings).
     config.websocket_ping_interval = None
+    # Every message the client sends is a request of its own (a POST):
+    # hypercorn's default of 1000 requests per connection would end an h2c
+    # connection (GOAWAY) in the middle of a busy session.
+    config.keep_alive_max_requests = 2**62
     return config
 
 
