@@ -90,6 +90,45 @@ async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
+#: At most this many bytes of queued events go out in one body chunk.
+_BATCH_BYTES = 64 * 1024
+#: At most this many scheduler rounds are spent gathering one chunk.
+_BATCH_ROUNDS = 16
+
+
+async def _events(box: Outbox, first: bytes) -> bytes:
+    """``first`` as an SSE event, followed by the events queued in ``box``
+    meanwhile: one body chunk (one write here, one read on the other side)
+    for a burst of messages instead of one each.
+
+    While the agent keeps queueing messages, each scheduler round (a
+    checkpoint that cannot be cancelled) gathers those it queued; the chunk
+    goes out once a round added nothing, or it is big enough. A lone message
+    waits one round.
+    """
+    events = [encode_event(first)]
+    size = len(events[0])
+    rounds = 0
+    gathered = True  # the last round queued something
+    while size < _BATCH_BYTES:
+        try:
+            message = box.receive.receive_nowait()
+        except trio.WouldBlock:
+            if not gathered or rounds >= _BATCH_ROUNDS:
+                break
+            gathered = False
+            rounds += 1
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            continue
+        except trio.EndOfChannel:
+            break
+        gathered = True
+        event = encode_event(message)
+        events.append(event)
+        size += len(event)
+    return events[0] if len(events) == 1 else b"".join(events)
+
+
 class HttpProfile:
     """The Streamable HTTP side of a :class:`~acp_trio.remote.RemoteApp`:
     its table of connections, each served by ``handle`` in ``nursery``."""
@@ -276,8 +315,13 @@ class HttpProfile:
 
                 nursery.start_soon(watch)
                 async for message in box.receive:
-                    event = encode_event(message)
-                    await send({"type": "http.response.body", "body": event, "more_body": True})
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": await _events(box, message),
+                            "more_body": True,
+                        }
+                    )
                 nursery.cancel_scope.cancel()
         if box.reader is reader:
             box.reader = None

@@ -1,0 +1,88 @@
+"""The server's SSE stream sends a burst of queued messages as one body
+chunk, in order, bounded in size; a lone message goes out at once."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+import trio
+
+from acp_trio.remote._http_connection import Outbox
+from acp_trio.remote._http_server import _BATCH_BYTES, _events
+from acp_trio.remote._sse import SseDecoder
+
+
+def decode(chunk: bytes) -> list[bytes]:
+    return SseDecoder(1 << 24).feed(chunk)
+
+
+async def test_queued_messages_go_out_in_one_chunk_in_order() -> None:
+    box = Outbox(64)
+    for i in range(10):
+        box.send.send_nowait(b'{"n":%d}' % i)
+    first = await box.receive.receive()
+    chunk = await _events(box, first)
+    assert decode(chunk) == [b'{"n":%d}' % i for i in range(10)]
+
+
+async def test_messages_queued_while_gathering_join_the_chunk() -> None:
+    box = Outbox(64)
+
+    async def producer() -> None:
+        for i in range(1, 20):
+            await box.send.send(b'{"n":%d}' % i)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        chunk = await _events(box, b'{"n":0}')
+    events = decode(chunk)
+    assert len(events) > 1
+    assert events == [b'{"n":%d}' % i for i in range(len(events))]
+
+
+async def test_a_chunk_is_bounded_and_the_rest_waits_in_order() -> None:
+    box = Outbox(64)
+    big = b'"' + b"x" * (_BATCH_BYTES // 4) + b'"'
+    for _ in range(8):
+        box.send.send_nowait(big)
+    chunk = await _events(box, await box.receive.receive())
+    assert 1 < len(decode(chunk)) < 8
+    assert len(chunk) < 2 * _BATCH_BYTES
+
+
+async def test_a_lone_message_goes_out_alone() -> None:
+    box = Outbox(4)
+    with trio.fail_after(5):
+        chunk = await _events(box, b'{"n":0}')
+    assert decode(chunk) == [b'{"n":0}']
+
+
+async def test_the_stream_sends_a_burst_as_one_body_chunk() -> None:
+    # Through the ASGI request: the messages queued before the GET are one
+    # http.response.body event after the opening comment.
+    from acp_trio.remote._http_server import HttpProfile
+
+    async def handle(stream: Any) -> None:
+        await trio.sleep_forever()
+
+    profile = HttpProfile(handle, max_message_size=1 << 20, body_limit=1 << 20, queue_size=64)
+    box = Outbox(64)
+    for i in range(5):
+        box.send.send_nowait(b'{"n":%d}' % i)
+    box.send.close()
+    bodies: list[bytes] = []
+
+    async def receive() -> MutableMapping[str, Any]:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def send(event: MutableMapping[str, Any]) -> None:
+        if event["type"] == "http.response.body":
+            bodies.append(event["body"])
+
+    with trio.fail_after(5):
+        await profile._stream(box, receive, send)
+    assert bodies[0].startswith(b":")
+    assert decode(bodies[1]) == [b'{"n":%d}' % i for i in range(5)]
+    assert bodies[2:] == [b""]
