@@ -96,15 +96,16 @@ _BATCH_BYTES = 64 * 1024
 _BATCH_ROUNDS = 16
 
 
-async def _events(box: Outbox, first: bytes) -> bytes:
+async def _events(box: Outbox, first: bytes, *, burst: bool = False) -> tuple[bytes, int]:
     """``first`` as an SSE event, followed by the events queued in ``box``
     meanwhile: one body chunk (one write here, one read on the other side)
-    for a burst of messages instead of one each.
+    for a burst of messages instead of one each; and how many it holds.
 
-    While the agent keeps queueing messages, each scheduler round (a
-    checkpoint that cannot be cancelled) gathers those it queued; the chunk
-    goes out once a round added nothing, or it is big enough. A lone message
-    waits one round.
+    In a burst (more than one message was queued, or ``burst``: the last
+    chunk held several), each scheduler round (a checkpoint that cannot be
+    cancelled) gathers the messages the agent queued meanwhile; the chunk
+    goes out once a round added nothing, or it is big enough. A lone
+    message (a request, a reply) goes out at once.
     """
     events = [encode_event(first)]
     size = len(events[0])
@@ -114,7 +115,7 @@ async def _events(box: Outbox, first: bytes) -> bytes:
         try:
             message = box.receive.receive_nowait()
         except trio.WouldBlock:
-            if not gathered or rounds >= _BATCH_ROUNDS:
+            if not gathered or rounds >= _BATCH_ROUNDS or (len(events) == 1 and not burst):
                 break
             gathered = False
             rounds += 1
@@ -126,7 +127,7 @@ async def _events(box: Outbox, first: bytes) -> bytes:
         event = encode_event(message)
         events.append(event)
         size += len(event)
-    return events[0] if len(events) == 1 else b"".join(events)
+    return (events[0] if len(events) == 1 else b"".join(events)), len(events)
 
 
 class HttpProfile:
@@ -314,14 +315,11 @@ class HttpProfile:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
+                burst = False
                 async for message in box.receive:
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": await _events(box, message),
-                            "more_body": True,
-                        }
-                    )
+                    body, count = await _events(box, message, burst=burst)
+                    burst = count > 1
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
                 nursery.cancel_scope.cancel()
         if box.reader is reader:
             box.reader = None

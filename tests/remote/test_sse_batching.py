@@ -22,23 +22,30 @@ async def test_queued_messages_go_out_in_one_chunk_in_order() -> None:
     for i in range(10):
         box.send.send_nowait(b'{"n":%d}' % i)
     first = await box.receive.receive()
-    chunk = await _events(box, first)
+    chunk, count = await _events(box, first)
     assert decode(chunk) == [b'{"n":%d}' % i for i in range(10)]
+    assert count == 10
 
 
-async def test_messages_queued_while_gathering_join_the_chunk() -> None:
-    box = Outbox(64)
+async def test_messages_queued_while_gathering_keep_their_order() -> None:
+    box = Outbox(4)
+    received: list[bytes] = []
 
     async def producer() -> None:
-        for i in range(1, 20):
+        for i in range(1, 50):
             await box.send.send(b'{"n":%d}' % i)
+        box.send.close()
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(producer)
-        chunk = await _events(box, b'{"n":0}')
-    events = decode(chunk)
-    assert len(events) > 1
-    assert events == [b'{"n":%d}' % i for i in range(len(events))]
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(producer)
+            burst = True
+            async for message in box.receive:
+                chunk, count = await _events(box, message, burst=burst)
+                burst = count > 1
+                assert len(decode(chunk)) == count
+                received += decode(chunk)
+    assert received == [b'{"n":%d}' % i for i in range(1, 50)]
 
 
 async def test_a_chunk_is_bounded_and_the_rest_waits_in_order() -> None:
@@ -46,16 +53,24 @@ async def test_a_chunk_is_bounded_and_the_rest_waits_in_order() -> None:
     big = b'"' + b"x" * (_BATCH_BYTES // 4) + b'"'
     for _ in range(8):
         box.send.send_nowait(big)
-    chunk = await _events(box, await box.receive.receive())
-    assert 1 < len(decode(chunk)) < 8
+    chunk, count = await _events(box, await box.receive.receive())
+    assert 1 < count == len(decode(chunk)) < 8
     assert len(chunk) < 2 * _BATCH_BYTES
 
 
-async def test_a_lone_message_goes_out_alone() -> None:
+async def test_a_lone_message_goes_out_at_once() -> None:
     box = Outbox(4)
-    with trio.fail_after(5):
-        chunk = await _events(box, b'{"n":0}')
-    assert decode(chunk) == [b'{"n":0}']
+
+    async def producer() -> None:
+        await box.send.send(b'{"n":1}')
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        # Outside a burst, nothing is gathered: the message queued in the
+        # next round goes in the next chunk.
+        chunk, count = await _events(box, b'{"n":0}')
+    assert (decode(chunk), count) == ([b'{"n":0}'], 1)
+    assert box.receive.receive_nowait() == b'{"n":1}'
 
 
 async def test_the_stream_sends_a_burst_as_one_body_chunk() -> None:
