@@ -32,6 +32,7 @@ from acp_trio.testing import ScenarioAgent, ScenarioClient
 
 INTEROP = Path(__file__).resolve().parent.parent / "tests" / "interop"
 NODE = shutil.which("node")
+SERVER = Path(__file__).resolve().parent / "remote_server.py"
 HAVE_TS = NODE is not None and (INTEROP / "node_modules" / "@agentclientprotocol").is_dir()
 
 
@@ -71,7 +72,15 @@ async def ts_client(url: str, commands: list[str], runs: int) -> list[float]:
     return medians
 
 
+#: Run acp_trio's server in this process (with the client) rather than in a
+#: process of its own, as the TypeScript server runs in Node's.
+IN_PROCESS = False
+
+
 async def with_trio_server(run: Any) -> list[float]:
+    if not IN_PROCESS:
+        server = [sys.executable, str(SERVER)]
+        return await with_server_process(server, run)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(functools.partial(serve_remote, agent_app(ScenarioAgent), 0))
         try:
@@ -82,11 +91,17 @@ async def with_trio_server(run: Any) -> list[float]:
 
 async def with_ts_server(run: Any) -> list[float]:
     assert NODE is not None
+    return await with_server_process([NODE, str(INTEROP / "ts_remote_server.mjs")], run)
+
+
+async def with_server_process(command: list[str], run: Any) -> list[float]:
+    """Run ``run(url)`` against the server started by ``command`` (which
+    prints ``{"url": ...}`` once listening)."""
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
                 trio.run_process,
-                [NODE, str(INTEROP / "ts_remote_server.mjs")],
+                command,
                 cwd=INTEROP,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -132,5 +147,11 @@ if __name__ == "__main__":
     parser.add_argument("--stream", type=int, default=2000)
     parser.add_argument("--read", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run acp_trio's server in the benchmark's process (default: a process of its own)",
+    )
     args = parser.parse_args()
+    IN_PROCESS = args.in_process
     trio.run(main, args.stream, args.read, args.runs)
