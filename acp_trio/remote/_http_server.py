@@ -93,7 +93,10 @@ async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
 #: At most this many bytes of queued events go out in one body chunk.
 _BATCH_BYTES = 64 * 1024
 #: At most this many scheduler rounds are spent gathering one chunk.
-_BATCH_ROUNDS = 16
+_BATCH_ROUNDS = 64
+#: A chunk goes out after this many rounds in a row that queued nothing (a
+#: message on its way from the agent takes a few rounds to arrive here).
+_IDLE_ROUNDS = 4
 
 
 async def _events(box: Outbox, first: bytes, *, burst: bool = False) -> tuple[bytes, int]:
@@ -104,26 +107,26 @@ async def _events(box: Outbox, first: bytes, *, burst: bool = False) -> tuple[by
     In a burst (more than one message was queued, or ``burst``: the last
     chunk held several), each scheduler round (a checkpoint that cannot be
     cancelled) gathers the messages the agent queued meanwhile; the chunk
-    goes out once a round added nothing, or it is big enough. A lone
+    goes out after a few rounds that added nothing, or once it is big enough. A lone
     message (a request, a reply) goes out at once.
     """
     events = [encode_event(first)]
     size = len(events[0])
     rounds = 0
-    gathered = True  # the last round queued something
+    idle = 0  # rounds in a row that queued nothing
     while size < _BATCH_BYTES:
         try:
             message = box.receive.receive_nowait()
         except trio.WouldBlock:
-            if not gathered or rounds >= _BATCH_ROUNDS or (len(events) == 1 and not burst):
+            if idle >= _IDLE_ROUNDS or rounds >= _BATCH_ROUNDS or (len(events) == 1 and not burst):
                 break
-            gathered = False
+            idle += 1
             rounds += 1
             await trio.lowlevel.cancel_shielded_checkpoint()
             continue
         except trio.EndOfChannel:
             break
-        gathered = True
+        idle = 0
         event = encode_event(message)
         events.append(event)
         size += len(event)
