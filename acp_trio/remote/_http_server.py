@@ -107,8 +107,8 @@ async def _events(box: Outbox, first: bytes, *, burst: bool = False) -> tuple[by
     In a burst (more than one message was queued, or ``burst``: the last
     chunk held several), each scheduler round (a checkpoint that cannot be
     cancelled) gathers the messages the agent queued meanwhile; the chunk
-    goes out after a few rounds that added nothing, or once it is big enough. A lone
-    message (a request, a reply) goes out at once.
+    goes out after a few rounds that added nothing, or once it is big
+    enough. A lone message (a request, a reply) goes out at once.
     """
     events = [encode_event(first)]
     size = len(events[0])
