@@ -37,6 +37,7 @@ from acp_trio.testing import ScenarioAgent, ScenarioClient
 
 INTEROP = Path(__file__).resolve().parent.parent / "tests" / "interop"
 NODE = shutil.which("node")
+SERVER = Path(__file__).resolve().parent / "remote_server.py"
 HAVE_TS = NODE is not None and (INTEROP / "node_modules" / "@agentclientprotocol").is_dir()
 OFFICIAL_RC = INTEROP / ".venv-official-rc"
 HAVE_OFFICIAL = (OFFICIAL_RC / ".installed").is_file()
@@ -90,7 +91,15 @@ async def script_client(
     return medians
 
 
+#: Run acp_trio's server in this process (with the client) rather than in a
+#: process of its own, as the TypeScript server runs in Node's.
+IN_PROCESS = False
+
+
 async def with_trio_server(run: Any) -> list[float]:
+    if not IN_PROCESS:
+        server = [sys.executable, str(SERVER)]
+        return await with_server_process(server, run)
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(functools.partial(serve_remote, agent_app(ScenarioAgent), 0))
         try:
@@ -99,9 +108,10 @@ async def with_trio_server(run: Any) -> list[float]:
             nursery.cancel_scope.cancel()
 
 
-async def with_script_server(command: list[str], run: Any) -> list[float]:
-    """Run a server script (``ts_remote_server.mjs``,
-    ``official_rc_server.py``) around ``run(url)``."""
+async def with_server_process(command: list[str], run: Any) -> list[float]:
+    """Run ``run(url)`` against the server started by ``command`` (our
+    ``remote_server.py``, ``ts_remote_server.mjs``, ``official_rc_server.py``;
+    each prints ``{"url": ...}`` once listening)."""
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
@@ -157,12 +167,12 @@ async def main(n_stream: int, n_read: int, runs: int) -> None:
             for pair, cell in (
                 (
                     f"{peer} server + {peer} client",
-                    functools.partial(with_script_server, server, theirs),
+                    functools.partial(with_server_process, server, theirs),
                 ),
                 (f"acp_trio server + {peer} client", functools.partial(with_trio_server, theirs)),
                 (
                     f"{peer} server + acp_trio client",
-                    functools.partial(with_script_server, server, ours),
+                    functools.partial(with_server_process, server, ours),
                 ),
             ):
                 cells.append((f"{pair}, {name}", await cell()))
@@ -177,5 +187,11 @@ if __name__ == "__main__":
     parser.add_argument("--stream", type=int, default=2000)
     parser.add_argument("--read", type=int, default=200)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run acp_trio's server in the benchmark's process (default: a process of its own)",
+    )
     args = parser.parse_args()
+    IN_PROCESS = args.in_process
     trio.run(main, args.stream, args.read, args.runs)

@@ -93,3 +93,19 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
     with trio.fail_after(LIMIT * 2):
         lines = await bench_chain.main(20, 1)
     assert [line.split()[0] for line in lines[2:]] == ["agent", "conductor", "1", "2"]
+
+
+@pytest.mark.parametrize("profile", ["websocket", "http", "http1"])
+async def test_the_remote_benchmark_runs_against_its_server_process(profile: str) -> None:
+    pytest.importorskip("hypercorn")
+    import functools
+
+    import bench_remote
+
+    run = functools.partial(
+        bench_remote.trio_client, profile=profile, commands=["stream 20 4", "read 3 /x"], runs=1
+    )
+    with trio.fail_after(LIMIT):
+        medians = await bench_remote.with_trio_server(run)
+    assert len(medians) == 2
+    assert all(ms > 0 for ms in medians)

@@ -237,7 +237,12 @@ class HttpMessages(MessageStream):
                 session_id = session_of(obj)
                 if session_id is not None:
                     self._request_session[id_key(obj["id"])] = session_id
-        await self._inbound_send.send(data)
+        try:
+            # Without a checkpoint while there is room: the events of one
+            # chunk are queued together, then read together.
+            self._inbound_send.send_nowait(data)
+        except trio.WouldBlock:
+            await self._inbound_send.send(data)
 
     def _open_stream(self, session_id: str | None) -> None:
         if session_id in self._streams or self._closed:

@@ -193,8 +193,14 @@ class HttpConnection:
             self._initialize_reply = message
             self.initialized.set()
             return
+        channel = self.outbox(target).send
         try:
-            await self.outbox(target).send.send(message)
+            # Without a checkpoint while there is room: the writer queues a
+            # whole batch before the SSE stream wakes up to send it at once.
+            try:
+                channel.send_nowait(message)
+            except trio.WouldBlock:
+                await channel.send(message)
         except trio.ClosedResourceError as exc:
             raise trio.BrokenResourceError("the connection ended") from exc
 

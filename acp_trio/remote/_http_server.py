@@ -12,7 +12,7 @@ from typing import Any
 import trio
 
 from acp_trio._core._message_stream import MessageStream
-from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, Outbox
+from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, Outbox, ReplayBuffer
 from acp_trio.remote._sse import encode_event
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend
 
@@ -88,6 +88,60 @@ async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not event.get("more_body", False):
             return b"".join(chunks)
+
+
+#: At most this many bytes of queued events go out in one body chunk.
+_BATCH_BYTES = 64 * 1024
+#: At most this many scheduler rounds are spent gathering one chunk.
+_BATCH_ROUNDS = 64
+#: A chunk goes out after this many rounds in a row that queued nothing (a
+#: message on its way from the agent takes a few rounds to arrive here).
+_IDLE_ROUNDS = 4
+
+
+async def _events(
+    box: Outbox, first: bytes, *, replay: ReplayBuffer | None = None, burst: bool = False
+) -> tuple[bytes, int]:
+    """``first`` as an SSE event, followed by the events queued in ``box``
+    meanwhile: one body chunk (one write here, one read on the other side)
+    for a burst of messages instead of one each; and how many it holds.
+
+    In a burst (more than one message was queued, or ``burst``: the last
+    chunk held several), each scheduler round (a checkpoint that cannot be
+    cancelled) gathers the messages the agent queued meanwhile; the chunk
+    goes out after a few rounds that added nothing, or once it is big
+    enough. A lone message (a request, a reply) goes out at once. With
+    ``replay`` (a resumable stream), each event carries its cursor as ``id:``.
+    """
+
+    def encode(message: bytes) -> bytes:
+        if replay is None:
+            return encode_event(message)
+        # Kept before it is sent: a stream dropped in the middle of this
+        # send can be resumed with it.
+        return encode_event(message, str(replay.add(message)))
+
+    events = [encode(first)]
+    size = len(events[0])
+    rounds = 0
+    idle = 0  # rounds in a row that queued nothing
+    while size < _BATCH_BYTES:
+        try:
+            message = box.receive.receive_nowait()
+        except trio.WouldBlock:
+            if idle >= _IDLE_ROUNDS or rounds >= _BATCH_ROUNDS or (len(events) == 1 and not burst):
+                break
+            idle += 1
+            rounds += 1
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            continue
+        except trio.EndOfChannel:
+            break
+        idle = 0
+        event = encode(message)
+        events.append(event)
+        size += len(event)
+    return (events[0] if len(events) == 1 else b"".join(events)), len(events)
 
 
 class HttpProfile:
@@ -298,18 +352,16 @@ class HttpProfile:
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch)
-                for cursor, message in replayed:
-                    event = encode_event(message, str(cursor))
-                    await send({"type": "http.response.body", "body": event, "more_body": True})
-                replay = box.replay
+                if replayed:
+                    body = b"".join(
+                        encode_event(message, str(cursor)) for cursor, message in replayed
+                    )
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                burst = False
                 async for message in box.receive:
-                    if replay is None:
-                        event = encode_event(message)
-                    else:
-                        # Kept before it is sent: a stream dropped in the
-                        # middle of this send can be resumed with it.
-                        event = encode_event(message, str(replay.add(message)))
-                    await send({"type": "http.response.body", "body": event, "more_body": True})
+                    body, count = await _events(box, message, replay=box.replay, burst=burst)
+                    burst = count > 1
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
                 nursery.cancel_scope.cancel()
         if box.reader is reader:
             box.reader = None

@@ -212,3 +212,18 @@ async def test_the_client_reopens_a_dropped_stream_and_the_turn_goes_on(profile:
                 result = await agent.prompt_text(session_id, "echo after the drop")
                 assert result.stop_reason == "end_turn"
                 assert client.texts(session_id)[-1] == "after the drop"
+
+
+async def test_an_h2c_connection_carries_more_than_a_thousand_posts() -> None:
+    # Every message the client sends is a POST of its own: hypercorn's
+    # default of 1000 requests per connection ended the h2c connection
+    # (GOAWAY) in the middle of a long turn.
+    with trio.fail_after(LIMIT * 2):
+        async with running(agent_app(ScenarioAgent)) as base:
+            client = ScenarioClient()
+            async with open_remote_agent(client, base + "/acp", profile="http") as agent:
+                await agent.initialize(client.initialize_request())
+                session_id = await new_session(agent)
+                result = await agent.prompt_text(session_id, "read 1100 /tmp/notes.txt")
+                assert result.stop_reason == "end_turn"
+                assert client.texts(session_id) == ["read 1100 70400"]
