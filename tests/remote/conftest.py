@@ -4,8 +4,12 @@ on a loopback port (real clock, generous watchdogs)."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+import json
+import subprocess
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +18,7 @@ pytest.importorskip("trio_websocket")
 
 import trio
 
+from acp_trio import schema
 from acp_trio.remote import RemoteApp, serve_remote
 
 #: The watchdog of each I/O test (seconds); generous for a loaded machine.
@@ -42,3 +47,55 @@ async def until(predicate: Callable[[], bool]) -> None:
         if predicate():
             return
         await trio.sleep(0.005)
+
+
+@asynccontextmanager
+async def server_process(command: Sequence[str], cwd: Path) -> AsyncIterator[str]:
+    """Run a peer's server script (which prints ``{"url": ...}`` once
+    listening) for the block; yields that ``http://`` URL (WebSocket on the
+    same port)."""
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                list(command),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                check=False,
+            )
+        )
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some()
+                assert chunk, f"the server exited: {command}"
+                line += chunk
+            yield json.loads(line)["url"]
+        finally:
+            process.terminate()
+            nursery.cancel_scope.cancel()
+
+
+async def cancelled_turn(agent: Any, session_id: str) -> schema.PromptResponse:
+    """Prompt ``wait_for_cancel`` and end it with ``session/cancel``; returns
+    the prompt's result.
+
+    A cancel that reaches the agent before the prompt does is ignored (no
+    turn to cancel), and nothing on the wire says the turn has started, so
+    ``session/cancel`` is sent again every 0.2 s until the turn ends (the
+    test's watchdog bounds it)."""
+    results: list[schema.PromptResponse] = []
+    done = trio.Event()
+
+    async def run() -> None:
+        results.append(await agent.prompt_text(session_id, "wait_for_cancel"))
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        while not done.is_set():
+            await agent.cancel(session_id)
+            with trio.move_on_after(0.2):
+                await done.wait()
+    return results[0]

@@ -11,11 +11,9 @@ subprocesses: ``tests/interop/official_rc_client.py`` and
 
 from __future__ import annotations
 
-import functools
 import json
-import subprocess
-from collections.abc import AsyncIterator, MutableMapping
-from contextlib import asynccontextmanager
+from collections.abc import MutableMapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from acp_trio import schema
 from acp_trio.remote import RemoteApp, agent_app, open_remote_agent
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, running, ws_url
+from .conftest import LIMIT, cancelled_turn, running, server_process, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 VENV = INTEROP / ".venv-official-rc"
@@ -143,31 +141,10 @@ async def test_the_official_client_talks_to_our_server(profile: str, seen: tuple
     assert events[-1] == {"ev": "done"}
 
 
-@asynccontextmanager
-async def official_server() -> AsyncIterator[str]:
+def official_server() -> AbstractAsyncContextManager[str]:
     """Run the official SDK's server for the block; yields its ``http://``
     URL (WebSocket on the same port)."""
-    async with trio.open_nursery() as nursery:
-        process = await nursery.start(
-            functools.partial(
-                trio.run_process,
-                [str(PYTHON), str(SERVER)],
-                cwd=INTEROP,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                check=False,
-            )
-        )
-        try:
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await process.stdout.receive_some()
-                assert chunk, "the official server exited"
-                line += chunk
-            yield json.loads(line)["url"]
-        finally:
-            process.terminate()
-            nursery.cancel_scope.cancel()
+    return server_process([str(PYTHON), str(SERVER)], INTEROP)
 
 
 @pytest.mark.parametrize("profile", ["websocket", "http1", "http"])
@@ -188,16 +165,8 @@ async def test_our_client_talks_to_the_official_server(profile: Any) -> None:
                     "read 2 128",
                 ]
                 # session/cancel reaches the official agent.
-                results: list[schema.PromptResponse] = []
-                async with trio.open_nursery() as turn:
-
-                    async def run() -> None:
-                        results.append(await agent.prompt_text(sid, "wait_for_cancel"))
-
-                    turn.start_soon(run)
-                    await trio.sleep(0.2)
-                    await agent.cancel(sid)
-                assert results[0].stop_reason == "cancelled"
+                result = await cancelled_turn(agent, sid)
+                assert result.stop_reason == "cancelled"
 
 
 @pytest.mark.parametrize(

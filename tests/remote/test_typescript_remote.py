@@ -15,12 +15,9 @@ header into a Web ``Headers``, which rejects HTTP/2's pseudo-headers
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
-import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +28,7 @@ from acp_trio import schema
 from acp_trio.remote import agent_app, open_remote_agent
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, running, ws_url
+from .conftest import LIMIT, cancelled_turn, running, server_process, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 TS_CLIENT = INTEROP / "ts_remote_client.mjs"
@@ -77,32 +74,11 @@ async def test_the_typescript_http_client_talks_to_our_server() -> None:
 TS_SERVER = INTEROP / "ts_remote_server.mjs"
 
 
-@asynccontextmanager
-async def ts_server() -> AsyncIterator[str]:
+def ts_server() -> AbstractAsyncContextManager[str]:
     """Run the TypeScript server for the block; yields its ``http://`` URL
     (the WebSocket profile is on the same port)."""
     assert NODE is not None
-    async with trio.open_nursery() as nursery:
-        process = await nursery.start(
-            functools.partial(
-                trio.run_process,
-                [NODE, str(TS_SERVER)],
-                cwd=INTEROP,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                check=False,
-            )
-        )
-        try:
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await process.stdout.receive_some()
-                assert chunk, "the TypeScript server exited"
-                line += chunk
-            yield json.loads(line)["url"]
-        finally:
-            process.terminate()
-            nursery.cancel_scope.cancel()
+    return server_process([NODE, str(TS_SERVER)], INTEROP)
 
 
 async def drive_ts_server(url: str, profile: Any) -> None:
@@ -122,16 +98,8 @@ async def drive_ts_server(url: str, profile: Any) -> None:
             "read 2 128",
         ]
         # session/cancel reaches the TypeScript agent.
-        results: list[schema.PromptResponse] = []
-        async with trio.open_nursery() as turn:
-
-            async def run() -> None:
-                results.append(await agent.prompt_text(sid, "wait_for_cancel"))
-
-            turn.start_soon(run)
-            await trio.sleep(0.2)
-            await agent.cancel(sid)
-        assert results[0].stop_reason == "cancelled"
+        result = await cancelled_turn(agent, sid)
+        assert result.stop_reason == "cancelled"
 
 
 async def test_our_http_client_talks_to_the_typescript_server() -> None:
