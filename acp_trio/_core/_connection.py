@@ -54,6 +54,7 @@ from typing import Any, Final, final
 
 import trio
 
+from acp_trio._core._caller_reads import CallerReads
 from acp_trio._core._framed import FramedStream, FrameTransport
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._handler import (
@@ -72,7 +73,7 @@ from acp_trio._core._requests import (
     PendingRequest,
     RequestContext,
 )
-from acp_trio._exceptions import ACPError, ConnectionClosed
+from acp_trio._exceptions import ConnectionClosed
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     CancelReceived,
@@ -106,7 +107,7 @@ HandlerArg = Handler | Callable[["Connection"], Handler] | None
 
 
 @final
-class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
+class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerReads):
     """A JSON-RPC 2.0 peer connection. Make one with :func:`open_connection`,
     :func:`connect_connection` or :func:`serve_connection`."""
 
@@ -176,6 +177,14 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
             and type(transport).receive_frame_nowait is FramedStream.receive_frame_nowait
         )
         self._eager = config.eager_handlers and self._stock_stream
+        # Over a pipe, a caller waiting for its reply may read it itself
+        # (see _caller_reads).
+        self._init_caller_reads(
+            config.callers_read_replies
+            and isinstance(transport, FramedStream)
+            and self._stock_stream
+            and transport.reads_pipe
+        )
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).
         self._eager_skips: dict[str, int] = {}
@@ -271,17 +280,6 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
             walk(node, 0)
         return "\n".join(lines) if lines else "(no requests in flight)"
 
-    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
-        """Settle our pending request ``request_id`` with ``error``, as if its
-        reply had come: for a transport that knows the reply is lost (a
-        reconnecting one). ``False`` if no such request is pending."""
-        event = self._peer._fail(request_id, error)
-        if event is None:
-            return False
-        if event.entry.handle is not None:
-            event.entry.handle._settle(None, error, self._notifications_received)
-        return True
-
     # ------------------------------------------------------------------
     # Running
 
@@ -376,6 +374,7 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
             if out.handle is not None:
                 out.handle._settle(None, self._closed_error(), 0)
         self._reader_scope.cancel()
+        self._interrupt_caller_reading()
         if self._local_close or not self._shutdown.is_set():
             # We are leaving (aclose, or our nursery was cancelled): nobody
             # wants the notifications still queued.
@@ -451,21 +450,26 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
         reply_received = ReplyReceived
         queued = 0
         item: _Queued | None = None
+        give_up = self._give_up
         try:
             while True:
-                frame = nowait()
-                if frame is None and (frame := await stream.receive_frame()) is None:
-                    break
-                if self._closed:
-                    break
-                if trace is not None and type(frame) is bytes:
-                    trace("recv", frame)
-                event = receive(frame)
-                # A handler run eagerly that waits keeps this frame alive:
-                # let go of it.
-                del frame
-                if event is None:
-                    continue
+                if (event := self._handed_back) is not None:
+                    # Read by a caller, for us to act on (a request).
+                    self._handed_back = None
+                else:
+                    frame = nowait()
+                    if frame is None and (frame := await stream.receive_frame()) is None:
+                        break
+                    if self._closed:
+                        break
+                    if trace is not None and type(frame) is bytes:
+                        trace("recv", frame)
+                    event = receive(frame)
+                    # A handler run eagerly that waits keeps this frame
+                    # alive: let go of it.
+                    del frame
+                    if event is None:
+                        continue
                 if type(event) is notification_received:
                     item = self._on_notification(event.method, event.params)
                     if item is not None:
@@ -481,7 +485,18 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering):
                 if type(event) is reply_received:
                     pending = event.entry.handle
                     if pending is not None:
+                        woke = pending._task is not None
                         pending._settle(event.result, event.error, self._notifications_received)
+                        # We woke a caller and have nothing else to do: it
+                        # may read its next reply itself (_caller_reads).
+                        # Decided in this very step, before it can run.
+                        if (
+                            woke
+                            and give_up
+                            and not stream.frames_pending
+                            and not await self._give_up_reading()
+                        ):
+                            break
                     continue
                 if type(event) is CancelReceived:
                     self._on_cancel_request(event.entry)

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from acp_trio._core._caller_reads import FREE
 from acp_trio._core._handler import RequestNode
 from acp_trio._core._ordering import _in_notification_handler
 from acp_trio._core._requests import _WAITING, PendingRequest, RequestContext, current_request
-from acp_trio._exceptions import LocalProtocolError
-from acp_trio._jsonrpc import Peer
+from acp_trio._exceptions import ACPError, LocalProtocolError
+from acp_trio._jsonrpc import Peer, RequestId
 
 if TYPE_CHECKING:
     from acp_trio._core._outbox import Outbox
@@ -45,9 +46,15 @@ class OutgoingCalls:
         _owner: RequestOwner
         _outbox: Outbox
         _notifications_handled: int
+        _notifications_received: int
         _closed: bool
 
+        _baton: int
+
         def _check_open(self) -> None: ...
+        def _may_read_for(self) -> bool: ...
+        async def _read_for(self, pending: PendingRequest) -> None: ...
+        def _wake_idle_reader(self) -> None: ...
         def _consumer_call_started(self) -> None: ...
         def _consumer_call_ended(self) -> None: ...
         async def _wait_for_notifications(self, barrier: int) -> None: ...
@@ -69,15 +76,27 @@ class OutgoingCalls:
         try:
             # Wait for the reply here rather than in a helper: one coroutine
             # less per call, and one frame less for a cancellation to unwind.
+            # Over a pipe, with reading free, read for the reply ourselves
+            # (see _caller_reads); else make sure the reader reads.
             if pending._state != _WAITING:
                 await trio.lowlevel.checkpoint()
             else:
-                pending._task = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
+                if self._baton == FREE:
+                    if self._may_read_for():
+                        await self._read_for(pending)
+                    if pending._state == _WAITING:
+                        self._wake_idle_reader()
+                if pending._state == _WAITING:
+                    pending._task = trio.lowlevel.current_task()
+                    await trio.lowlevel.wait_task_rescheduled(pending._abort_call)
+                    if self._baton == FREE:
+                        self._wake_idle_reader()
             if pending._barrier > self._notifications_handled:
                 await self._wait_for_notifications(pending._barrier)
             return pending._outcome()
         except BaseException:
+            if self._baton == FREE:
+                self._wake_idle_reader()
             if pending._state == _WAITING:
                 if not pending._entry.cancel_sent:
                     self._send_cancel(pending)
@@ -86,6 +105,17 @@ class OutgoingCalls:
         finally:
             if consumer:
                 self._consumer_call_ended()
+
+    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
+        """Settle our pending request ``request_id`` with ``error``, as if its
+        reply had come: for a transport that knows the reply is lost (a
+        reconnecting one). ``False`` if no such request is pending."""
+        event = self._peer._fail(request_id, error)
+        if event is None:
+            return False
+        if event.entry.handle is not None:
+            event.entry.handle._settle(None, error, self._notifications_received)
+        return True
 
     @asynccontextmanager
     async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
@@ -170,6 +200,10 @@ class OutgoingCalls:
         if pending._state != _WAITING:
             await trio.lowlevel.checkpoint()
             return
+        # Never reads for itself: an open_request() may be abandoned from
+        # another task, which could not wake a task that is reading.
+        if self._baton == FREE:
+            self._wake_idle_reader()
         pending._task = trio.lowlevel.current_task()
         consumer = _in_notification_handler.get()
         if consumer:
@@ -179,6 +213,8 @@ class OutgoingCalls:
         finally:
             if consumer:
                 self._consumer_call_ended()
+            if self._baton == FREE:
+                self._wake_idle_reader()
 
 
 def _check_params(params: Any) -> None:

@@ -266,7 +266,9 @@ async def run_program(
     else:
         assert noted == sent_notes
     by_callers = sum(1 for _, t in wire.readers if t.name != READER)
-    assert by_callers == 0
+    if not callers_read:
+        assert by_callers == 0
+    event(f"callers_read={callers_read}: frames read by callers: {min(by_callers, 5)}+")
     event(f"ending: {ending}")
     for what, _ in outcomes.values():
         event(f"call: {what}")
