@@ -110,7 +110,7 @@ async def test_prompt_deadline_cancels_a_streaming_turn(
             result = await agent.prompt_text(session_id, "echo after")
             assert result.stop_reason == "end_turn"
             assert client.chunks[-1] == "after"
-            assert agent._turns == {}
+            assert agent.prompts_in_flight() == {}
     sent = [m for d, m in frames if d == "send"]
     assert [m for m in sent if m.get("method") == "$/cancel_request"] == []
     assert len([m for m in sent if m.get("method") == "session/cancel"]) == 1

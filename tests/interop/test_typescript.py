@@ -347,7 +347,7 @@ async def test_ts_agent_prompt_deadline_sends_session_cancel() -> None:
                 if d == "recv" and m.get("method") == "session/update"
             ]
             assert [m["params"]["update"]["content"]["text"] for m in late] == ["after"]
-            assert ts.agent._turns == {}
+            assert ts.agent.prompts_in_flight() == {}
 
 
 async def test_ts_agent_cancel_request_on_nested_cascades() -> None:
