@@ -27,12 +27,11 @@ pipe (``ConnectionConfig.callers_read_replies``).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from acp_trio._core._framed import FrameTransport
+from acp_trio._core._framed import FramedStream, FrameTransport
 from acp_trio._core._handler import TraceHook
 from acp_trio._core._ordering import _Queued
 from acp_trio._core._outbox import Inbox
@@ -49,8 +48,6 @@ from acp_trio._jsonrpc import (
 from acp_trio._jsonrpc._peer import Event
 
 __all__ = ["CALLER", "FREE", "READER", "CallerReads"]
-
-_log = logging.getLogger("acp_trio.connection")
 
 # Who reads (CallerReads._baton).
 READER: Final = 0  # the reader task
@@ -74,9 +71,11 @@ class CallerReads:
         def _put_reply(self, request_id: RequestId, frame: bytes) -> None: ...
         def _request_shutdown(self, reason: str, cause: BaseException | None) -> None: ...
 
-    def _init_caller_reads(self, enabled: bool) -> None:
-        #: Whether callers may read (a stock FramedStream on a pipe).
-        self._give_up = enabled
+    def _init_caller_reads(self, pipe: FramedStream | None) -> None:
+        """``pipe``: the connection's stream if callers may read it (a stock
+        FramedStream reading a pipe), else ``None``."""
+        self._pipe = pipe
+        self._give_up = pipe is not None
         self._baton = READER
         self._idle_reader: trio.lowlevel.Task | None = None
         #: An event a caller read and gives back to the reader, which acts
@@ -117,10 +116,8 @@ class CallerReads:
     def _interrupt_caller_reading(self) -> None:
         """Closing: a caller waiting to read is woken (it finds its call
         settled). Nothing is read after this."""
-        if self._baton == CALLER:
-            interrupt = getattr(self._stream, "interrupt_reading", None)
-            if interrupt is not None:
-                interrupt()
+        if self._baton == CALLER and self._pipe is not None:
+            self._pipe.interrupt_reading()
 
     # The caller's side
 

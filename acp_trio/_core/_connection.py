@@ -180,10 +180,12 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         # Over a pipe, a caller waiting for its reply may read it itself
         # (see _caller_reads).
         self._init_caller_reads(
-            config.callers_read_replies
+            transport
+            if config.callers_read_replies
             and isinstance(transport, FramedStream)
             and self._stock_stream
             and transport.reads_pipe
+            else None
         )
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over_reading).

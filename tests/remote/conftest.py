@@ -19,7 +19,8 @@ pytest.importorskip("trio_websocket")
 import trio
 
 from acp_trio import schema
-from acp_trio.remote import RemoteApp, serve_remote
+from acp_trio.remote import RemoteApp, open_remote_agent, serve_remote
+from acp_trio.testing import ScenarioClient
 
 #: The watchdog of each I/O test (seconds); generous for a loaded machine.
 LIMIT = int(__import__("os").environ.get("REMOTE_TEST_LIMIT", "60"))
@@ -99,3 +100,24 @@ async def cancelled_turn(agent: Any, session_id: str) -> schema.PromptResponse:
             with trio.move_on_after(0.2):
                 await done.wait()
     return results[0]
+
+
+async def drive_scenario_server(url: str, profile: Any, name: str) -> None:
+    """Through acp_trio's client at a peer's scenario server ``url``:
+    prompts, streamed updates, an agent -> client read, and a turn ended by
+    ``session/cancel``."""
+    client = ScenarioClient()
+    async with open_remote_agent(client, url, profile=profile) as agent:
+        await agent.initialize(client.initialize_request())
+        session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        sid = session.session_id
+        for command in (f"echo hi {name}", "stream 30 2", "read 2 /x"):
+            result = await agent.prompt_text(sid, command)
+            assert result.stop_reason == "end_turn"
+        assert client.texts() == [
+            f"hi {name}",
+            *(f"{i}." if i < 10 else str(i) for i in range(30)),
+            "read 2 128",
+        ]
+        result = await cancelled_turn(agent, sid)
+        assert result.stop_reason == "cancelled"

@@ -24,7 +24,7 @@ from acp_trio import schema
 from acp_trio.remote import RemoteApp, agent_app, open_remote_agent
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, cancelled_turn, running, server_process, ws_url
+from .conftest import LIMIT, drive_scenario_server, running, server_process, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 VENV = INTEROP / ".venv-official-rc"
@@ -151,22 +151,7 @@ def official_server() -> AbstractAsyncContextManager[str]:
 async def test_our_client_talks_to_the_official_server(profile: Any) -> None:
     with trio.fail_after(LIMIT):
         async with official_server() as url:
-            client = ScenarioClient()
-            async with open_remote_agent(client, url, profile=profile) as agent:
-                await agent.initialize(client.initialize_request())
-                session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
-                sid = session.session_id
-                for command in ("echo hi official", "stream 30 2", "read 2 /x"):
-                    result = await agent.prompt_text(sid, command)
-                    assert result.stop_reason == "end_turn"
-                assert client.texts() == [
-                    "hi official",
-                    *(f"{i}." if i < 10 else str(i) for i in range(30)),
-                    "read 2 128",
-                ]
-                # session/cancel reaches the official agent.
-                result = await cancelled_turn(agent, sid)
-                assert result.stop_reason == "cancelled"
+            await drive_scenario_server(url, profile, "official")
 
 
 @pytest.mark.parametrize(

@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 import trio
 
-from acp_trio import schema
-from acp_trio.remote import agent_app, open_remote_agent
-from acp_trio.testing import ScenarioAgent, ScenarioClient
+from acp_trio.remote import agent_app
+from acp_trio.testing import ScenarioAgent
 
-from .conftest import LIMIT, cancelled_turn, running, server_process, ws_url
+from .conftest import LIMIT, drive_scenario_server, running, server_process, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 TS_CLIENT = INTEROP / "ts_remote_client.mjs"
@@ -81,38 +80,17 @@ def ts_server() -> AbstractAsyncContextManager[str]:
     return server_process([NODE, str(TS_SERVER)], INTEROP)
 
 
-async def drive_ts_server(url: str, profile: Any) -> None:
-    """Scenario prompts, an agent -> client read, and a cancelled turn,
-    through acp_trio's client at the TypeScript server's ``url``."""
-    client = ScenarioClient()
-    async with open_remote_agent(client, url, profile=profile) as agent:
-        await agent.initialize(client.initialize_request())
-        session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
-        sid = session.session_id
-        for command in ("echo hi ts", "stream 30 2", "read 2 /x"):
-            result = await agent.prompt_text(sid, command)
-            assert result.stop_reason == "end_turn"
-        assert client.texts() == [
-            "hi ts",
-            *(f"{i}." if i < 10 else str(i) for i in range(30)),
-            "read 2 128",
-        ]
-        # session/cancel reaches the TypeScript agent.
-        result = await cancelled_turn(agent, sid)
-        assert result.stop_reason == "cancelled"
-
-
 async def test_our_http_client_talks_to_the_typescript_server() -> None:
     with trio.fail_after(LIMIT):
         async with ts_server() as url:
             # Node's http server speaks HTTP/1.1 only.
-            await drive_ts_server(url, "http1")
+            await drive_scenario_server(url, "http1", "ts")
 
 
 async def test_our_websocket_client_talks_to_the_typescript_server() -> None:
     with trio.fail_after(LIMIT):
         async with ts_server() as url:
-            await drive_ts_server(url.replace("http://", "ws://", 1), "websocket")
+            await drive_scenario_server(url.replace("http://", "ws://", 1), "websocket", "ts")
 
 
 async def test_the_typescript_websocket_client_talks_to_our_server() -> None:
