@@ -3,7 +3,8 @@ transports: a :class:`Connection` speaks JSON-RPC with ``dict`` params and
 results, runs each incoming request in its own cancel scope
 (:class:`RequestContext`) and cancels each outgoing one on the wire
 (:class:`PendingRequest`). Plus the byte-stream transports it runs on, the
-message-stream seam (:class:`MessageStream`), the method tables of the
+message-stream seam (:class:`MessageStream`, and
+:class:`BufferedMessageStream` for one that reads and writes in bursts), the method tables of the
 typed API, and the process-wide JSON library switch.
 
 This module only re-exports.
@@ -15,6 +16,7 @@ from acp_trio._core._connection import ConnectionStatistics as ConnectionStatist
 from acp_trio._core._connection import Handler as Handler
 from acp_trio._core._connection import RequestNode as RequestNode
 from acp_trio._core._framed import FramedStream as FramedStream
+from acp_trio._core._message_stream import BufferedMessageStream as BufferedMessageStream
 from acp_trio._core._message_stream import MessageStream as MessageStream
 from acp_trio._core._open import connect_connection as connect_connection
 from acp_trio._core._open import open_connection as open_connection

@@ -11,9 +11,9 @@ HTTP/1.1); the TypeScript client and server (HTTP/1.1: Node's http server,
 and WebSocket: the ``ws`` package) and the two mixed pairs for each; the
 official Python SDK 1.0.0rc3's client and server (WebSocket; its venv,
 ``make tests/interop/.venv-official-rc/.installed``) and the mixed pairs.
-hypercorn (our server) accepts permessage-deflate whenever a client offers it, and the
-``ws`` and ``websockets`` clients do (trio-websocket does not): those pairs compress
-every message.
+acp_trio's server answers WebSocket upgrades with its own WebSocket, which accepts no
+extension; the ``ws`` and ``websockets`` clients offer permessage-deflate, so with a
+server that accepts it, that pair compresses every message.
 """
 
 from __future__ import annotations

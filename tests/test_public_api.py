@@ -36,7 +36,8 @@ TOP_LEVEL = {
 
 LOWLEVEL = {
     "CANCEL_REQUEST_METHOD", "CancelCause", "Connection", "ConnectionStatistics",
-    "FramedStream", "Handler", "MessageStream", "PendingRequest", "RequestContext",
+    "BufferedMessageStream", "FramedStream", "Handler", "MessageStream", "PendingRequest",
+    "RequestContext",
     "RequestNode", "connect_connection", "current_request", "open_connection",
     "serve_connection", "json_backend", "use_json_backend", "AGENT_METHODS",
     "CLIENT_METHODS", "AgentProcess", "open_agent_process", "open_stdio_stream",

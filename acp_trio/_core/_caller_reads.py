@@ -22,7 +22,8 @@ it gives back to the reader: an incoming request (the reader may run its
 handler eagerly, which a caller must not) and a notification when the
 consumer's queue is full (the reader waits for room; a caller could be
 cancelled while it waits). Only on a stock :class:`FramedStream` reading a
-pipe (``ConnectionConfig.callers_read_replies``).
+pipe, or on a :class:`BufferedMessageStream` (our WebSocket), which can both
+be interrupted (``ConnectionConfig.callers_read_replies``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import trio
 
 from acp_trio._core._framed import FramedStream, FrameTransport
 from acp_trio._core._handler import TraceHook
+from acp_trio._core._message_stream import MessageTransport
 from acp_trio._core._ordering import _Queued
 from acp_trio._core._outbox import Inbox
 from acp_trio._core._requests import _WAITING, PendingRequest, RequestContext
@@ -71,9 +73,10 @@ class CallerReads:
         def _put_reply(self, request_id: RequestId, frame: bytes) -> None: ...
         def _request_shutdown(self, reason: str, cause: BaseException | None) -> None: ...
 
-    def _init_caller_reads(self, pipe: FramedStream | None) -> None:
+    def _init_caller_reads(self, pipe: FramedStream | MessageTransport | None) -> None:
         """``pipe``: the connection's stream if callers may read it (a stock
-        FramedStream reading a pipe), else ``None``."""
+        FramedStream reading a pipe, or a MessageTransport over a
+        BufferedMessageStream), else ``None``."""
         self._pipe = pipe
         self._give_up = pipe is not None
         self._baton = READER

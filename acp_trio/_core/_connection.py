@@ -177,14 +177,17 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
             and type(transport).receive_frame_nowait is FramedStream.receive_frame_nowait
         )
         self._eager = config.eager_handlers and self._stock_stream
-        # Over a pipe, a caller waiting for its reply may read it itself
+        # Over a pipe (or a message stream that reads in bursts, such as
+        # our WebSocket), a caller waiting for its reply may read it itself
         # (see _caller_reads).
+        readable_by_callers = (
+            isinstance(transport, FramedStream) and self._stock_stream and transport.reads_pipe
+        ) or (type(transport) is MessageTransport and transport.callers_may_read)
         self._init_caller_reads(
             transport
             if config.callers_read_replies
-            and isinstance(transport, FramedStream)
-            and self._stock_stream
-            and transport.reads_pipe
+            and readable_by_callers
+            and isinstance(transport, FramedStream | MessageTransport)
             else None
         )
         # Methods whose handlers recently waited -> requests left to start

@@ -14,12 +14,13 @@ oversized line on stdio.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio._jsonrpc._framing import _HEAD_SIZE, _TAIL_SIZE
 
-__all__ = ["MessageStream", "MessageTransport", "oversized"]
+__all__ = ["BufferedMessageStream", "MessageStream", "MessageTransport", "oversized"]
 
 
 @runtime_checkable
@@ -52,6 +53,35 @@ class MessageStream(Protocol):
         ...
 
 
+@runtime_checkable
+class BufferedMessageStream(MessageStream, Protocol):
+    """A :class:`MessageStream` that also takes and gives messages without
+    waiting (a WebSocket that reads many frames at once and writes behind):
+    the connection then hands over bursts as it does on a pipe."""
+
+    def receive_message_nowait(self) -> bytes | OversizedFrame | None:
+        """A message already read, if any (capped as :meth:`receive_message`
+        caps), without waiting; ``None``: use :meth:`receive_message`."""
+        ...
+
+    @property
+    def messages_pending(self) -> bool:
+        """Whether messages (or parts of them) already read wait to be
+        taken (when unsure: ``True``)."""
+        ...
+
+    def send_message_nowait(self, message: bytes) -> bool:
+        """Send ``message`` if that needs no wait; ``False`` (nothing sent)
+        if it would: use :meth:`send_message`."""
+        ...
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting in :meth:`receive_message` (it then fails
+        or sees the end): the stream is about to be closed, and nothing is
+        read after this."""
+        ...
+
+
 def oversized(message: bytes | bytearray, limit: int) -> OversizedFrame:
     """The marker for a whole message over ``limit`` bytes, kept as the
     NDJSON decoder keeps an oversized line (first and last bytes)."""
@@ -66,10 +96,11 @@ class MessageTransport:
     frame (over the cap, its :class:`OversizedFrame` marker), each frame
     written is one message (without its line end)."""
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_buffered", "_messages")
 
     def __init__(self, messages: MessageStream) -> None:
         self._messages = messages
+        self._buffered = messages if isinstance(messages, BufferedMessageStream) else None
 
     @property
     def max_message_size(self) -> int:
@@ -83,8 +114,9 @@ class MessageTransport:
 
     @property
     def frames_pending(self) -> bool:
-        """Never: every message is taken as it is read."""
-        return False
+        """Whether messages already read wait (a :class:`BufferedMessageStream`
+        may hold some; another stream never does)."""
+        return self._buffered is not None and self._buffered.messages_pending
 
     async def receive_frame(self) -> bytes | OversizedFrame | None:
         """The next message, capped (see the module docstring)."""
@@ -93,13 +125,41 @@ class MessageTransport:
             return oversized(message, self.max_message_size)
         return message
 
-    def receive_frame_nowait(self) -> None:
-        """Nothing is ever read ahead."""
-        return None
+    def receive_frame_nowait(self) -> bytes | OversizedFrame | None:
+        """A message already read (a :class:`BufferedMessageStream`'s), else
+        ``None``."""
+        if self._buffered is None:
+            return None
+        message = self._buffered.receive_message_nowait()
+        if isinstance(message, bytes | bytearray) and len(message) > self.max_message_size:
+            return oversized(message, self.max_message_size)
+        return message
 
-    def direct_writer(self) -> None:
-        """No write can be made without waiting."""
-        return None
+    @property
+    def callers_may_read(self) -> bool:
+        """Whether a caller may read its own reply (see ``_caller_reads``):
+        over a :class:`BufferedMessageStream`, which can be interrupted."""
+        return self._buffered is not None
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting to read: the stream is about to be closed
+        (a :class:`BufferedMessageStream` only)."""
+        if self._buffered is not None:
+            self._buffered.interrupt_reading()
+
+    def direct_writer(self) -> Callable[[bytes], int] | None:
+        """For a :class:`BufferedMessageStream`: a function sending one
+        frame (as one message) without waiting, returning its length, or 0
+        if nothing was sent; else ``None``."""
+        buffered = self._buffered
+        if buffered is None:
+            return None
+
+        def write(frame: bytes) -> int:
+            message = frame[:-1] if frame.endswith(b"\n") else frame
+            return len(frame) if buffered.send_message_nowait(message) else 0
+
+        return write
 
     async def send_batch(self, frames: list[bytes]) -> None:
         """Send each frame as one message, in order (cancelled, some may

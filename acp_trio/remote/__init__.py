@@ -2,8 +2,8 @@
 RFD (``streamable-http-websocket-transport``), server and client, on Trio.
 
 Needs the ``remote`` extra (``pip install 'acp-trio[remote]'``): hypercorn
-(server, Trio worker), trio-websocket (WebSocket client), httpx2 with
-httpcore2's Trio backend and h2 (HTTP client).
+(server, Trio worker), wsproto (our own WebSocket, both sides, with
+batched writes), httpx2 with httpcore2's Trio backend and h2 (HTTP client).
 
 - :class:`RemoteApp`: the ASGI app serving ``/acp`` (one ACP connection per
   WebSocket, or per Streamable HTTP connection: POST, GET-SSE, DELETE);
@@ -40,6 +40,10 @@ from acp_trio.remote._serve import hypercorn_config as hypercorn_config
 from acp_trio.remote._serve import open_remote_agent as open_remote_agent
 from acp_trio.remote._serve import open_remote_stream as open_remote_stream
 from acp_trio.remote._serve import serve_remote as serve_remote
+from acp_trio.remote._websocket import WebSocket as WebSocket
+from acp_trio.remote._websocket import WebSocketClosed as WebSocketClosed
+from acp_trio.remote._websocket import WebSocketError as WebSocketError
+from acp_trio.remote._websocket import WebSocketRejected as WebSocketRejected
 from acp_trio.remote._ws_client import WebSocketMessages as WebSocketMessages
 from acp_trio.remote._ws_client import open_websocket_stream as open_websocket_stream
 from acp_trio.remote._ws_resume_client import (
@@ -56,7 +60,11 @@ __all__ = [
     "ResumableWebSocketMessages",
     "SessionLost",
     "StreamHandler",
+    "WebSocket",
+    "WebSocketClosed",
+    "WebSocketError",
     "WebSocketMessages",
+    "WebSocketRejected",
     "agent_app",
     "open_remote_agent",
     "hypercorn_config",

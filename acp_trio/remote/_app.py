@@ -13,8 +13,10 @@ from typing import Any
 import trio
 
 from acp_trio._core._message_stream import MessageStream
+from acp_trio.remote._front import NATIVE, NativeWebSocket
 from acp_trio.remote._http_server import HttpProfile, drain_body
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._ws_client import WebSocketMessages
 from acp_trio.remote._ws_resume import (
     CLOSE,
     CURSOR_GONE,
@@ -157,7 +159,13 @@ class RemoteApp:
         if self.resumable and self.http.nursery is not None:
             await self._resumable_websocket(receive, send, connection_id, self.http.nursery)
             return
-        stream = AsgiWebSocketMessages(receive, send, self.max_message_size)
+        native = scope.get("extensions", {}).get(NATIVE)
+        stream: MessageStream
+        if isinstance(native, NativeWebSocket) and native.websocket is not None:
+            # Served by our own front: the WebSocket itself, in bursts.
+            stream = WebSocketMessages(native.websocket, self.max_message_size)
+        else:
+            stream = AsgiWebSocketMessages(receive, send, self.max_message_size)
         self.connections.add(connection_id)
         try:
             await self.handle(stream)

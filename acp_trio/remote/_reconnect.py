@@ -30,13 +30,13 @@ from typing import Any
 import attrs
 import httpx2
 import trio
-import trio_websocket
 
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._message_stream import MessageStream
 from acp_trio._exceptions import ACPError, ConnectionClosed
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio.remote._http_connection import id_key, session_of
+from acp_trio.remote._websocket import WebSocketClosed, WebSocketError
 
 __all__ = ["Reconnect", "ReconnectingStream", "ReplyLost", "SessionLost", "open_reconnecting"]
 
@@ -59,8 +59,8 @@ _TRANSPORT_ERRORS = (
     trio.BrokenResourceError,
     trio.TooSlowError,
     ACPError,
-    trio_websocket.HandshakeError,
-    trio_websocket.ConnectionClosed,
+    WebSocketError,
+    WebSocketClosed,
     httpx2.HTTPError,
 )
 
@@ -507,8 +507,8 @@ async def open_reconnecting(
                 yield stream
             finally:
                 await stream.aclose()
-                # The transport closes politely (not cancelled: trio-websocket
-                # needs its reader task for the closing handshake), bounded.
+                # The transport closes politely (not cancelled: a WebSocket
+                # waits for the peer's close frame), bounded.
                 with trio.move_on_after(5):
                     await stream._finished.wait()
                 nursery.cancel_scope.cancel()

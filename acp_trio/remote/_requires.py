@@ -11,7 +11,7 @@ def check() -> None:
     """Raise ``ImportError`` naming the extra if a library it installs is missing."""
     missing = [
         name
-        for name in ("hypercorn", "trio_websocket", "httpx2")
+        for name in ("hypercorn", "wsproto", "httpx2")
         if importlib.util.find_spec(name) is None
     ]
     if missing:

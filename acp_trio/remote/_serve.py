@@ -10,18 +10,18 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal
 
 import trio
-import trio_websocket
 from hypercorn.config import Config
-from hypercorn.trio import serve
 
 from acp_trio._core._connection import ConnectionConfig
 from acp_trio._core._message_stream import MessageStream
 from acp_trio._typed._agent import Agent, serve_agent
 from acp_trio._typed._client import AgentProxy, Client, open_client
 from acp_trio.remote._app import RemoteApp
+from acp_trio.remote._front import serve_front
 from acp_trio.remote._http_client import open_http_stream
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
 from acp_trio.remote._reconnect import Reconnect, open_reconnecting
+from acp_trio.remote._websocket import WebSocketError
 from acp_trio.remote._ws_client import open_websocket_stream
 
 __all__ = [
@@ -97,8 +97,9 @@ async def serve_remote(
     allow_remote: bool = False,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` with hypercorn's Trio worker on ``host:port``
-    (HTTP/1.1, h2c and WebSocket on one port); reports the bound URLs
+    """Serve ``app`` on ``host:port``: HTTP/1.1 and h2c with hypercorn's
+    Trio worker, WebSocket upgrades with our own WebSocket (frames written
+    in batches), all on one port; reports the bound URLs
     (``http://127.0.0.1:PORT``) through ``task_status`` (port 0 picks a free
     port). Cancelling the call stops the server and every connection.
 
@@ -110,9 +111,7 @@ async def serve_remote(
             f"refusing to bind {host!r}: not a loopback address (pass allow_remote=True, "
             f"and protect the server with a token)"
         )
-    # hypercorn types the app with its own TypedDicts; ours takes plain mappings.
-    framework: Any = app
-    await serve(framework, hypercorn_config(app, host, port), task_status=task_status)
+    await serve_front(app, hypercorn_config(app, host, port), task_status=task_status)
 
 
 Profile = Literal["auto", "websocket", "http", "http1"]
@@ -155,7 +154,7 @@ async def open_remote_stream(
         try:
             websocket = open_websocket_stream(ws_url, **options)
             stream: MessageStream = await websocket.__aenter__()
-        except trio_websocket.HandshakeError:
+        except WebSocketError:
             profile = "http"
         else:
             try:

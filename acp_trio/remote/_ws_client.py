@@ -1,4 +1,5 @@
-"""The client side of the WebSocket profile, on ``trio-websocket``."""
+"""The client side of the WebSocket profile, on our own WebSocket
+(:mod:`acp_trio.remote._websocket`, wsproto underneath)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import trio
-import trio_websocket
 
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._message_stream import MessageStream, oversized
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
-from acp_trio.remote._ws_resume_client import ResumableWebSocketMessages
+from acp_trio.remote._websocket import WebSocket, WebSocketClosed, client_handshake
+from acp_trio.remote._ws_frames import TOO_BIG
+from acp_trio.remote._ws_resume_client import ResumableWebSocketMessages, connection_id_of
 
 __all__ = ["WebSocketMessages", "connect_websocket", "open_websocket_stream"]
 
@@ -25,38 +27,35 @@ CONNECTION_ID_HEADER = "acp-connection-id"
 class WebSocketMessages(MessageStream):
     """A client WebSocket as a :class:`~acp_trio._core._message_stream.MessageStream`.
 
-    trio-websocket keeps a bounded queue of received messages
-    (``message_queue_size``); when it is full, it stops reading the socket,
-    so a slow reader slows the server down.
+    The socket is read only when a message is asked for, so a slow reader
+    slows the server down; sends are written behind, several frames to a
+    write, within a bounded buffer (see :mod:`acp_trio.remote._websocket`).
     """
 
-    def __init__(self, ws: trio_websocket.WebSocketConnection, max_message_size: int) -> None:
+    def __init__(self, ws: WebSocket, max_message_size: int) -> None:
         self._ws = ws
         self._max_message_size = max_message_size
-        self.connection_id: str | None = None
-        for name, value in ws.handshake_headers:
-            if name.decode("latin-1").lower() == CONNECTION_ID_HEADER:
-                self.connection_id = value.decode("latin-1")
+        self.connection_id: str | None = connection_id_of(ws)
 
     @property
     def max_message_size(self) -> int:
         return self._max_message_size
 
     @property
-    def websocket(self) -> trio_websocket.WebSocketConnection:
-        """The underlying trio-websocket connection."""
+    def websocket(self) -> WebSocket:
+        """The WebSocket this stream reads and writes (see
+        :class:`~acp_trio.remote.WebSocket`)."""
         return self._ws
 
     async def receive_message(self) -> bytes | OversizedFrame | None:
         while True:
             try:
                 message = await self._ws.get_message()
-            except trio_websocket.ConnectionClosed as exc:
-                reason = exc.reason
-                if reason is not None and reason.code == 1009:
+            except WebSocketClosed as exc:
+                if exc.code == TOO_BIG:
                     raise trio.BrokenResourceError(
-                        f"the server closed the WebSocket: a message was too big "
-                        f"({reason.reason or 'code 1009'})"
+                        f"the WebSocket was closed: a message was too big "
+                        f"({exc.reason or 'code 1009'})"
                     ) from exc
                 return None
             if isinstance(message, bytes):
@@ -66,17 +65,41 @@ class WebSocketMessages(MessageStream):
                 return oversized(data, self._max_message_size)
             return data
 
+    def receive_message_nowait(self) -> bytes | OversizedFrame | None:
+        """A message already read, if any (text only; binary frames are
+        skipped), without waiting."""
+        while (message := self._ws.get_message_nowait()) is not None:
+            if isinstance(message, bytes):
+                continue
+            data = message.encode("utf-8")
+            if len(data) > self._max_message_size:
+                return oversized(data, self._max_message_size)
+            return data
+        return None
+
+    @property
+    def messages_pending(self) -> bool:
+        """Whether frames already read wait to be taken."""
+        return self._ws.pending
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting for a message (it sees the end): the stream
+        is about to be closed; nothing is read after this."""
+        self._ws.interrupt_reading()
+
+    def send_message_nowait(self, message: bytes) -> bool:
+        """Send without waiting if the write buffer has room; ``False``
+        (nothing sent) if not."""
+        return self._ws.send_text_nowait(message)
+
     async def send_message(self, message: bytes) -> None:
         try:
-            await self._ws.send_message(message.decode("utf-8"))
-        except trio_websocket.ConnectionClosed as exc:
+            await self._ws.send_text(message)
+        except WebSocketClosed as exc:
             raise trio.BrokenResourceError("the WebSocket is closed") from exc
 
     async def aclose(self) -> None:
-        # Bounded: cancelled from outside, trio-websocket's reader task is
-        # cancelled too, and the closing handshake would wait forever.
-        with trio.CancelScope(shield=True), trio.move_on_after(5):
-            await self._ws.aclose()
+        await self._ws.aclose()
 
 
 def _headers(token: str | None, headers: Mapping[str, str] | None) -> list[tuple[bytes, bytes]]:
@@ -110,7 +133,7 @@ async def open_websocket_stream(
     token: str | None = None,
     headers: Mapping[str, str] | None = None,
     connect_timeout: float = 30,
-    message_queue_size: int = 16,
+    write_buffer: int = 65536,
     ssl_context: ssl.SSLContext | None = None,
     resumable: bool = False,
 ) -> AsyncIterator[WebSocketMessages | ResumableWebSocketMessages]:
@@ -120,14 +143,16 @@ async def open_websocket_stream(
 
     ``token`` is sent as ``Authorization: Bearer <token>``. Messages over
     ``max_message_size`` bytes are answered as on stdio; the library's own
-    limit is set a little above it (see :func:`library_limit`). At most
-    ``message_queue_size`` received messages wait to be read; then the
-    socket is not read until they are.
+    limit is set a little above it (see :func:`library_limit`). The socket
+    is read only when the connection asks for a message; sends wait while
+    more than ``write_buffer`` bytes wait to be written.
 
     Raises ``OSError`` if no connection can be made, ``trio.TooSlowError``
     after ``connect_timeout`` seconds, and
-    ``trio_websocket.ConnectionRejected`` (with the HTTP ``status_code``) if
-    the server refuses the upgrade. Leaving the block closes the WebSocket
+    :class:`~acp_trio.remote.WebSocketRejected` (with the HTTP
+    ``status_code``) if the server refuses the upgrade
+    (:class:`~acp_trio.remote.WebSocketError` if it answers with something
+    else). Leaving the block closes the WebSocket
     and its socket (bounded in time, also when cancelled).
 
     ``resumable=True`` (for a server serving resumable streams;
@@ -142,7 +167,7 @@ async def open_websocket_stream(
         headers=headers,
         max_message_size=max_message_size,
         connect_timeout=connect_timeout,
-        message_queue_size=message_queue_size,
+        write_buffer=write_buffer,
         ssl_context=ssl_context,
     )
     with plain_exceptions():
@@ -164,8 +189,7 @@ async def open_websocket_stream(
                     with trio.CancelScope(shield=True), trio.move_on_after(5):
                         await stream.aclose()
             finally:
-                # trio-websocket leaves the socket open when the server
-                # closed first; it is ours, so we close it.
+                # Each socket is closed, also one whose WebSocket was lost.
                 with trio.CancelScope(shield=True):
                     for tcp in tcps:
                         await tcp.aclose()
@@ -180,10 +204,10 @@ async def connect_websocket(
     headers: Mapping[str, str] | None,
     max_message_size: int,
     connect_timeout: float,
-    message_queue_size: int,
+    write_buffer: int,
     ssl_context: ssl.SSLContext | None,
-) -> tuple[trio_websocket.WebSocketConnection, trio.abc.Stream]:
-    """Open a client WebSocket (its reader task in ``nursery``); the
+) -> tuple[WebSocket, trio.abc.Stream]:
+    """Open a client WebSocket (its writer task in ``nursery``); the
     WebSocket and its socket, which the caller closes."""
     host, port, host_header, resource, tls = _target(url)
     with trio.fail_after(connect_timeout):
@@ -199,14 +223,14 @@ async def connect_websocket(
             tcp = await trio.open_tcp_stream(host, port)
     try:
         with trio.fail_after(connect_timeout):
-            ws = await trio_websocket.wrap_client_stream(
-                nursery,
+            ws = await client_handshake(
                 tcp,
+                nursery,
                 host_header,
                 resource,
-                extra_headers=_headers(token, headers),
+                headers=_headers(token, headers),
                 max_message_size=library_limit(max_message_size),
-                message_queue_size=message_queue_size,
+                write_buffer=write_buffer,
             )
     except BaseException:
         with trio.CancelScope(shield=True):

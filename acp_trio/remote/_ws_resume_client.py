@@ -12,11 +12,12 @@ from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
 import trio
-import trio_websocket
 
 from acp_trio._core._message_stream import MessageStream, oversized
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio.remote._http_connection import ReplayBuffer
+from acp_trio.remote._websocket import WebSocket, WebSocketClosed, WebSocketError
+from acp_trio.remote._ws_frames import TOO_BIG
 from acp_trio.remote._ws_resume import (
     ACK,
     CLOSE,
@@ -35,10 +36,11 @@ _log = logging.getLogger("acp_trio.remote")
 
 CONNECTION_ID_HEADER = "acp-connection-id"
 
-Connect = Callable[[], Awaitable[tuple[trio_websocket.WebSocketConnection, trio.abc.Stream]]]
+Connect = Callable[[], Awaitable[tuple[WebSocket, trio.abc.Stream]]]
 
 
-def connection_id_of(ws: trio_websocket.WebSocketConnection) -> str | None:
+def connection_id_of(ws: WebSocket) -> str | None:
+    """The ``Acp-Connection-Id`` the server gave in its handshake, if any."""
     for name, value in ws.handshake_headers:
         if name.decode("latin-1").lower() == CONNECTION_ID_HEADER:
             return value.decode("latin-1")
@@ -58,7 +60,7 @@ class ResumableWebSocketMessages(MessageStream):
     def __init__(
         self,
         connect: Connect,
-        ws: trio_websocket.WebSocketConnection,
+        ws: WebSocket,
         sockets: list[trio.abc.Stream],
         max_message_size: int,
         *,
@@ -91,7 +93,7 @@ class ResumableWebSocketMessages(MessageStream):
         return self._max_message_size
 
     @property
-    def websocket(self) -> trio_websocket.WebSocketConnection:
+    def websocket(self) -> WebSocket:
         """The WebSocket in use now."""
         return self._ws
 
@@ -116,14 +118,13 @@ class ResumableWebSocketMessages(MessageStream):
             ws, generation = self._ws, self._generation
             try:
                 message = await ws.get_message()
-            except trio_websocket.ConnectionClosed as exc:
+            except WebSocketClosed as exc:
                 if self._over():
                     return None
-                reason = exc.reason
-                if reason is not None and reason.code == 1009:
+                if exc.code == TOO_BIG:
                     raise trio.BrokenResourceError(
-                        f"the server closed the WebSocket: a message was too big "
-                        f"({reason.reason or 'code 1009'})"
+                        f"the WebSocket was closed: a message was too big "
+                        f"({exc.reason or 'code 1009'})"
                     ) from exc
                 await self._resume(generation)
                 continue
@@ -138,7 +139,7 @@ class ResumableWebSocketMessages(MessageStream):
             cursor = self._window.ack_due()
             if cursor is not None:
                 # (Lost with the WebSocket? The resume acknowledges it.)
-                with contextlib.suppress(trio_websocket.ConnectionClosed):
+                with contextlib.suppress(WebSocketClosed):
                     await ws.send_message(frame(ACK, cursor=cursor))
             data = message.encode("utf-8")
             if len(data) > self._max_message_size:
@@ -152,16 +153,15 @@ class ResumableWebSocketMessages(MessageStream):
         if self._closing:
             raise trio.ClosedResourceError("the WebSocket was closed")
         cursor = self._sent.add(message)  # kept first: a send cut short is sent again
-        text = message.decode("utf-8")
         while True:
             if self._ended:
                 raise trio.BrokenResourceError("the server ended the connection")
             self._check()
             ws, generation = self._ws, self._generation
             try:
-                await ws.send_message(text)
+                await ws.send_text(message)
                 return
-            except trio_websocket.ConnectionClosed as exc:
+            except WebSocketClosed as exc:
                 if self._closing:
                     raise trio.ClosedResourceError("the WebSocket was closed") from exc
                 await self._resume(generation)
@@ -185,7 +185,7 @@ class ResumableWebSocketMessages(MessageStream):
                 try:
                     if await self._try_resume():
                         return
-                except (OSError, trio.TooSlowError, trio_websocket.HandshakeError) as exc:
+                except (OSError, trio.TooSlowError, WebSocketError) as exc:
                     _log.debug("resuming the WebSocket failed: %r", exc)
 
     async def _try_resume(self) -> bool:
@@ -207,7 +207,7 @@ class ResumableWebSocketMessages(MessageStream):
             await old.aclose()
         return True
 
-    async def _handshake(self, ws: trio_websocket.WebSocketConnection) -> bool:
+    async def _handshake(self, ws: WebSocket) -> bool:
         """``stream/resume`` on ``ws``, and send again what the server
         missed; whether ``ws`` now carries the connection."""
         try:
@@ -230,9 +230,9 @@ class ResumableWebSocketMessages(MessageStream):
             if missed is None:
                 self._give_up("the server missed messages we no longer hold: cannot resume")
             for _, message in missed:
-                await ws.send_message(message.decode("utf-8"))
-        except trio_websocket.ConnectionClosed as exc:
-            code = exc.reason.code if exc.reason is not None else None
+                await ws.send_text(message)
+        except WebSocketClosed as exc:
+            code = exc.code
             if code == UNKNOWN_CONNECTION:
                 self._ended = True
                 self._window.wake()
@@ -249,6 +249,6 @@ class ResumableWebSocketMessages(MessageStream):
         self._window.wake()
         with trio.CancelScope(shield=True), trio.move_on_after(5):
             # The end of the connection, not a network failure.
-            with contextlib.suppress(trio_websocket.ConnectionClosed):
+            with contextlib.suppress(WebSocketClosed):
                 await self._ws.send_message(frame(CLOSE))
             await self._ws.aclose()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("hypercorn")
-pytest.importorskip("trio_websocket")
+pytest.importorskip("wsproto")
 
 import trio
 

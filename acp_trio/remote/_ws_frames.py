@@ -1,0 +1,157 @@
+"""WebSocket frames (RFC 6455 §5), built and parsed without a library:
+the close codes, a frame built whole, masking keys, and the parser
+(:class:`FrameReader`) our :class:`~acp_trio.remote.WebSocket` reads with."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+__all__ = [
+    "ABNORMAL",
+    "INVALID_DATA",
+    "NORMAL",
+    "NO_STATUS",
+    "PROTOCOL_ERROR",
+    "TOO_BIG",
+    "FrameReader",
+    "Keys",
+    "ProtocolFailure",
+    "build_frame",
+    "sendable",
+]
+
+#: Close codes (RFC 6455 §7.4.1).
+NORMAL = 1000
+PROTOCOL_ERROR = 1002
+NO_STATUS = 1005
+ABNORMAL = 1006
+INVALID_DATA = 1007
+TOO_BIG = 1009
+
+
+def sendable(code: int) -> bool:
+    """Whether an endpoint may send close code ``code`` (RFC 6455 §7.4:
+    1000-1003 and 1007-1014 of the registered ones, 3000-4999)."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+def build_frame(opcode: int, payload: bytes, key: bytes | None) -> bytes:
+    """One whole (FIN) frame; masked with ``key`` (4 bytes) if given."""
+    size = len(payload)
+    flag = 0x80 if key is not None else 0
+    if size < 126:
+        head = bytes((0x80 | opcode, flag | size))
+    elif size < 65536:
+        head = struct.pack("!BBH", 0x80 | opcode, flag | 126, size)
+    else:
+        head = struct.pack("!BBQ", 0x80 | opcode, flag | 127, size)
+    if key is None:
+        return head + payload
+    stream = (key * (size // 4 + 1))[:size]
+    masked = (int.from_bytes(payload, "little") ^ int.from_bytes(stream, "little")).to_bytes(
+        size, "little"
+    )
+    return head + key + masked
+
+
+class Keys:
+    """Masking keys for a client's frames, from the system's random source
+    (RFC 6455 §5.3: unpredictable), drawn 1,024 at a time."""
+
+    __slots__ = ("_pool", "_pos")
+
+    def __init__(self) -> None:
+        self._pool = b""
+        self._pos = 0
+
+    def next(self) -> bytes:
+        if self._pos >= len(self._pool):
+            self._pool, self._pos = os.urandom(4096), 0
+        key = self._pool[self._pos : self._pos + 4]
+        self._pos += 4
+        return key
+
+
+class ProtocolFailure(Exception):
+    """The peer broke the protocol: close with ``code``."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class FrameReader:
+    """Frames parsed from bytes fed in: ``(opcode, fin, payload)``, the
+    payload unmasked. ``masked``: whether frames must be masked (a server
+    reads a client's) or must not be. A data frame announcing more than
+    ``limit`` bytes fails before its payload is read."""
+
+    __slots__ = ("_buffer", "_masked", "_pos", "limit")
+
+    def __init__(self, masked: bool, limit: int) -> None:
+        self._buffer = bytearray()
+        self._pos = 0
+        self._masked = masked
+        self.limit = limit
+
+    def feed(self, data: bytes | bytearray) -> None:
+        if self._pos:
+            del self._buffer[: self._pos]
+            self._pos = 0
+        self._buffer += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer) - self._pos
+
+    def next_frame(self) -> tuple[int, bool, bytes] | None:
+        """The next whole frame, or ``None`` until more bytes come. Raises
+        :class:`ProtocolFailure` on a frame the protocol forbids."""
+        buffer, pos = self._buffer, self._pos
+        available = len(buffer) - pos
+        if available < 2:
+            return None
+        first, second = buffer[pos], buffer[pos + 1]
+        if first & 0x70:
+            raise ProtocolFailure(PROTOCOL_ERROR, "reserved bits set (no extension was agreed)")
+        opcode = first & 0x0F
+        masked = second & 0x80
+        if bool(masked) != self._masked:
+            raise ProtocolFailure(
+                PROTOCOL_ERROR, "a client frame not masked" if self._masked else "a masked frame"
+            )
+        size = second & 0x7F
+        start = pos + 2
+        if size == 126:
+            if available < 4:
+                return None
+            size = int.from_bytes(buffer[pos + 2 : pos + 4], "big")
+            start = pos + 4
+        elif size == 127:
+            if available < 10:
+                return None
+            size = int.from_bytes(buffer[pos + 2 : pos + 10], "big")
+            start = pos + 10
+        if opcode >= 8:
+            if size > 125 or not first & 0x80:
+                raise ProtocolFailure(
+                    PROTOCOL_ERROR, "a control frame fragmented or over 125 bytes"
+                )
+        elif size > self.limit:
+            raise ProtocolFailure(TOO_BIG, "message too big")
+        if masked:
+            key = bytes(buffer[start : start + 4])
+            start += 4
+        end = start + size
+        if len(buffer) < end:
+            return None
+        payload = bytes(buffer[start:end])
+        self._pos = end
+        if masked and size:
+            stream = (key * (size // 4 + 1))[:size]
+            payload = (
+                int.from_bytes(payload, "little") ^ int.from_bytes(stream, "little")
+            ).to_bytes(size, "little")
+        return opcode, bool(first & 0x80), payload
