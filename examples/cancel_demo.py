@@ -86,12 +86,8 @@ def long_command(session_id: str) -> schema.CreateTerminalRequest:
 
 
 class DemoClient(acp_trio.Client):
-    async def session_update(self, params: schema.SessionNotification) -> None:
-        update = params.update
-        if isinstance(update, schema.AgentMessageChunk) and isinstance(
-            update.content, schema.TextContent
-        ):
-            print(f"        agent says: {update.content.text!r}")
+    # session/update is shown by the trace below, in wire order; the default
+    # handler does nothing with it.
 
     # Never answer these on our own: only a cancel ends them.
     async def request_permission(
@@ -114,11 +110,22 @@ class DemoClient(acp_trio.Client):
 
 
 def show(direction: str, frame: bytes) -> None:
-    """Print each message on the wire, as the client sees it."""
+    """Print each message on the wire, as the client sees it, in wire order.
+
+    The trace hook runs as each frame is read or written, so these lines are
+    in the order of the wire. (A ``session_update`` handler runs in the
+    connection's notification task instead: printing from it as well would
+    interleave two tasks' output, and a reply's line could come before the
+    streamed words that preceded it on the wire. The SDK itself hands the
+    caller a reply only after the updates sent before it were handled.)
+    """
     msg = json.loads(frame)
     arrow = "client -> agent" if direction == "send" else "agent -> client"
     if msg.get("method") == "session/update":
-        return  # shown by the handler instead
+        update = msg["params"]["update"]
+        text = update.get("content", {}).get("text", "")
+        print(f"  {arrow}  session/update {update['sessionUpdate']} {text!r}")
+        return
     if "method" in msg:
         what = msg["method"]
         if "id" in msg:

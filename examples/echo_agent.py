@@ -4,6 +4,8 @@ Launch it from any ACP client (an editor, ``examples/client.py``) as the
 command ``python examples/echo_agent.py``.
 """
 
+import uuid
+
 import trio
 
 import acp_trio
@@ -11,8 +13,11 @@ from acp_trio import schema
 
 
 class EchoAgent(acp_trio.Agent):
+    info = schema.Implementation(name="acp_trio-echo", version="1.0")  # sent as agentInfo
+
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
-        return schema.NewSessionResponse(session_id=f"echo-{id(params)}")
+        # Session ids must be unique for the agent's lifetime: a uuid is.
+        return schema.NewSessionResponse(session_id=f"echo-{uuid.uuid4().hex}")
 
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
         for block in params.prompt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -61,7 +62,7 @@ async def test_the_tool_call_example_runs(tmp_path: Path) -> None:
         )
     assert [line.strip() for line in result.stdout.decode().splitlines()] == [
         "Plan",
-        "ToolCall pending",
+        "ToolCall in_progress",
         "ToolCallUpdate",
         "ToolCallUpdate completed",
         "AgentMessageChunk",
@@ -116,3 +117,34 @@ async def test_the_proxy_example_adds_its_note_in_a_chain(tmp_path: Path) -> Non
             reply = await conn.prompt_text(session, "hello")
     assert reply.stop_reason == "end_turn"
     assert "".join(client.texts(session)) == "hello | Project conventions: trio, attrs."
+
+
+def sh_blocks(heading: str) -> list[str]:
+    """The README's sh blocks under one heading."""
+    parts = re.split(r"(^## .*$)", README.read_text(), flags=re.MULTILINE)
+    for index, part in enumerate(parts):
+        if part.startswith("## ") and part[3:].strip() == heading:
+            return re.findall(r"```sh\n(.*?)```", parts[index + 1], flags=re.DOTALL)
+    raise AssertionError(f"no heading {heading!r}")
+
+
+async def test_the_twenty_line_agent_conforms_under_the_readme_check(tmp_path: Path) -> None:
+    """The first agent a reader copies passes ``check-agent``, run exactly as
+    the README prints it (``python`` being this interpreter)."""
+    (tmp_path / "agent.py").write_text(python_blocks()["An agent in twenty lines"])
+    (command,) = sh_blocks("An agent in twenty lines")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    with trio.fail_after(120):
+        result = await trio.run_process(
+            ["bash", "-c", command.strip()],
+            cwd=tmp_path,
+            env=env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()[-2000:]
+    assert "\nCONFORMS\n" in out
+    rows = {line.split()[0]: line.split()[2] for line in out.splitlines() if "  required  " in line}
+    assert rows["session-new"] == rows["session-cancel"] == "PASS", out

@@ -151,7 +151,7 @@ def _make_std_iterencode() -> Callable[[Any, int], Iterable[str]]:
 _std_iterencode: Final = _make_std_iterencode()
 
 
-# The optional fast JSON library: orjson (``pip install 'acp-trio[fast]'``),
+# The optional fast JSON library: orjson (the ``fast`` extra),
 # unless ``ACP_TRIO_JSON=stdlib``. Whatever orjson would write differently or
 # refuses goes to the standard library, so both give the same frames' values
 # and the same errors (see encode_frame). Decoding likewise: what orjson
@@ -209,7 +209,9 @@ def use_json_backend(name: str) -> None:
         _fast_dumps = _fast_loads = None
     elif name == "orjson":
         if _orjson is None:
-            raise ValueError("orjson is not installed (pip install 'acp-trio[fast]')")
+            raise ValueError(
+                "orjson is not installed (the 'fast' extra: pip install '/path/to/acp_trio[fast]')"
+            )
         _fast_dumps = _orjson.dumps
         _fast_loads = _orjson.loads
     else:

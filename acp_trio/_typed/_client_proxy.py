@@ -22,7 +22,12 @@ from acp_trio._typed._dispatch import (
     adopt_hook_docs,
 )
 from acp_trio._typed._terminal_handle import TerminalHandle, open_terminal
-from acp_trio._typed._tool_calls import ToolCallHandle, ask_permission, open_tool_call
+from acp_trio._typed._tool_calls import (
+    ToolCallContentLike,
+    ToolCallHandle,
+    ask_permission,
+    open_tool_call,
+)
 from acp_trio.build import ALLOW_OR_REJECT
 from acp_trio.schema import (
     AgentMessageChunk,
@@ -37,7 +42,6 @@ from acp_trio.schema import (
     SchemaConverter,
     SessionNotification,
     TextContent,
-    ToolCallContent,
     ToolCallLocation,
     ToolCallUpdate,
     converter,
@@ -82,19 +86,22 @@ class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
         title: str,
         *,
         kind: ToolKind | None = None,
-        status: ToolCallStatus = "pending",
-        content: Sequence[ToolCallContent] = (),
+        status: ToolCallStatus = "in_progress",
+        content: Sequence[ToolCallContentLike] = (),
         locations: Sequence[ToolCallLocation] = (),
         raw_input: Any = None,
         tool_call_id: str | None = None,
     ) -> AbstractAsyncContextManager[ToolCallHandle]:
         """A tool call for the duration of an ``async with`` block: sends
-        its ``tool_call`` on entry (a fresh id unless ``tool_call_id``), and
-        on exit ``completed`` (the block ended), or ``failed`` (it raised,
-        or was cancelled: ACP v1 has no cancelled status), unless the block
-        reported a final status itself. The final update is queued at once,
-        so cancellation never loses it and it precedes the turn's answer.
-        See :class:`ToolCallHandle` for the updates in between."""
+        its ``tool_call`` on entry (a fresh id unless ``tool_call_id``),
+        ``in_progress`` since the block's body is the tool running (open it
+        ``status="pending"`` to wait for permission first, then
+        :meth:`ToolCallHandle.start`); and on exit ``completed`` (the block
+        ended), or ``failed`` (it raised, or was cancelled: ACP v1 has no
+        cancelled status), unless the block reported a final status itself.
+        The final update is queued at once, so cancellation never loses it
+        and it precedes the turn's answer. See :class:`ToolCallHandle` for
+        the updates in between."""
         return open_tool_call(
             self,
             session_id,
@@ -116,8 +123,9 @@ class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
         """Ask the user to allow a tool call (``session/request_permission``)
         and return the option they chose, or ``None`` if the turn was
         cancelled meanwhile (the client answered ``cancelled``).
-        ``tool_call`` is the call's handle, its id, or a
-        :class:`ToolCallUpdate` with what the user should see; ``options``
+        ``tool_call`` is the call's handle (everything the handle knows is
+        sent: title, kind, status, content, locations, raw input), its id,
+        or a :class:`ToolCallUpdate` with what the user should see; ``options``
         defaults to :data:`acp_trio.build.ALLOW_OR_REJECT` (check
         ``option.kind.startswith("allow")``). Raises ``ValueError`` for no
         or repeated option ids, and :class:`RemoteProtocolError` if the

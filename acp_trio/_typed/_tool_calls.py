@@ -2,9 +2,15 @@
 every exit path.
 
 ``async with client.tool_call(session_id, "Edit main.py", kind="edit") as
-call:`` sends the ``tool_call`` (status ``pending``, or ``in_progress``
-with ``status=``); inside, :meth:`ToolCallHandle.update` and
-:meth:`ToolCallHandle.add_content` send ``tool_call_update``\\ s. Leaving the
+call:`` sends the ``tool_call`` with status ``in_progress``: the block's
+body is the tool running. A call that must wait for something first (the
+user's permission, its input still streaming) opens with
+``status="pending"`` and calls :meth:`ToolCallHandle.start` when it runs.
+Inside, :meth:`ToolCallHandle.update` and :meth:`ToolCallHandle.add_content`
+send ``tool_call_update``\\ s. The handle keeps what the client was told
+(title, kind, status, content, locations, raw input), and
+``client.ask_permission(session_id, call)`` sends all of it, so that the
+client, and any proxy on the way, sees what it is asked to allow. Leaving the
 block reports the end, unless the block already did (:meth:`complete`,
 :meth:`fail`, or an update with a final status):
 
@@ -33,18 +39,24 @@ import trio
 
 from acp_trio._exceptions import RemoteProtocolError
 from acp_trio._public import NoPublicConstructor
+from acp_trio.build import content as content_of
 from acp_trio.build import tool_call_start, tool_call_update
 from acp_trio.schema import (
+    Content,
+    ContentBlock,
+    Diff,
     PermissionOption,
     RequestPermissionOutcomeCancelled,
     RequestPermissionRequest,
     SelectedPermissionOutcome,
     SessionNotification,
+    Terminal,
+    ToolCall,
     ToolCallContent,
     ToolCallLocation,
     ToolCallUpdate,
 )
-from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
+from acp_trio.schema._generated_types import ToolCallStatus, ToolKind, UnknownToolCallContent
 
 if TYPE_CHECKING:
     from acp_trio._typed._client_proxy import ClientProxy
@@ -52,6 +64,20 @@ if TYPE_CHECKING:
 __all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 
 _FINAL: Final = frozenset({"completed", "failed"})
+
+#: What :meth:`ToolCallHandle.add_content` and friends accept: tool-call
+#: content (``build.content``, ``build.diff``, ``build.terminal``), or a
+#: content block or a string, shown as such (wrapped in ``build.content``).
+ToolCallContentLike = ToolCallContent | ContentBlock | str
+
+
+def _as_content(items: Sequence[ToolCallContentLike]) -> list[ToolCallContent]:
+    return [
+        item
+        if isinstance(item, Content | Diff | Terminal | UnknownToolCallContent)
+        else content_of(item)
+        for item in items
+    ]
 
 
 class ToolCallHandle(metaclass=NoPublicConstructor):
@@ -61,17 +87,19 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         self,
         client: ClientProxy,
         session_id: str,
-        tool_call_id: str,
-        status: ToolCallStatus,
-        content: Sequence[ToolCallContent],
+        start: ToolCall,
     ) -> None:
         self._client = client
         #: The session the call belongs to.
         self.session_id = session_id
         #: The call's ``toolCallId``.
-        self.id = tool_call_id
-        self._status: ToolCallStatus = status
-        self._content: list[ToolCallContent] = list(content)
+        self.id = start.tool_call_id
+        self._status: ToolCallStatus = start.status or "pending"
+        self._content: list[ToolCallContent] = list(start.content or ())
+        self._title = start.title
+        self._kind: ToolKind | None = start.kind
+        self._locations: list[ToolCallLocation] = list(start.locations or ())
+        self._raw_input: Any = start.raw_input
         # One update at a time, so that concurrent add_content() calls
         # each build on the other's content.
         self._lock = trio.Lock()
@@ -91,6 +119,40 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         """The call's content as the client has it now."""
         return tuple(self._content)
 
+    @property
+    def title(self) -> str:
+        """The last title sent."""
+        return self._title
+
+    @property
+    def kind(self) -> ToolKind | None:
+        """The last kind sent (``None``: none was, which ACP reads as ``other``)."""
+        return self._kind
+
+    @property
+    def locations(self) -> tuple[ToolCallLocation, ...]:
+        """The files the call touches, as last sent."""
+        return tuple(self._locations)
+
+    @property
+    def raw_input(self) -> Any:
+        """The raw input last sent (``None`` if none was)."""
+        return self._raw_input
+
+    def as_update(self) -> ToolCallUpdate:
+        """Everything the client was told about the call, as one
+        :class:`ToolCallUpdate`: what ``ask_permission`` sends for a handle,
+        so that whoever decides sees what the call is about."""
+        return ToolCallUpdate(
+            tool_call_id=self.id,
+            title=self._title,
+            kind=self._kind,
+            status=self._status,
+            content=list(self._content) or None,
+            locations=list(self._locations) or None,
+            raw_input=self._raw_input,
+        )
+
     def _params(self, update: ToolCallUpdate) -> Any:
         return self._client.converter.unstructure(
             SessionNotification(session_id=self.session_id, update=update)
@@ -102,13 +164,14 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         status: ToolCallStatus | None = None,
         title: str | None = None,
         kind: ToolKind | None = None,
-        content: Sequence[ToolCallContent] | None = None,
+        content: Sequence[ToolCallContentLike] | None = None,
         locations: Sequence[ToolCallLocation] | None = None,
         raw_input: Any = None,
         raw_output: Any = None,
     ) -> None:
         """Send a ``tool_call_update`` with the fields given (``content``
-        replaces the call's content).
+        replaces the call's content; a content block or a string in it is
+        wrapped as ``build.content`` does).
 
         Raises ``RuntimeError`` once the call has a final status and
         :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
@@ -121,7 +184,7 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
             status=status,
             title=title,
             kind=kind,
-            content=content,
+            content=None if content is None else _as_content(content),
             locations=locations,
             raw_input=raw_input,
             raw_output=raw_output,
@@ -137,10 +200,21 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
             self._content = list(update.content)
         if update.status is not None:
             self._status = update.status
+        if update.title is not None:
+            self._title = update.title
+        if update.kind is not None:
+            self._kind = update.kind
+        if update.locations is not None:
+            self._locations = list(update.locations)
+        if update.raw_input is not None:
+            self._raw_input = update.raw_input
 
-    async def add_content(self, *items: ToolCallContent) -> None:
-        """Append content (a diff, text, a terminal) to the call's, in one
-        update (concurrent calls each build on the other's content).
+    async def add_content(self, *items: ToolCallContentLike) -> None:
+        """Append content to the call's, in one update (concurrent calls
+        each build on the other's content): tool-call content
+        (``build.diff(...)``, ``build.terminal(...)``, ``build.content(...)``)
+        or a content block or string to show, such as ``build.text("...")``
+        (wrapped as ``build.content`` does).
 
         Raises ``RuntimeError`` once the call has a final status and
         :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
@@ -149,7 +223,21 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         state.
         """
         async with self._lock:
-            await self._send(tool_call_update(self.id, content=[*self._content, *items]))
+            update = tool_call_update(self.id, content=[*self._content, *_as_content(items)])
+            await self._send(update)
+
+    async def start(self) -> None:
+        """Report the call ``in_progress`` (for a call opened with
+        ``status="pending"``, once it runs: after the user allowed it, say).
+        Does nothing if it already is.
+
+        Raises ``RuntimeError`` once the call has a final status and
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing.
+        """
+        async with self._lock:
+            self._check_open()
+            if self._status != "in_progress":
+                await self._send(tool_call_update(self.id, status="in_progress"))
 
     async def complete(self, *, raw_output: Any = None) -> None:
         """Report the call ``completed`` now (leaving the block then sends
@@ -195,8 +283,8 @@ async def open_tool_call(
     title: str,
     *,
     kind: ToolKind | None = None,
-    status: ToolCallStatus = "pending",
-    content: Sequence[ToolCallContent] = (),
+    status: ToolCallStatus = "in_progress",
+    content: Sequence[ToolCallContentLike] = (),
     locations: Sequence[ToolCallLocation] = (),
     raw_input: Any = None,
     tool_call_id: str | None = None,
@@ -211,13 +299,13 @@ async def open_tool_call(
         title,
         kind=kind,
         status=status,
-        content=content,
+        content=_as_content(content),
         locations=locations,
         raw_input=raw_input,
     )
     params = client.converter.unstructure(SessionNotification(session_id=session_id, update=start))
     await client.connection.notify("session/update", params)
-    handle = ToolCallHandle._create(client, session_id, tool_call_id, status, content)
+    handle = ToolCallHandle._create(client, session_id, start)
     try:
         yield handle
     except BaseException:
@@ -239,7 +327,7 @@ async def ask_permission(
     if len(set(ids)) != len(ids):
         raise ValueError(f"permission option ids must differ: {ids}")
     if isinstance(tool_call, ToolCallHandle):
-        update = ToolCallUpdate(tool_call_id=tool_call.id)
+        update = tool_call.as_update()
     elif isinstance(tool_call, str):
         update = ToolCallUpdate(tool_call_id=tool_call)
     else:

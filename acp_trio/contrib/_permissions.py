@@ -69,10 +69,11 @@ _REJECT: Final = ("reject_once", "reject_always")
 class PendingPermission:
     """One permission request waiting for its answer, as an approver sees it.
 
-    :attr:`title` and :attr:`kind` are the request's own, or, when the agent
-    sent only the tool call's id (as :meth:`ClientProxy.ask_permission` does
-    for a handle), those the session's tool call was last reported with (if
-    the broker was given the client's :class:`SessionStates`).
+    :attr:`title` and :attr:`kind` are the request's own (an acp_trio agent's
+    :meth:`ClientProxy.ask_permission` sends both for a handle), or, when the
+    agent sent only the tool call's id, those the session's tool call was
+    last reported with (if the broker was given the client's
+    :class:`SessionStates`).
     """
 
     #: The request as received.

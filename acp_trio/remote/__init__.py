@@ -1,9 +1,10 @@
 """Remote ACP: the WebSocket and Streamable HTTP profiles of the transport
 RFD (``streamable-http-websocket-transport``), server and client, on Trio.
 
-Needs the ``remote`` extra (``pip install 'acp-trio[remote]'``): hypercorn
-(server, Trio worker), wsproto (our own WebSocket, both sides, with
-batched writes), httpx2 with httpcore2's Trio backend and h2 (HTTP client).
+Needs the ``remote`` extra (``pip install '/path/to/acp_trio[remote]'``,
+from a checkout or a wheel): hypercorn (server, Trio worker), wsproto (our
+own WebSocket, both sides, with batched writes), httpx2 with httpcore2's
+Trio backend and h2 (HTTP client).
 
 - :class:`RemoteApp`: the ASGI app serving ``/acp`` (one ACP connection per
   WebSocket, or per Streamable HTTP connection: POST, GET-SSE, DELETE);

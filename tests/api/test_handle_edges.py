@@ -167,7 +167,7 @@ async def test_the_agent_closing_mid_tool_call_still_reports_failed(autojump_clo
     statuses = [
         m["params"]["update"].get("status") for m in sent if m.get("method") == "session/update"
     ]
-    assert statuses == ["pending", "failed"]
+    assert statuses == ["in_progress", "failed"]
     reply_at = next(i for i, m in enumerate(sent) if "method" not in m and m.get("id") == 2)
     final_at = max(i for i, m in enumerate(sent) if m.get("method") == "session/update")
     assert final_at < reply_at

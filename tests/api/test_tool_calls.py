@@ -124,7 +124,7 @@ async def test_the_final_status_reaches_the_client_on_every_exit_path(
     updates = tool_updates(client)
     start, *middle, final = updates
     assert isinstance(start, ToolCall)
-    assert (start.tool_call_id, start.status) == ("t1", "pending")
+    assert (start.tool_call_id, start.status) == ("t1", "in_progress")
     assert all(isinstance(u, ToolCallUpdate) and u.status is None for u in middle)
     assert isinstance(final, ToolCallUpdate)
     expected = {

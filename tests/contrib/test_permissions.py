@@ -83,7 +83,7 @@ class AskingAgent(acp_trio.Agent):
         assert isinstance(block, schema.TextContent)
         kind = KINDS[block.text.split()[1]]
         async with self.client.tool_call(sid, f"Do {kind}", kind=kind) as call:
-            choice = await self.client.ask_permission(sid, call)
+            choice = await self.client.ask_permission(sid, call.id)
         await self.client.send_text(sid, choice.option_id if choice else "cancelled")
         return schema.PromptResponse(stop_reason="end_turn")
 

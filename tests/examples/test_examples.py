@@ -35,8 +35,18 @@ async def test_cancel_demo_cancels_every_nested_request_on_the_wire() -> None:
             capture_stderr=True,
         )
     out = result.stdout.decode()
-    assert "stopReason: end_turn" in out
-    assert "agent says: 'hello '" in out
+    # The streamed turn reads in wire order: the prompt, its three words,
+    # then its reply and the stop reason the caller got.
+    lines = [line.strip() for line in out.splitlines()]
+    start = lines.index("2. a prompt whose reply is streamed")
+    assert lines[start + 1 : start + 7] == [
+        "client -> agent  session/prompt (request id 2)",
+        "agent -> client  session/update agent_message_chunk 'hello '",
+        "agent -> client  session/update agent_message_chunk 'from '",
+        "agent -> client  session/update agent_message_chunk 'trio '",
+        'agent -> client  result for id 2: {"stopReason": "end_turn"}',
+        "stopReason: end_turn",
+    ]
     # The file read and the terminal are cancelled on the wire and answered
     # -32800; the permission request is answered "cancelled" by the client
     # SDK, and also cancelled on the wire if the agent got there first.

@@ -3,6 +3,7 @@ test: the builders accept what users build first, with no cast or ignore."""
 
 from __future__ import annotations
 
+import acp_trio
 from acp_trio import build
 from acp_trio.schema import Diff, PlanEntry, ToolCall, ToolCallContent, ToolCallUpdate
 
@@ -18,3 +19,13 @@ def edit_call(old: str, new: str) -> tuple[ToolCall, ToolCallUpdate]:
 def steps() -> list[PlanEntry]:
     entries = [build.plan_entry("read", status="completed"), build.plan_entry("edit")]
     return build.plan([*entries, "test"]).entries
+
+
+async def tool_call_as_written(client: acp_trio.ClientProxy, session_id: str) -> None:
+    """A handle takes what a user naturally writes: a content block, a
+    string, or tool-call content, side by side."""
+    async with client.tool_call(session_id, "Check", kind="execute", status="pending") as call:
+        await call.start()
+        await call.add_content(build.text("running the tests"), "plain text", build.content("ok"))
+        await call.update(content=[build.text("replaced")])
+        await client.ask_permission(session_id, call)
