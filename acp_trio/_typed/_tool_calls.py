@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import trio
 
 from acp_trio._exceptions import RemoteProtocolError
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 
 _FINAL: Final = frozenset({"completed", "failed"})
+# The fields of a tool call the handle keeps besides status and content.
+_TOLD: Final = ("title", "kind", "locations", "raw_input")
 
 #: What :meth:`ToolCallHandle.add_content` and friends accept: tool-call
 #: content (``build.content``, ``build.diff``, ``build.terminal``), or a
@@ -96,10 +99,15 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         self.id = start.tool_call_id
         self._status: ToolCallStatus = start.status or "pending"
         self._content: list[ToolCallContent] = list(start.content or ())
-        self._title = start.title
-        self._kind: ToolKind | None = start.kind
-        self._locations: list[ToolCallLocation] = list(start.locations or ())
-        self._raw_input: Any = start.raw_input
+        # What the client was told (every field but raw output), merged
+        # from each update sent.
+        self._told = ToolCallUpdate(
+            tool_call_id=start.tool_call_id,
+            title=start.title,
+            kind=start.kind,
+            locations=start.locations,
+            raw_input=start.raw_input,
+        )
         # One update at a time, so that concurrent add_content() calls
         # each build on the other's content.
         self._lock = trio.Lock()
@@ -122,36 +130,28 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
     @property
     def title(self) -> str:
         """The last title sent."""
-        return self._title
+        return self._told.title or ""
 
     @property
     def kind(self) -> ToolKind | None:
         """The last kind sent (``None``: none was, which ACP reads as ``other``)."""
-        return self._kind
+        return self._told.kind
 
     @property
     def locations(self) -> tuple[ToolCallLocation, ...]:
         """The files the call touches, as last sent."""
-        return tuple(self._locations)
+        return tuple(self._told.locations or ())
 
     @property
     def raw_input(self) -> Any:
         """The raw input last sent (``None`` if none was)."""
-        return self._raw_input
+        return self._told.raw_input
 
     def as_update(self) -> ToolCallUpdate:
         """Everything the client was told about the call, as one
         :class:`ToolCallUpdate`: what ``ask_permission`` sends for a handle,
         so that whoever decides sees what the call is about."""
-        return ToolCallUpdate(
-            tool_call_id=self.id,
-            title=self._title,
-            kind=self._kind,
-            status=self._status,
-            content=list(self._content) or None,
-            locations=list(self._locations) or None,
-            raw_input=self._raw_input,
-        )
+        return attrs.evolve(self._told, status=self._status, content=list(self._content) or None)
 
     def _params(self, update: ToolCallUpdate) -> Any:
         return self._client.converter.unstructure(
@@ -200,14 +200,8 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
             self._content = list(update.content)
         if update.status is not None:
             self._status = update.status
-        if update.title is not None:
-            self._title = update.title
-        if update.kind is not None:
-            self._kind = update.kind
-        if update.locations is not None:
-            self._locations = list(update.locations)
-        if update.raw_input is not None:
-            self._raw_input = update.raw_input
+        told = {name: getattr(update, name) for name in _TOLD}
+        self._told = attrs.evolve(self._told, **{k: v for k, v in told.items() if v is not None})
 
     async def add_content(self, *items: ToolCallContentLike) -> None:
         """Append content to the call's, in one update (concurrent calls
