@@ -226,7 +226,9 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         Does nothing if it already is.
 
         Raises ``RuntimeError`` once the call has a final status and
-        :class:`~acp_trio.ConnectionClosed` once the connection is closing.
+        :class:`~acp_trio.ConnectionClosed` once the connection is closing. A
+        cancellation while waiting for room in the output queue sends nothing
+        and changes nothing.
         """
         async with self._lock:
             self._check_open()
