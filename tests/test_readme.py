@@ -16,7 +16,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def python_blocks() -> dict[str, str]:
-    """The README's python blocks, keyed by the heading they sit under."""
+    """The README's python blocks, the first under each heading, by heading."""
     blocks: dict[str, str] = {}
     heading = ""
     for part in re.split(r"(^## .*$)", README.read_text(), flags=re.MULTILINE):
@@ -24,7 +24,7 @@ def python_blocks() -> dict[str, str]:
             heading = part[3:].strip()
             continue
         for code in re.findall(r"```python\n(.*?)```", part, flags=re.DOTALL):
-            blocks[heading] = code
+            blocks.setdefault(heading, code)  # a section's first block
     return blocks
 
 

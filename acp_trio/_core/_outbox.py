@@ -24,27 +24,28 @@ reader waits (reading pauses) only while it is full.
 
 Both are cheaper than memory channels on the hot path: putting into a queue
 that has room does not switch tasks on every item, so a burst is handed over
-and written (or handled) in batches. ``Outbox.put`` still yields every
-:data:`YIELD_EVERY` frames so that a sender in a tight loop lets the writer
-run, and is always cancellable.
+and written (or handled) in batches. Every async sender of the connection
+still yields (``notify`` through ``put(checkpoint=True)``, a request while
+it waits for its reply or, for ``open_request``, once it is sent), so a
+sender in a tight loop lets the writer run; ``put`` is always cancellable.
+What never yields is ``put_nowait`` / ``try_put``, for the synchronous
+forms (``notify_nowait``) and the frames that must go out from a task being
+cancelled.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import trio
 
 from acp_trio._exceptions import ConnectionClosed
 
-__all__ = ["YIELD_EVERY", "Inbox", "Outbox"]
+__all__ = ["Inbox", "Outbox"]
 
 T = TypeVar("T")
-
-#: A sender yields to the scheduler at least once per this many frames.
-YIELD_EVERY: Final = 64
 
 
 class Outbox:
@@ -54,7 +55,6 @@ class Outbox:
         "_frames",
         "_limit",
         "_senders",
-        "_since_yield",
         "_trace",
         "_writer",
     )
@@ -76,7 +76,6 @@ class Outbox:
         self._closed = False
         self._writer = trio.lowlevel.ParkingLot()
         self._senders = trio.lowlevel.ParkingLot()
-        self._since_yield = 0
         self._direct = direct_write
         self._trace = trace
 
@@ -119,17 +118,15 @@ class Outbox:
             self._writer.unpark()
 
     def try_put(self, frame: bytes) -> bool:
-        """:meth:`put` when it would neither wait nor yield (the caller has
-        checked for cancellation); ``False`` means: use :meth:`put`."""
-        if len(self._frames) >= self._limit or self._closed or self._since_yield >= YIELD_EVERY - 1:
+        """Enqueue if there is room, without waiting or yielding; ``False``
+        means: nothing was queued (full or closed)."""
+        if len(self._frames) >= self._limit or self._closed:
             return False
-        self._since_yield += 1
         return self.put_nowait(frame)
 
     async def put(self, frame: bytes, *, checkpoint: bool = False) -> None:
         """Enqueue, waiting while the queue is full; with ``checkpoint``,
-        always yield to the scheduler (else at least every
-        :data:`YIELD_EVERY` frames).
+        always yield to the scheduler (waiting for room yields too).
 
         Raises :class:`ConnectionClosed` if the outbox is (or gets) closed.
         """
@@ -140,11 +137,7 @@ class Outbox:
             parked = True
         if not self.put_nowait(frame):
             raise ConnectionClosed("connection closed")
-        self._since_yield += 1
-        if parked:
-            self._since_yield = 0
-        elif checkpoint or self._since_yield >= YIELD_EVERY:
-            self._since_yield = 0
+        if checkpoint and not parked:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async def get_batch(self) -> list[bytes] | None:

@@ -24,7 +24,7 @@ from acp_trio._core._caller_reads import FREE
 from acp_trio._core._handler import RequestNode
 from acp_trio._core._ordering import _in_notification_handler
 from acp_trio._core._requests import _WAITING, PendingRequest, RequestContext, current_request
-from acp_trio._exceptions import ACPError, LocalProtocolError
+from acp_trio._exceptions import ACPError, ConnectionClosed, LocalProtocolError
 from acp_trio._jsonrpc import Peer, RequestId
 
 if TYPE_CHECKING:
@@ -122,9 +122,12 @@ class OutgoingCalls:
         """Send a request and hand back its :class:`PendingRequest`, for the
         graceful forms of cancellation (``cancel_and_wait()`` for a partial
         result, ``detach()`` to let it run). Leaving the block while the
-        request is unanswered cancels it on the wire, unless detached."""
+        request is unanswered cancels it on the wire, unless detached.
+        Entering is a checkpoint, as every async function of Trio's is."""
         pending = await self._send_request(method, params)
         try:
+            # A schedule point (the request is sent: no cancel point here).
+            await trio.lowlevel.cancel_shielded_checkpoint()
             yield pending
         finally:
             if not pending.done:
@@ -148,6 +151,27 @@ class OutgoingCalls:
         if self._closed:
             self._check_open()
         await self._outbox.put(frame, checkpoint=True)
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Send a notification without waiting and without a checkpoint:
+        the synchronous form of :meth:`notify`, for bursts (as
+        ``MemorySendChannel.send_nowait`` is to ``send``).
+
+        Raises ``trio.WouldBlock`` when the output queue is at its limit
+        (nothing is sent: wait with :meth:`notify`, or drop),
+        :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object, an
+        array or ``None``. Not being a checkpoint, it is never cancelled: a
+        loop of these stops at its own checkpoints.
+        """
+        if params is not None and type(params) is not dict and type(params) is not list:
+            _check_params(params)
+        if self._closed:
+            self._check_open()
+        if not self._outbox.try_put(self._peer.notify(method, params)):
+            if self._outbox.closed:
+                raise ConnectionClosed("connection closed")
+            raise trio.WouldBlock
 
     def _notify_now(self, method: str, params: Any = None) -> bool:
         """Queue a notification at once, past the output limit, as the

@@ -41,6 +41,7 @@ from acp_trio.schema import (
     PermissionOption,
     SchemaConverter,
     SessionNotification,
+    SessionUpdate,
     TextContent,
     ToolCallLocation,
     ToolCallUpdate,
@@ -179,6 +180,35 @@ class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
         await self._notify(
             "session/update", SessionNotification(session_id=session_id, update=chunk)
         )
+
+    def session_update_nowait(
+        self, session_id: str, update: SessionUpdate, *, meta: dict[str, Any] | None = None
+    ) -> None:
+        """:meth:`session_update` without waiting and without a checkpoint,
+        for bursts (a model's tokens as they come): the synchronous form, as
+        :meth:`Connection.notify_nowait <acp_trio.lowlevel.Connection.notify_nowait>`.
+
+        Raises ``trio.WouldBlock`` when the output queue is at its limit
+        (nothing is sent: fall back to ``await session_update(...)``, which
+        waits for room) and :class:`ConnectionClosed` if the connection has
+        ended. Being no checkpoint, it cannot be cancelled: a loop of these
+        stops at its own checkpoints (``session/cancel`` lands there)."""
+        params = SessionNotification(session_id=session_id, update=update, meta=meta)
+        self.connection.notify_nowait("session/update", self.converter.unstructure(params))
+
+    def send_text_nowait(self, session_id: str, text: str) -> None:
+        """:meth:`send_text` without waiting and without a checkpoint (see
+        :meth:`session_update_nowait`): raises ``trio.WouldBlock`` when the
+        output queue is at its limit, :class:`ConnectionClosed` if the
+        connection has ended."""
+        if self.converter is converter and type(session_id) is str and type(text) is str:
+            content = {"type": "text", "text": text}
+            update = {"sessionUpdate": "agent_message_chunk", "content": content}
+            self.connection.notify_nowait(
+                "session/update", {"sessionId": session_id, "update": update}
+            )
+            return
+        self.session_update_nowait(session_id, AgentMessageChunk(content=TextContent(text=text)))
 
     async def _request(self, method: str, params: Any, result_type: Any) -> Any:
         # Every typed request passes here: refuse, sending nothing, one the
