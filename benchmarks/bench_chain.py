@@ -1,13 +1,16 @@
 """The latency a proxy hop adds: ``read`` round trips through 0, 1 and 2 proxies.
 
-acp_trio's client (in this process) spawns the scenario agent directly, then
-through ``python -m acp_trio conduct`` with 0, 1 and 2 pass-through proxies
+acp_trio's client (in this process) spawns the scenario agent directly,
+behind the stdlib relay (``peers/relay.py``: one process copying lines both
+ways, the honest limit of one hop), then through ``python -m acp_trio
+conduct`` with 0, 1 and 2 pass-through proxies
 (``examples/proxies/logging_proxy.py --quiet``) in front of it, and runs the
 scenario prompt ``read N /x``: N sequential ``fs/read_text_file`` round trips
 agent → client, each crossing every hop twice. Runs are interleaved (each
 repeat runs every chain once, fresh processes each time); the table shows
-the median round trips per second with min-max, and the microseconds each
-round trip costs over the direct agent.
+the median round trips per second with min-max, the microseconds each
+round trip costs over the direct agent, and that cost as a multiple of the
+relay's.
 
 Run: ``.venv/bin/python benchmarks/bench_chain.py`` (``--reads N``,
 ``--repeats R``, ``--quick`` for a smoke run).
@@ -28,12 +31,16 @@ from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py"), "--quiet"]
 AGENT = list(SCENARIO_AGENT_COMMAND)
+RELAY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "relay.py")]
 
 
 def chain_command(proxies: int | None) -> list[str]:
-    """``None``: the agent itself; else the conductor with that many proxies."""
+    """``None``: the agent itself; ``-1``: behind the stdlib relay; else the
+    conductor with that many proxies."""
     if proxies is None:
         return AGENT
+    if proxies == -1:
+        return [*RELAY, "--", *AGENT]
     command = [sys.executable, "-m", "acp_trio", "conduct"]
     for _ in range(proxies):
         command += ["--", *PROXY]
@@ -53,7 +60,13 @@ async def reads_per_second(proxies: int | None, reads: int) -> float:
     return reads / elapsed
 
 
-LABELS: dict[int | None, str] = {None: "agent", 0: "conductor", 1: "1 proxy", 2: "2 proxies"}
+LABELS: dict[int | None, str] = {
+    None: "agent",
+    -1: "relay",
+    0: "conductor",
+    1: "1 proxy",
+    2: "2 proxies",
+}
 
 
 async def main(reads: int, repeats: int) -> list[str]:
@@ -63,16 +76,20 @@ async def main(reads: int, repeats: int) -> list[str]:
             with trio.fail_after(120):
                 results[key].append(await reads_per_second(key, reads))
     base = statistics.median(results[None])
+    relay = 1 / statistics.median(results[-1]) - 1 / base
     lines = [
         f"read {reads} /x, {repeats} interleaved runs; medians (min-max)",
-        f"{'chain':<11} {'round trips/s':>14} {'range':>17} {'µs/round trip over agent':>26}",
+        f"{'chain':<11} {'round trips/s':>14} {'range':>17} {'µs/round trip over agent':>26}"
+        f" {'x relay':>8}",
     ]
     for key, label in LABELS.items():
         values = results[key]
         median = statistics.median(values)
-        extra = (1 / median - 1 / base) * 1e6
+        extra = 1 / median - 1 / base
+        times = f"{extra / relay:>8.2f}" if key is not None and relay > 0 else f"{'':>8}"
         lines.append(
-            f"{label:<11} {median:>14,.0f} {min(values):>8,.0f}-{max(values):<8,.0f} {extra:>26.0f}"
+            f"{label:<11} {median:>14,.0f} {min(values):>8,.0f}-{max(values):<8,.0f}"
+            f" {extra * 1e6:>26.0f} {times}"
         )
     return lines
 

@@ -12,7 +12,14 @@ agent and talks to it over the agent's stdio, as an editor does. The SDKs:
   by ``npm ci --prefix tests/interop``; ``peers/ts_client.mjs``,
   ``tests/interop/ts_agent.mjs``);
 - ``floor``: the same lines with the standard library only (blocking reads
-  and writes, ``json``): what any Python implementation pays at least.
+  and writes, ``json``): what any Python implementation pays at least;
+- ``trio-floor`` (an agent only): the floor agent on Trio's I/O, one ``await
+  send_all`` per message (``peers/trio_floor_agent.py``): the limit of an SDK
+  whose every send is a Trio checkpoint.
+
+Agents are also run behind the raw client (``floor x AGENT``), and their
+``stream`` and ``read`` shown as a share of the two floors: the Trio floor
+and the stdlib floor behind the same client.
 
 Workloads (the shared scenario vocabulary):
 
@@ -59,7 +66,8 @@ PY = sys.executable
 
 # acp_trio runs with orjson when the bench environment has it (the ``fast``
 # extra); "acp_trio-std" is the same SDK forced to the standard library's json.
-SDKS = ("acp_trio", "acp_trio-std", "official", "ts", "floor")
+SDKS = ("acp_trio", "acp_trio-std", "official", "ts", "floor", "trio-floor")
+AGENT_ONLY = frozenset({"trio-floor"})
 _JSON_ENV = {"acp_trio": "auto", "acp_trio-std": "stdlib"}
 WORKLOADS = ("stream", "read", "cancel", "connection")
 FULL_N = {"stream": 20_000, "read": 5_000, "cancel": 50}
@@ -95,6 +103,7 @@ def _commands() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         "official": [PY, str(PEERS / "official_agent.py")],
         "ts": ["node", str(INTEROP / "ts_agent.mjs")],
         "floor": [PY, str(PEERS / "floor_agent.py")],
+        "trio-floor": [PY, str(PEERS / "trio_floor_agent.py")],
     }
     return clients, agents
 
@@ -291,6 +300,20 @@ def print_rate_table(
     return medians
 
 
+def print_floor_shares(workload: str, medians: dict[Pair, float]) -> None:
+    """Each agent behind the raw client as a share of the two floors (the
+    stdlib floor agent and the Trio floor agent behind the same client)."""
+    trio_floor, floor = medians.get(("floor", "trio-floor")), medians.get(("floor", "floor"))
+    agents = [(a, rate) for (c, a), rate in medians.items() if c == "floor"]
+    if not trio_floor or not floor or len(agents) < 3:
+        return
+    print(f"  {workload}: agents behind the raw client, as a share of the floors")
+    print(f"  {'agent':<14} {'median':>10} {'of Trio floor':>14} {'of stdlib floor':>16}")
+    for agent, rate in sorted(agents, key=lambda item: -item[1]):
+        print(f"  {agent:<14} {rate:>10,.0f} {rate / trio_floor:>14.0%} {rate / floor:>16.0%}")
+    print()
+
+
 def _median_rate(runs: list[dict[str, Any]]) -> float | None:
     rates = [r["per_second"] for r in runs if "per_second" in r]
     return statistics.median(rates) if rates else None
@@ -482,22 +505,28 @@ def _select(only: list[str], pairs_mode: str) -> tuple[list[str], list[Pair]]:
     tokens = [t.strip() for value in only for t in value.split(",") if t.strip()]
     workloads = [t for t in tokens if t in WORKLOADS] or list(WORKLOADS)
     named = [t for t in tokens if t not in WORKLOADS]
+    clients = [sdk for sdk in SDKS if sdk not in AGENT_ONLY]
     if pairs_mode == "all":
-        pairs = [(c, a) for c in SDKS for a in SDKS]
+        pairs = [(c, a) for c in clients for a in SDKS]
     else:
-        pairs = [(sdk, sdk) for sdk in SDKS]
+        pairs = [(sdk, sdk) for sdk in clients] + [("floor", sdk) for sdk in AGENT_ONLY]
         if pairs_mode == "default":
-            mixed = [sdk for sdk in SDKS if not sdk.startswith("acp_trio")]
+            mixed = [sdk for sdk in clients if not sdk.startswith("acp_trio")]
             pairs += [("acp_trio", a) for a in mixed]
             pairs += [(c, "acp_trio") for c in mixed]
+            # Every agent behind the raw client, beside the two floors.
+            pairs += [("floor", a) for a in SDKS if a != "floor"]
+            pairs = list(dict.fromkeys(pairs))
     if named:
         chosen: list[Pair] = []
         for token in named:
             if ":" in token:
                 client, _, agent = token.partition(":")
-                if client not in SDKS or agent not in SDKS:
+                if client not in clients or agent not in SDKS:
                     sys.exit(f"unknown pair {token!r}; SDKs: {', '.join(SDKS)}")
                 chosen.append((client, agent))
+            elif token in AGENT_ONLY:
+                chosen.append(("floor", token))
             elif token in SDKS:
                 chosen.append((token, token))
             else:
@@ -576,6 +605,7 @@ def main() -> None:
             cancel = print_cancel_table(n, chosen, results)
         else:
             rates[workload] = print_rate_table(workload, n, chosen, results)
+            print_floor_shares(workload, rates[workload])
         print(f"  ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
     conn = None

@@ -4,6 +4,8 @@ leaves nothing in flight, and reports a time. Not a timing test."""
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -92,7 +94,26 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
 
     with trio.fail_after(LIMIT * 2):
         lines = await bench_chain.main(20, 1)
-    assert [line.split()[0] for line in lines[2:]] == ["agent", "conductor", "1", "2"]
+    assert [line.split()[0] for line in lines[2:]] == ["agent", "relay", "conductor", "1", "2"]
+
+
+@pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py"])
+@pytest.mark.parametrize("workload", ["stream", "read", "cancel"])
+def test_the_floor_agents_serve_every_workload(agent: str, workload: str) -> None:
+    """The stdlib and Trio floor agents behind the raw client, as
+    ``bench_sdks.py`` runs them (the cancel workload: every held request
+    cancelled on the wire)."""
+    peers = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
+    command = [sys.executable, str(peers / "floor_client.py"), "--workload", workload]
+    command += ["--n", "20", "--", sys.executable, str(peers / agent)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=LIMIT, check=True)
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["n"] == 20
+    if workload == "cancel":
+        assert len(result["latencies_ms"]) == 20
+        assert result["wire_cancels"] >= 20
+    else:
+        assert result["per_second"] > 0
 
 
 @pytest.mark.parametrize("profile", ["websocket", "http", "http1"])

@@ -64,6 +64,37 @@ class Cancelled(Exception):
     pass
 
 
+def nested_requests(
+    session_id: str, capabilities: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """What ``nested`` sends the client: a terminal and a read of ``/hold``
+    if advertised, and a permission request."""
+    requests: list[tuple[str, dict[str, Any]]] = []
+    if capabilities.get("terminal"):
+        terminal = {"sessionId": session_id, "command": "sleep", "args": ["3600"]}
+        requests.append(("terminal/create", terminal))
+    permission = {
+        "sessionId": session_id,
+        "toolCall": {"toolCallId": "call-1", "title": "Run the tests"},
+        "options": [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ],
+    }
+    requests.append(("session/request_permission", permission))
+    if (capabilities.get("fs") or {}).get("readTextFile"):
+        requests.append(("fs/read_text_file", {"sessionId": session_id, "path": "/hold"}))
+    return requests
+
+
+def initialize_result(name: str) -> dict[str, Any]:
+    return {
+        "protocolVersion": 1,
+        "agentCapabilities": {"loadSession": False},
+        "agentInfo": {"name": name, "version": "1"},
+    }
+
+
 def wait_for(ids: set[int], session_id: str) -> dict[int, dict[str, Any]]:
     """Read until every request in ``ids`` is answered; raise
     :class:`Cancelled` (after cancelling the rest on the wire) on
@@ -107,21 +138,8 @@ def prompt(params: dict[str, Any]) -> str:
             total += len(msg["result"]["content"])
         say(session_id, f"read {words[0]} {total}")
     elif command == "nested":
-        ids: set[int] = set()
-        if _client_capabilities.get("terminal"):
-            terminal = {"sessionId": session_id, "command": "sleep", "args": ["3600"]}
-            ids.add(start_request("terminal/create", terminal))
-        permission = {
-            "sessionId": session_id,
-            "toolCall": {"toolCallId": "call-1", "title": "Run the tests"},
-            "options": [
-                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-            ],
-        }
-        ids.add(start_request("session/request_permission", permission))
-        if (_client_capabilities.get("fs") or {}).get("readTextFile"):
-            ids.add(start_request("fs/read_text_file", {"sessionId": session_id, "path": "/hold"}))
+        requests = nested_requests(session_id, _client_capabilities)
+        ids = {start_request(method, body) for method, body in requests}
         try:
             answers = wait_for(ids, session_id)
         except Cancelled:
@@ -142,14 +160,7 @@ def main() -> None:
         params = msg.get("params") or {}
         if method == "initialize":
             _client_capabilities = params.get("clientCapabilities") or {}
-            reply(
-                msg["id"],
-                {
-                    "protocolVersion": 1,
-                    "agentCapabilities": {"loadSession": False},
-                    "agentInfo": {"name": "floor-agent", "version": "1"},
-                },
-            )
+            reply(msg["id"], initialize_result("floor-agent"))
         elif method == "session/new":
             reply(msg["id"], {"sessionId": f"floor-{next(_sessions)}"})
         elif method == "session/prompt":
