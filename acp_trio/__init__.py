@@ -56,9 +56,7 @@ from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pa
 from acp_trio._typed._sessions import AgentSessions as AgentSessions
 from acp_trio._typed._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
-
-__version__ = "0.1.0.dev0"
-
+from acp_trio._version import __version__ as __version__
 
 _fix_module_names("acp_trio", globals())
 

@@ -29,7 +29,7 @@ from acp_trio._exceptions import (
 )
 from acp_trio._public import NoPublicConstructor
 from acp_trio._typed._dispatch import (
-    Peer,
+    ProxyBase,
     adopt_hook_docs,
 )
 from acp_trio._typed._early_updates import EarlyUpdates
@@ -103,7 +103,7 @@ class ClientSide(Protocol):
 
 
 @adopt_hook_docs
-class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
+class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     """What a client can ask of its agent. Made by the SDK.
 
     After :meth:`initialize`: :attr:`protocol_version`, :attr:`capabilities`,

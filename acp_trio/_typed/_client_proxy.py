@@ -18,7 +18,7 @@ from acp_trio._core._connection import Connection
 from acp_trio._exceptions import CapabilityError
 from acp_trio._public import NoPublicConstructor
 from acp_trio._typed._dispatch import (
-    Peer,
+    ProxyBase,
     adopt_hook_docs,
 )
 from acp_trio._typed._terminal_handle import TerminalHandle, open_terminal
@@ -54,7 +54,7 @@ __all__ = ["ClientProxy"]
 
 
 @adopt_hook_docs
-class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
+class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     """What an agent can ask of its client. Made by the SDK.
 
     :attr:`capabilities` are the client's, as sent in ``initialize``. Every

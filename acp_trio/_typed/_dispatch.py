@@ -16,7 +16,7 @@ sides:
   the client's pending permission requests) runs in a scope registered
   under its session, so a cancel of the session cancels exactly that work.
 
-:class:`Peer` is the shared base of the two proxies (``ClientProxy`` on the
+:class:`ProxyBase` is the shared base of the two proxies (``ClientProxy`` on the
 agent side, ``AgentProxy`` on the client side): typed requests and
 notifications over a connection.
 """
@@ -42,7 +42,7 @@ __all__ = [
     "Extensible",
     "implemented",
     "ExtensionHandlers",
-    "Peer",
+    "ProxyBase",
     "Route",
     "SessionScopes",
     "TypedHandler",
@@ -286,7 +286,7 @@ def adopt_hook_docs(cls: _C) -> _C:
     return cls
 
 
-class Peer:
+class ProxyBase:
     """Typed calls to the other side of a connection."""
 
     def __init__(self, connection: Connection, schema_converter: SchemaConverter) -> None:

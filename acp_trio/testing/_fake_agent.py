@@ -36,9 +36,10 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from acp_trio import __version__, build
+from acp_trio import build
 from acp_trio._exceptions import RequestError
 from acp_trio._typed._agent import Agent, ClientProxy
+from acp_trio._version import __version__
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,

@@ -30,8 +30,8 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from acp_trio import __version__
 from acp_trio._exceptions import RequestError
+from acp_trio._version import __version__
 from acp_trio.contrib import (
     Approver,
     PendingPermission,

@@ -20,10 +20,10 @@ from typing import Any, ClassVar, Final, NoReturn
 
 import trio
 
-from acp_trio import __version__
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._typed._agent import Agent, run_agent
 from acp_trio._typed._client import Client
+from acp_trio._version import __version__
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,

@@ -30,7 +30,6 @@ from typing import Any, Final
 
 import trio
 
-from acp_trio import __version__
 from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import collapse_group, plain_exceptions
@@ -41,13 +40,14 @@ from acp_trio._public import NoPublicConstructor
 from acp_trio._transports import open_stdio_stream
 from acp_trio._typed._dispatch import (
     Extensible,
-    Peer,
+    ProxyBase,
     Route,
     TypedHandler,
     adopt_hook_docs,
     implemented,
     one_connection,
 )
+from acp_trio._version import __version__
 from acp_trio.schema import SchemaConverter
 from acp_trio.schema.v2 import (
     METHODS,
@@ -112,7 +112,7 @@ AGENT_METHODS: Final[dict[str, str]] = {
 
 
 @adopt_hook_docs
-class ClientProxy(ClientProxyMethods, Peer, metaclass=NoPublicConstructor):
+class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     """Typed v2 calls from the agent to its client (object or keyword form).
     Cancelling a call cancels its request on the wire (``$/cancel_request``)."""
 

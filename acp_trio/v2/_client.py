@@ -20,7 +20,6 @@ from typing import Any, overload
 import attrs
 import trio
 
-from acp_trio import __version__
 from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
@@ -35,12 +34,13 @@ from acp_trio._public import NoPublicConstructor
 from acp_trio._transports import open_agent_process
 from acp_trio._typed._dispatch import (
     Extensible,
-    Peer,
+    ProxyBase,
     Route,
     TypedHandler,
     adopt_hook_docs,
     one_connection,
 )
+from acp_trio._version import __version__
 from acp_trio.schema import SchemaConverter
 from acp_trio.schema._runtime import build_params
 from acp_trio.schema.v2 import (
@@ -141,7 +141,7 @@ class _Turns:
 
 
 @adopt_hook_docs
-class AgentProxy(AgentProxyMethods, Peer, metaclass=NoPublicConstructor):
+class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     """Typed v2 calls from the client to its agent. Each method takes the
     params object or its fields (required ones positional, ``session_id``
     first; the rest as keywords). :meth:`prompt` is a whole turn;

@@ -38,6 +38,7 @@ from acp_trio._core._groups import plain_exceptions
 from acp_trio._exceptions import ErrorCode
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
+from acp_trio._version import __version__
 from acp_trio.schema import v2 as schema_v2
 from acp_trio.v2 import _agent as agent_v2
 from acp_trio.v2 import _client as client_v2
@@ -309,7 +310,7 @@ async def open_any_client(
     (and whatever ``connect()`` opened)."""
     params = schema_v2.InitializeRequest(
         protocol_version=schema_v2.PROTOCOL_VERSION,
-        info=info or schema_v2.Implementation(name="acp_trio", version=acp_trio.__version__),
+        info=info or schema_v2.Implementation(name="acp_trio", version=__version__),
         capabilities=v2.capabilities(),
     )
     answered: int | None = None

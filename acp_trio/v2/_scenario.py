@@ -37,8 +37,8 @@ import uuid
 
 import trio
 
-from acp_trio import __version__
 from acp_trio._exceptions import RequestError
+from acp_trio._version import __version__
 from acp_trio.schema.v2 import (
     PROTOCOL_VERSION,
     AgentCapabilities,

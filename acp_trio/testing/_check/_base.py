@@ -100,7 +100,7 @@ def _prompt(session_id: str, text: str) -> dict[str, Any]:
 
 
 def _init_params(version: int) -> dict[str, Any]:
-    from acp_trio import __version__
+    from acp_trio._version import __version__
 
     return {
         "protocolVersion": version,
