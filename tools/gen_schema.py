@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ``acp_trio/schema/_generated_*.py`` from the ACP JSON Schema.
+"""Generate every ``_generated_*.py`` module of acp_trio from the ACP JSON Schema.
 
 Usage (from the repository root)::
 

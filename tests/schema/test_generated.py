@@ -17,7 +17,7 @@ import pytest
 from ._schema_data import FLAVOURS, REPO_ROOT, SCHEMA_DIR, load, needs_schema
 
 GENERATOR = REPO_ROOT / "tools" / "gen_schema.py"
-OUT_DIR = REPO_ROOT / "acp_trio" / "schema"
+OUT_DIR = REPO_ROOT / "acp_trio"
 
 
 def generator() -> types.ModuleType:
@@ -31,8 +31,14 @@ def generator() -> types.ModuleType:
 
 
 def generated_files() -> list[Path]:
-    """v1 beside the package, v2 in its subpackage."""
-    return sorted([*OUT_DIR.glob("_generated_*.py"), *OUT_DIR.glob("v2/_generated_*.py")])
+    """Every generated module: v1's schema, v2's schema, the v2 proxies."""
+    return sorted(
+        [
+            *OUT_DIR.glob("schema/_generated_*.py"),
+            *OUT_DIR.glob("schema/v2/_generated_*.py"),
+            *OUT_DIR.glob("v2/_generated_*.py"),
+        ]
+    )
 
 
 @needs_schema
@@ -61,9 +67,8 @@ def test_check_mode_and_options(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert gen.main(["--check"]) == 0
     # a user regenerating from another schema file into another folder
     assert gen.main(["--schema", str(SCHEMA_DIR / "schema.json"), "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "_generated_types.py").read_text() == (
-        OUT_DIR / "_generated_types.py"
-    ).read_text()
+    for name in ("schema/_generated_types.py", "v2/_generated_proxies.py"):
+        assert (tmp_path / name).read_text() == (OUT_DIR / name).read_text()
     assert gen.main(["--check", "--out", str(tmp_path), "--schema-version", "9.9.9"]) == 1
     assert "stale generated files" in capsys.readouterr().err
 

@@ -1,4 +1,7 @@
-"""Generate ``acp_trio/schema/_generated_*.py`` from the ACP JSON Schema.
+"""Generate every ``_generated_*.py`` module of acp_trio from the ACP JSON
+Schema: ``acp_trio/schema/`` (v1, stable and unstable), ``acp_trio/schema/v2/``
+and the typed v2 proxies in ``acp_trio/v2/``, with one entry point and one
+``--check``.
 
 Usage (from the repository root)::
 
@@ -20,6 +23,10 @@ The generator works in three steps, one group of modules each (in tools/schemage
    also walked by the slow validator) and methods (the method table);
 3. the output is run through ``ruff format`` (``driver``) so it is
    deterministic and already formatted; ``cli`` writes it or checks it.
+
+The typed proxy methods (``ProxiesEmitter``) are emitted for v1's stable
+schema (``acp_trio/schema/_generated_proxies.py``) and for v2's
+(``acp_trio/v2/_generated_proxies.py``, the typed API of ``acp_trio.v2``).
 
 An unstable flavour is generated as a delta over the stable one of the same
 package (``delta``): a definition that is the same in both, and so is all it

@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema-version",
         help="default: from the README beside the schema folder, or a Cargo.toml next to it",
     )
-    p.add_argument("--out", default=str(OUT_DIR), help="output package directory")
+    p.add_argument(
+        "--out", default=str(OUT_DIR), help="the package directory (acp_trio/) to write into"
+    )
     p.add_argument("--check", action="store_true", help="only compare; exit 1 on drift")
     return p
 

@@ -19,13 +19,15 @@ from pathlib import Path
 from .analysis import analyze
 from .delta import Base, Delta, defined_names, reused_definitions
 from .emit_codec import CodecEmitter
-from .emit_proxies import ProxiesEmitter
+from .emit_proxies import V2_METHOD_NAMES, ProxiesEmitter
 from .emit_tables import emit_methods, emit_tables
 from .emit_types import TypesEmitter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO_ROOT.parent / "shared" / "acp-schema" / "v1"
-OUT_DIR = REPO_ROOT / "acp_trio" / "schema"
+# Every generated module is under the package: schema/ (v1), schema/v2/, and
+# v2/ (the typed v2 proxies); the names generate_all returns are relative to it.
+OUT_DIR = REPO_ROOT / "acp_trio"
 DOCS_URL = "https://agentclientprotocol.com/protocol/schema"
 UNSTABLE_DOCS_URL = "https://agentclientprotocol.com/protocol/draft/schema"
 V2_DOCS_URL = "https://agentclientprotocol.com/protocol/v2/schema"
@@ -152,7 +154,41 @@ def generate_flavour(
     return formatted, Base(model, package, defined_names(codec))
 
 
+def generate_v2_proxies(schema_path: Path, meta_path: Path, schema_version: str) -> str:
+    """``acp_trio/v2/_generated_proxies.py``: the typed v2 proxy methods
+    (object or keyword form), with the v1 proxies' emitter."""
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    emitter = ProxiesEmitter(
+        analyze(schema, meta),
+        "acp_trio.schema.v2._generated_types",
+        methods_module="acp_trio.schema.v2._generated_methods",
+        names=V2_METHOD_NAMES,
+    )
+    source = emitter.emit(schema_version, f"{schema_path.name}, {meta_path.name}", {})
+    name = "acp_trio/v2/_generated_proxies.py"
+    return ruff_format(ruff_sort_imports(source, name), name)
+
+
 def generate_all(args: argparse.Namespace) -> dict[str, str]:
+    """Every generated module, by its path under the package (``schema/...``,
+    ``v2/_generated_proxies.py``)."""
+    files = _generate_schema_modules(args)
+    out = {f"schema/{name}": source for name, source in files.items()}
+    if not args.no_v2:
+        v2 = _v2_schema(args)
+        v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
+        out["v2/_generated_proxies.py"] = generate_v2_proxies(
+            v2, v2.with_name("meta.json"), v2_version
+        )
+    return out
+
+
+def _v2_schema(args: argparse.Namespace) -> Path:
+    return Path(args.v2_schema) if args.v2_schema else SCHEMA_DIR.parent / "v2" / "schema.json"
+
+
+def _generate_schema_modules(args: argparse.Namespace) -> dict[str, str]:
     schema = Path(args.schema)
     meta = Path(args.meta) if args.meta else schema.with_name("meta.json")
     version = args.schema_version or detect_schema_version(schema) or "unknown"
@@ -171,7 +207,7 @@ def generate_all(args: argparse.Namespace) -> dict[str, str]:
         if unstable.is_file() and umeta.is_file():
             out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL, "", base))
     if not args.no_v2:
-        v2 = Path(args.v2_schema) if args.v2_schema else SCHEMA_DIR.parent / "v2" / "schema.json"
+        v2 = _v2_schema(args)
         v2_meta = v2.with_name("meta.json")
         v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
         v2_out, v2_base = generate_flavour(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2")
