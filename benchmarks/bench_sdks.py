@@ -523,7 +523,10 @@ def _select(only: list[str], pairs_mode: str) -> tuple[list[str], list[Pair]]:
             if ":" in token:
                 client, _, agent = token.partition(":")
                 if client not in clients or agent not in SDKS:
-                    sys.exit(f"unknown pair {token!r}; SDKs: {', '.join(SDKS)}")
+                    sys.exit(
+                        f"unknown pair {token!r}; clients: {', '.join(clients)}; "
+                        f"agents: {', '.join(SDKS)}"
+                    )
                 chosen.append((client, agent))
             elif token in AGENT_ONLY:
                 chosen.append(("floor", token))

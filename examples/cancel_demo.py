@@ -123,7 +123,8 @@ def show(direction: str, frame: bytes) -> None:
     arrow = "client -> agent" if direction == "send" else "agent -> client"
     if msg.get("method") == "session/update":
         update = msg["params"]["update"]
-        text = update.get("content", {}).get("text", "")
+        content = update.get("content")  # a block for chunks, a list for tool calls
+        text = content.get("text", "") if isinstance(content, dict) else ""
         print(f"  {arrow}  session/update {update['sessionUpdate']} {text!r}")
         return
     if "method" in msg:

@@ -53,6 +53,7 @@ def run(argv: list[str], cwd: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.timeout(900)  # five pip runs against the package index, on a loaded machine
 def test_the_readme_install_lines_work_from_a_fresh_clone(tmp_path: Path) -> None:
     lines = install_lines()
     assert len(lines) == 5, lines

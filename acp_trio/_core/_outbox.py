@@ -117,6 +117,11 @@ class Outbox:
             self._frames.append(data[written:])
             self._writer.unpark()
 
+    @property
+    def full(self) -> bool:
+        """Whether the queue is at its limit (a :meth:`put` would wait)."""
+        return len(self._frames) >= self._limit
+
     def try_put(self, frame: bytes) -> bool:
         """Enqueue if there is room, without waiting or yielding; ``False``
         means: nothing was queued (full or closed)."""

@@ -162,12 +162,17 @@ class OutgoingCalls:
         :class:`ConnectionClosed` once the connection is closing and
         :class:`LocalProtocolError` for ``params`` that are not an object, an
         array or ``None``. Not being a checkpoint, it is never cancelled: a
-        loop of these stops at its own checkpoints.
+        loop of these stops at its own checkpoints, and if the output never
+        fills (a peer that keeps up) it has none: add one (``await
+        trio.lowlevel.checkpoint()``) every so many messages. Call it from
+        the connection's Trio thread, as every method of the connection.
         """
         if params is not None and type(params) is not dict and type(params) is not list:
             _check_params(params)
         if self._closed:
             self._check_open()
+        if self._outbox.full and not self._outbox.closed:
+            raise trio.WouldBlock  # before encoding: the caller will send it again
         if not self._outbox.try_put(self._peer.notify(method, params)):
             if self._outbox.closed:
                 raise ConnectionClosed("connection closed")

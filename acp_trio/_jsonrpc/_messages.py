@@ -210,7 +210,8 @@ def use_json_backend(name: str) -> None:
     elif name == "orjson":
         if _orjson is None:
             raise ValueError(
-                "orjson is not installed (the 'fast' extra: pip install '/path/to/acp_trio[fast]')"
+                "orjson is not installed (the 'fast' extra: "
+                "pip install '<acp_trio checkout or wheel>[fast]')"
             )
         _fast_dumps = _orjson.dumps
         _fast_loads = _orjson.loads

@@ -23,6 +23,7 @@ from acp_trio._typed._dispatch import (
 )
 from acp_trio._typed._terminal_handle import TerminalHandle, open_terminal
 from acp_trio._typed._tool_calls import (
+    StartStatus,
     ToolCallContentLike,
     ToolCallHandle,
     ask_permission,
@@ -48,7 +49,7 @@ from acp_trio.schema import (
     converter,
 )
 from acp_trio.schema._generated_proxies import ClientProxyMethods
-from acp_trio.schema._generated_types import ToolCallStatus, ToolKind
+from acp_trio.schema._generated_types import ToolKind
 
 __all__ = ["ClientProxy"]
 
@@ -87,7 +88,7 @@ class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         title: str,
         *,
         kind: ToolKind | None = None,
-        status: ToolCallStatus = "in_progress",
+        status: StartStatus = "in_progress",
         content: Sequence[ToolCallContentLike] = (),
         locations: Sequence[ToolCallLocation] = (),
         raw_input: Any = None,
@@ -124,8 +125,9 @@ class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         """Ask the user to allow a tool call (``session/request_permission``)
         and return the option they chose, or ``None`` if the turn was
         cancelled meanwhile (the client answered ``cancelled``).
-        ``tool_call`` is the call's handle (everything the handle knows is
-        sent: title, kind, status, content, locations, raw input), its id,
+        ``tool_call`` is the call's handle (what the handle knows is sent:
+        title, kind, content, locations, raw input; ``RuntimeError`` if it
+        already ended, ``ValueError`` if it is another session's), its id,
         or a :class:`ToolCallUpdate` with what the user should see; ``options``
         defaults to :data:`acp_trio.build.ALLOW_OR_REJECT` (check
         ``option.kind.startswith("allow")``). Raises ``ValueError`` for no
@@ -192,7 +194,9 @@ class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         (nothing is sent: fall back to ``await session_update(...)``, which
         waits for room) and :class:`ConnectionClosed` if the connection has
         ended. Being no checkpoint, it cannot be cancelled: a loop of these
-        stops at its own checkpoints (``session/cancel`` lands there)."""
+        stops at its own checkpoints (``session/cancel`` lands there): a peer
+        that keeps up may never fill the queue, so give a loop over tokens
+        already at hand a checkpoint every so many. From the Trio thread."""
         params = SessionNotification(session_id=session_id, update=update, meta=meta)
         self.connection.notify_nowait("session/update", self.converter.unstructure(params))
 

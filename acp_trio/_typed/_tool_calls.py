@@ -33,7 +33,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 import trio
@@ -72,6 +72,8 @@ _TOLD: Final = ("title", "kind", "locations", "raw_input")
 #: content (``build.content``, ``build.diff``, ``build.terminal``), or a
 #: content block or a string, shown as such (wrapped in ``build.content``).
 ToolCallContentLike = ToolCallContent | ContentBlock | str
+#: The statuses a tool call may start with.
+StartStatus = Literal["pending", "in_progress"]
 
 
 def _as_content(items: Sequence[ToolCallContentLike]) -> list[ToolCallContent]:
@@ -148,10 +150,12 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
         return self._told.raw_input
 
     def as_update(self) -> ToolCallUpdate:
-        """Everything the client was told about the call, as one
-        :class:`ToolCallUpdate`: what ``ask_permission`` sends for a handle,
-        so that whoever decides sees what the call is about."""
-        return attrs.evolve(self._told, status=self._status, content=list(self._content) or None)
+        """What the call is about, as the client was told: its id, title,
+        kind, content, locations and raw input, as one
+        :class:`ToolCallUpdate` (not its status: a permission request is not
+        a change of state). What ``ask_permission`` sends for a handle, so
+        that whoever decides sees what it is asked to allow."""
+        return attrs.evolve(self._told, content=list(self._content) or None)
 
     def _params(self, update: ToolCallUpdate) -> Any:
         return self._client.converter.unstructure(
@@ -193,12 +197,29 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
             await self._send(update)
 
     async def _send(self, update: ToolCallUpdate) -> None:
-        """Send ``update`` (holding the lock) and record what it changed."""
+        """Send ``update`` (holding the lock) and record what it changed, as
+        soon as it is queued: before the schedule point that follows, so
+        that no other task sees the handle behind the wire (a permission
+        request asked meanwhile carries it; the block's end after it is
+        final)."""
         self._check_open()
-        await self._client.connection.notify("session/update", self._params(update))
+        connection = self._client.connection
+        params = self._params(update)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            connection.notify_nowait("session/update", params)
+        except trio.WouldBlock:
+            # Waits for room; queued and recorded with no yield in between.
+            await connection.notify("session/update", params)
+            self._record(update)
+            return
+        self._record(update)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def _record(self, update: ToolCallUpdate) -> None:
         if update.content is not None:
             self._content = list(update.content)
-        if update.status is not None:
+        if update.status is not None and not self.finished:
             self._status = update.status
         told = {name: getattr(update, name) for name in _TOLD}
         self._told = attrs.evolve(self._told, **{k: v for k, v in told.items() if v is not None})
@@ -279,7 +300,7 @@ async def open_tool_call(
     title: str,
     *,
     kind: ToolKind | None = None,
-    status: ToolCallStatus = "in_progress",
+    status: StartStatus = "in_progress",
     content: Sequence[ToolCallContentLike] = (),
     locations: Sequence[ToolCallLocation] = (),
     raw_input: Any = None,
@@ -323,6 +344,16 @@ async def ask_permission(
     if len(set(ids)) != len(ids):
         raise ValueError(f"permission option ids must differ: {ids}")
     if isinstance(tool_call, ToolCallHandle):
+        if tool_call.finished:
+            raise RuntimeError(
+                f"tool call {tool_call.id!r} already ended ({tool_call.status}): "
+                "there is nothing left to allow"
+            )
+        if tool_call.session_id != session_id:
+            raise ValueError(
+                f"tool call {tool_call.id!r} belongs to session {tool_call.session_id!r}, "
+                f"not {session_id!r}"
+            )
         update = tool_call.as_update()
     elif isinstance(tool_call, str):
         update = ToolCallUpdate(tool_call_id=tool_call)

@@ -17,7 +17,7 @@ def check() -> None:
     if missing:
         raise ImportError(
             f"acp_trio.remote needs the 'remote' extra (missing: {', '.join(missing)}): "
-            f"pip install '/path/to/acp_trio[remote]', from a checkout or a wheel"
+            "pip install '<acp_trio checkout or wheel>[remote]'"
         )
 
 

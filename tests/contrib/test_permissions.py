@@ -71,8 +71,9 @@ KINDS: dict[str, ToolKind] = {"read": "read", "delete": "delete"}
 
 
 class AskingAgent(acp_trio.Agent):
-    """``ask KIND``: announces an edit tool call of that kind, asks
-    permission by its id only, says the option chosen (or ``cancelled``)."""
+    """``ask KIND [by-id]``: announces a tool call of that kind, asks
+    permission for its handle (or by its id only), says the option chosen
+    (or ``cancelled``)."""
 
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         return schema.NewSessionResponse(session_id="s1")
@@ -81,9 +82,10 @@ class AskingAgent(acp_trio.Agent):
         sid = params.session_id
         block = params.prompt[0]
         assert isinstance(block, schema.TextContent)
-        kind = KINDS[block.text.split()[1]]
+        words = block.text.split()
+        kind = KINDS[words[1]]
         async with self.client.tool_call(sid, f"Do {kind}", kind=kind) as call:
-            choice = await self.client.ask_permission(sid, call.id)
+            choice = await self.client.ask_permission(sid, call.id if "by-id" in words else call)
         await self.client.send_text(sid, choice.option_id if choice else "cancelled")
         return schema.PromptResponse(stop_reason="end_turn")
 
@@ -133,9 +135,10 @@ async def test_yes_no_maps_the_answer_to_the_options() -> None:
     assert await chosen(yes_no(no), pending()) == "no"
 
 
+@pytest.mark.parametrize("by", ["handle", "by-id"])
 @pytest.mark.parametrize(("kind", "answer"), [("read", "allow"), ("delete", "reject")])
-async def test_over_a_connection_the_kind_comes_from_the_session_state(
-    autojump_clock: trio.testing.MockClock, kind: str, answer: str
+async def test_over_a_connection_the_kind_comes_from_the_request_or_the_session_state(
+    autojump_clock: trio.testing.MockClock, kind: str, answer: str, by: str
 ) -> None:
     seen: list[PendingPermission] = []
 
@@ -147,13 +150,14 @@ async def test_over_a_connection_the_kind_comes_from_the_session_state(
     with trio.fail_after(LIMIT):
         async with open_memory_pair(AskingAgent, client) as pair:
             sid = await pair.new_session()
-            done = await pair.to_agent.prompt_text(sid, f"ask {kind}")
+            done = await pair.to_agent.prompt_text(sid, f"ask {kind} {by}")
     assert done.stop_reason == "end_turn"
     assert client.states[sid].messages[-1].text == answer
-    # The request named the call by id only; the broker filled in the rest.
     if kind == "delete":
         assert [(r.title, r.kind) for r in seen] == [("Do delete", "delete")]
-        assert seen[0].params.tool_call.title is None or not seen[0].params.tool_call.title
+        # A handle sends its title and kind; by id only, the broker filled them in.
+        sent = (seen[0].params.tool_call.title, seen[0].params.tool_call.kind)
+        assert sent == (("Do delete", "delete") if by == "handle" else (None, None))
     assert client.permissions.pending == []
 
 
