@@ -63,17 +63,56 @@ class Editor(WorkspaceFilesMixin, TerminalsMixin, acp_trio.Client):
         self.answer = answer
         self.states = SessionStates()
         self.streaming = trio.Event()
+        self.seen: list[str] = []  # what came, in order (see `describe`)
 
     async def session_update(self, params: schema.SessionNotification) -> None:
         self.states.apply(params)
+        self.seen.append(describe(params.update))
         if isinstance(params.update, schema.AgentMessageChunk):
             self.streaming.set()
 
     async def request_permission(
         self, params: schema.RequestPermissionRequest
     ) -> schema.RequestPermissionResponse:
+        self.seen.append("permission " + describe(params.tool_call))
         outcome = schema.SelectedPermissionOutcome(option_id=self.answer)
         return schema.RequestPermissionResponse(outcome=outcome)
+
+
+def describe(update: Any) -> str:
+    """An update (or a permission request's tool call) without its ids and paths."""
+    words = [type(update).__name__]
+    if isinstance(update, (schema.AgentMessageChunk, schema.AgentThoughtChunk)):
+        assert isinstance(update.content, schema.TextContent)
+        words.append(repr(update.content.text.split("/")[0]))
+    for field in ("title", "kind", "status", "raw_output"):
+        if getattr(update, field, None) is not None:
+            words.append(f"{field}={getattr(update, field)!r}")
+    if isinstance(getattr(update, "content", None), list):
+        words.append(f"content={[type(c).__name__ for c in update.content]}")
+    return " ".join(words)
+
+
+WORDS = ["I ", "found ", "a ", "misspelt ", "print ", "and ", "will ", "fix ", "it. "]
+CALL = "title='Fix main.py' kind='edit' status='in_progress'"
+#: What every version of the agent sends, in order, when allowed or refused.
+SEEN = [
+    "Plan",
+    "AgentThoughtChunk 'Reading '",
+    f"ToolCall {CALL}",
+    *(f"AgentMessageChunk {word!r}" for word in WORDS),
+    "ToolCallUpdate content=['Diff']",
+    f"permission ToolCallUpdate {CALL} content=['Diff']",
+]
+SEEN_WHEN = {
+    "allow": [
+        *SEEN,
+        "ToolCallUpdate content=['Diff', 'Terminal']",
+        "ToolCallUpdate status='completed'",
+        "AgentMessageChunk 'Done.'",
+    ],
+    "reject": [*SEEN, "ToolCallUpdate status='failed' raw_output={'reason': 'not allowed'}"],
+}
 
 
 async def approve(params: schema.CreateTerminalRequest) -> bool:
@@ -112,6 +151,7 @@ async def run_turn(
 async def test_a_turn_fixes_the_file_when_allowed(tmp_path: Path, answer: str, which: str) -> None:
     result, editor = await run_turn(tmp_path, answer, which=which)
     assert result.stop_reason == "end_turn"
+    assert editor.seen == SEEN_WHEN[answer]  # the same messages, whichever SDK
     (state,) = (editor.states[sid] for sid in editor.states)
     assert [e.content for e in state.plan] == ["read the file", "fix it", "check it"]
     (call,) = state.tool_calls.values()
@@ -183,3 +223,17 @@ async def test_the_official_0_12_1_agent_cancels_nothing_on_the_wire() -> None:
     for name in HELD:
         assert not report[name].passed
         assert "never cancelled on the wire" in report[name].reason, report[name].reason
+
+
+@WHICH
+async def test_another_prompt_gets_the_usage(tmp_path: Path, which: str) -> None:
+    with trio.fail_after(LIMIT):
+        async with acp_trio.contrib.open_terminal_manager(approve, cwd=tmp_path) as terminals:
+            editor = Editor(tmp_path, terminals, "allow")
+            async with acp_trio.open_spawned_agent(editor, AGENTS[which]) as agent:
+                await agent.initialize()
+                new = schema.NewSessionRequest(cwd=str(tmp_path), mcp_servers=[])
+                sid = (await agent.new_session(new)).session_id
+                result = await agent.prompt_text(sid, "hello")
+    assert result.stop_reason == "end_turn"
+    assert editor.seen == ["AgentMessageChunk 'Say: fix '"]
