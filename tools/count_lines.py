@@ -4,7 +4,8 @@
 .venv/bin/python tools/count_lines.py        # the README's comparison
 
 Without arguments it counts the example pair written with acp_trio against
-the same pair written with the official Python SDK (the README's table).
+the same pair written with the official Python SDK, 0.12.1 and 1.0.0rc3,
+and prints the README's table (Markdown).
 """
 
 from __future__ import annotations
@@ -16,11 +17,23 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# (what, acp_trio version, official Python SDK version)
-PAIRS = [
-    ("agent", "examples/coding_agent.py", "benchmarks/peers/official_coding_agent.py"),
-    ("client", "examples/editor_client.py", "benchmarks/peers/official_editor_client.py"),
+PEERS = "benchmarks/peers"
+#: (what, acp_trio, official Python SDK 0.12.1, official Python SDK 1.0.0rc3)
+ROWS = [
+    (
+        "agent",
+        "examples/coding_agent.py",
+        f"{PEERS}/official_coding_agent.py",
+        f"{PEERS}/official_rc_coding_agent.py",
+    ),
+    (
+        "client",
+        "examples/editor_client.py",
+        f"{PEERS}/official_editor_client.py",
+        f"{PEERS}/official_rc_editor_client.py",
+    ),
 ]
+VERSIONS = ["0.12.1", "1.0.0rc3"]
 
 
 def code_lines(path: Path) -> int:
@@ -50,16 +63,25 @@ def code_lines(path: Path) -> int:
     return len(lines - docstrings)
 
 
+def counts() -> list[tuple[str, list[int]]]:
+    """Each row's counts (acp_trio, then each official version), then the pair's."""
+    rows = [(what, [code_lines(ROOT / path) for path in paths]) for what, *paths in ROWS]
+    pair = [sum(column) for column in zip(*(numbers for _, numbers in rows), strict=True)]
+    return [*rows, ("the pair", pair)]
+
+
 def comparison() -> list[str]:
-    """The README's table: each pair's counts and the acp_trio share."""
-    rows = [f"{'':8}{'acp_trio':>10}{'official':>10}{'ratio':>8}"]
-    totals = [0, 0]
-    for what, ours, theirs in PAIRS:
-        counts = [code_lines(ROOT / ours), code_lines(ROOT / theirs)]
-        totals = [totals[0] + counts[0], totals[1] + counts[1]]
-        rows.append(f"{what:8}{counts[0]:10d}{counts[1]:10d}{counts[0] / counts[1]:8.0%}")
-    rows.append(f"{'pair':8}{totals[0]:10d}{totals[1]:10d}{totals[0] / totals[1]:8.0%}")
-    return rows
+    """The README's table: the counts, and acp_trio's share of each official version."""
+    head = ["lines of code", "acp_trio"]
+    for version in VERSIONS:
+        head += [f"official Python SDK {version}", "ratio"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for what, (ours, *theirs) in counts():
+        cells = [what, str(ours)]
+        for count in theirs:
+            cells += [str(count), f"{ours / count:.0%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 if __name__ == "__main__":

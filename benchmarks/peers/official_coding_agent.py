@@ -20,6 +20,7 @@ from typing import Any
 import acp
 from acp.schema import (
     AgentCapabilities,
+    Implementation,
     InitializeResponse,
     NewSessionResponse,
     PermissionOption,
@@ -52,7 +53,9 @@ class CodingAgent:
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         return InitializeResponse(
-            protocol_version=acp.PROTOCOL_VERSION, agent_capabilities=AgentCapabilities()
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(),
+            agent_info=Implementation(name="official-coding-agent", version="1.0"),
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> Any:
@@ -65,6 +68,11 @@ class CodingAgent:
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         text = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock))
+        if not text.startswith("fix /"):
+            await self.update(
+                session_id, acp.update_agent_message_text("Say: fix /path/to/file.py")
+            )
+            return PromptResponse(stop_reason="end_turn")
         turn = asyncio.ensure_future(self.run(session_id, text.removeprefix("fix ").strip()))
         self.turns[session_id] = turn
         try:
@@ -90,18 +98,21 @@ class CodingAgent:
         await self.update(sid, acp.update_agent_thought_text(f"Reading {path}"))
         call_id = f"call_{os.urandom(8).hex()}"
         title = f"Fix {os.path.basename(path)}"
-        await self.update(sid, acp.start_tool_call(call_id, title, kind="edit", status="pending"))
-        status = "failed"
+        await self.update(
+            sid, acp.start_tool_call(call_id, title, kind="edit", status="in_progress")
+        )
+        final: dict[str, Any] | None = {"status": "failed"}
         try:
-            status = await self.tool(sid, call_id, path)
+            final = await self.tool(sid, call_id, title, path)
         finally:
             # The final status, also when cancelled (shielded from it).
-            if status != "done":
-                update = acp.update_tool_call(call_id, status=status)
+            if final is not None:
+                update = acp.update_tool_call(call_id, **final)
                 await asyncio.shield(self.update(sid, update))
-        await self.update(sid, acp.update_agent_message_text("Done."))
+        if final is not None:  # None: refused, the turn ends here
+            await self.update(sid, acp.update_agent_message_text("Done."))
 
-    async def tool(self, sid: str, call_id: str, path: str) -> str:
+    async def tool(self, sid: str, call_id: str, title: str, path: str) -> dict[str, Any] | None:
         source = (await self.conn.read_text_file(session_id=sid, path=path)).content
         words, fixed = fake_model(source)
         for word in words:
@@ -109,16 +120,17 @@ class CodingAgent:
             await asyncio.sleep(0.01)
         content = [acp.tool_diff_content(path, fixed, source)]
         await self.update(sid, acp.update_tool_call(call_id, content=content))
-        asked = await self.conn.request_permission(
-            session_id=sid, tool_call=ToolCallUpdate(tool_call_id=call_id), options=OPTIONS
+        call = ToolCallUpdate(
+            tool_call_id=call_id, title=title, kind="edit", status="in_progress", content=content
         )
+        asked = await self.conn.request_permission(session_id=sid, tool_call=call, options=OPTIONS)
         outcome = asked.outcome
         if getattr(outcome, "outcome", None) != "selected" or outcome.option_id != "allow":
             output = {"reason": "not allowed"}
             await self.update(
                 sid, acp.update_tool_call(call_id, status="failed", raw_output=output)
             )
-            return "done"
+            return None
         await self.conn.write_text_file(session_id=sid, path=path, content=fixed)
         terminal = await self.conn.create_terminal(
             session_id=sid, command="python", args=["-m", "py_compile", path]
@@ -133,8 +145,8 @@ class CodingAgent:
             release = self.conn.release_terminal(session_id=sid, terminal_id=terminal.terminal_id)
             await asyncio.shield(asyncio.wait_for(release, 5))
         if exit_status.exit_code != 0:
-            return "failed"
-        return "completed"
+            return {"status": "failed", "raw_output": {"exit_code": exit_status.exit_code}}
+        return {"status": "completed"}
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """``examples/editor_client.py`` driving ``examples/coding_agent.py``, both
 as processes: the answer typed on stdin decides, and Ctrl-C (SIGINT)
 during a turn cancels it. The same tests run the same client written with
-the official Python SDK (``benchmarks/peers/official_editor_client.py``),
-skipped where ``agent-client-protocol`` is not installed."""
+the official Python SDK: 0.12.1 (``benchmarks/peers/official_editor_client.py``),
+skipped where ``agent-client-protocol`` is not installed, and 1.0.0rc3
+(``benchmarks/peers/official_rc_editor_client.py``), skipped without
+``tests/interop/.venv-official-rc``."""
 
 from __future__ import annotations
 
@@ -17,13 +19,22 @@ import trio
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+PEERS = ROOT / "benchmarks" / "peers"
+# The official Python SDK's release candidate lives in its own virtualenv.
+OFFICIAL_RC_VENV = ROOT / "tests" / "interop" / ".venv-official-rc"
 CLIENTS = {
     "acp_trio": [sys.executable, str(EXAMPLES / "editor_client.py")],
-    # The same client written with the official Python SDK, for comparison.
-    "official": [sys.executable, str(ROOT / "benchmarks" / "peers" / "official_editor_client.py")],
+    # The same client written with the official Python SDK, for comparison:
+    # 0.12.1 (in this environment) and 1.0.0rc3 (in its own).
+    "official": [sys.executable, str(PEERS / "official_editor_client.py")],
+    "official-rc3": [
+        str(OFFICIAL_RC_VENV / "bin" / "python"),
+        str(PEERS / "official_rc_editor_client.py"),
+    ],
 }
 # The test extra installs it (so does .venv-bench); skipped where it is absent.
 HAVE_OFFICIAL_SDK = importlib.util.find_spec("acp") is not None
+HAVE_OFFICIAL_RC = (OFFICIAL_RC_VENV / ".installed").is_file()
 WHICH = pytest.mark.parametrize(
     "which",
     [
@@ -31,6 +42,14 @@ WHICH = pytest.mark.parametrize(
         pytest.param(
             "official",
             marks=pytest.mark.skipif(not HAVE_OFFICIAL_SDK, reason="agent-client-protocol missing"),
+        ),
+        pytest.param(
+            "official-rc3",
+            marks=pytest.mark.skipif(
+                not HAVE_OFFICIAL_RC,
+                reason="needs agent-client-protocol 1.0.0rc3 in tests/interop/.venv-official-rc "
+                "(make tests/interop/.venv-official-rc/.installed)",
+            ),
         ),
     ],
 )

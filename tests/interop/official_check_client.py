@@ -1,5 +1,5 @@
-"""A client written with the official Python SDK (``agent-client-protocol``,
-module ``acp``: asyncio + pydantic), driven the way ``python -m acp_trio
+"""A client written with the official Python SDK (``agent-client-protocol``
+0.12.1, module ``acp``: asyncio + pydantic), driven the way ``python -m acp_trio
 check-client`` asks:
 
     python official_check_client.py AGENT_CMD...
@@ -9,8 +9,9 @@ One session, one prompt; ``session/cancel`` (``conn.cancel``) at the cue
 permission requests ``cancelled`` (the SDK leaves that to the application).
 It reads and writes real files. Permission requests titled ``check-client:
 choose an option`` are answered ``allow``, the others are held until
-cancelled: the SDK does not handle ``$/cancel_request``, so one the agent
-cancels that way is never answered.
+cancelled: 0.12.1 does not handle ``$/cancel_request``, so one the agent
+cancels that way is never answered (1.0.0rc3 does:
+``official_rc_check_client.py``).
 """
 
 from __future__ import annotations

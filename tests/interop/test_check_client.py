@@ -1,8 +1,10 @@
 """``check-client`` against real clients over real pipes: the official
 TypeScript SDK's (``ts_check_client.mjs``; skipped without Node.js or the SDK
 in ``tests/interop/node_modules``), ``acpx`` (skipped unless installed with
-``npm install --prefix tests/acpx``) and the official Python SDK's
-(``official_check_client.py``)."""
+``npm install --prefix tests/acpx``) and the official Python SDK's:
+0.12.1 (``official_check_client.py``) and 1.0.0rc3
+(``official_rc_check_client.py``, skipped without
+``tests/interop/.venv-official-rc``)."""
 
 from __future__ import annotations
 
@@ -90,3 +92,31 @@ async def test_the_official_python_sdk_client_does_not_answer_a_cancelled_reques
     assert "after $/cancel_request" in report["cancel-request"].reason
     assert report["cancelled-permission"].passed
     assert not report.ok
+
+
+OFFICIAL_RC_VENV = HERE / ".venv-official-rc"
+
+
+@pytest.mark.skipif(
+    not (OFFICIAL_RC_VENV / ".installed").is_file(),
+    reason="needs agent-client-protocol 1.0.0rc3 in tests/interop/.venv-official-rc "
+    "(make tests/interop/.venv-official-rc/.installed)",
+)
+async def test_the_official_python_sdk_rc3_client_conforms(tmp_path: Path) -> None:
+    # 1.0.0rc3 answers a request cancelled with $/cancel_request -32800
+    # itself; the pending permissions after session/cancel are still left to
+    # the application (this client answers them).
+    python = OFFICIAL_RC_VENV / "bin" / "python"
+    command = [str(python), str(HERE / "official_rc_check_client.py"), "{agent-args}"]
+    with trio.fail_after(120):
+        report = await check_client(command, timeout=5, cwd=tmp_path)
+    assert all(r.passed for r in report if r.name != "terminal"), report.format_table()
+    assert report["terminal"].skipped  # not advertised
+    assert report.ok
+    assert report.client_exit == 0
+    assert report.client_info == {
+        "name": "official-python-rc-check-client",
+        "version": "1.0.0rc3",
+    }
+    assert report["cancel-request"].reason == "-32800"
+    assert report["cancelled-permission"].reason == "cancelled"
