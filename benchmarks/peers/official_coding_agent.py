@@ -120,9 +120,7 @@ class CodingAgent:
             await asyncio.sleep(0.01)
         content = [acp.tool_diff_content(path, fixed, source)]
         await self.update(sid, acp.update_tool_call(call_id, content=content))
-        call = ToolCallUpdate(
-            tool_call_id=call_id, title=title, kind="edit", status="in_progress", content=content
-        )
+        call = ToolCallUpdate(tool_call_id=call_id, title=title, kind="edit", content=content)
         asked = await self.conn.request_permission(session_id=sid, tool_call=call, options=OPTIONS)
         outcome = asked.outcome
         if getattr(outcome, "outcome", None) != "selected" or outcome.option_id != "allow":
