@@ -76,7 +76,7 @@ demo: $(STAMP)
 $(BENCH_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[fast]' agent-client-protocol
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[fast]' agent-client-protocol==0.12.1
 	touch $(BENCH_STAMP)
 
 bench: bench-framing bench-connection bench-schema bench-sdks
