@@ -108,6 +108,21 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "--timeout, at least 15)",
     )
     check.add_argument(
+        "--prompt-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds a prompt may take to be answered (a model's turn; default: 3 x "
+        "--timeout, at least 15); raising it does not slow the other checks",
+    )
+    check.add_argument(
+        "--cancel-within",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds a cancelled turn may take to stop its output and answer (default 1)",
+    )
+    check.add_argument(
         "--schema",
         metavar="PATH",
         help="validate with jsonschema against this ACP v1 schema.json (default: "
@@ -329,8 +344,10 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
-    if args.init_timeout is not None and args.init_timeout <= 0:
-        parser.error("--init-timeout must be positive")
+    for name in ("init_timeout", "prompt_timeout", "cancel_within"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.schema is not None:
         from acp_trio.testing._schema_check import load_validator
 
@@ -366,6 +383,8 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         permissions=args.permissions,
         terminals=args.terminals,
         init_timeout=args.init_timeout,
+        prompt_timeout=args.prompt_timeout,
+        cancel_within=args.cancel_within,
     )
     report = trio.run(run)
     if args.json:
