@@ -113,3 +113,5 @@ check-real-agents: $(STAMP)
 	npm ci --prefix tests/real_agents --no-audit --no-fund --silent --ignore-scripts --engine-strict=false
 	$(BIN)/python tools/real_agents.py
 	$(BIN)/python tools/real_agents.py --strict
+	$(BIN)/python tools/real_agents.py --tool check-agent-v2
+	$(BIN)/python tools/real_agents.py --tool check-agent-v2 --strict

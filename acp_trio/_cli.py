@@ -8,7 +8,7 @@
   a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
-- ``check-agent-v2 [--json] -- CMD...``: checks an ACP v2 (Preview) scenario
+- ``check-agent-v2 [options] -- CMD...``: checks an ACP v2 (Preview)
   agent (lifecycle, held prompts, per-entity cancel, ``-32022``).
 - ``scenario-agent [--v2]``: serves the reference scenario agent on stdio (with
   ``--v2``, the v1 and v2 ones behind the version router).
@@ -188,12 +188,23 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     check_v2 = sub.add_parser(
         "check-agent-v2",
-        help="check an ACP v2 (Preview) scenario agent: lifecycle, held prompts, cancel, -32022",
-        description="Spawn a stdio ACP v2 agent speaking the scenario vocabulary (e.g. "
-        "`python -m acp_trio scenario-agent --v2`) and check the v2 rules, each on a fresh "
-        "process. Exit status: 0 every check passed, 1 one failed.",
+        help="run the conformance checks against a stdio ACP v2 (Preview) agent",
+        description="Spawn a stdio ACP v2 agent (any SDK) and check the v2 rules: negotiation, "
+        "-32022, requests before and repeated initialize, the prompt lifecycle, robustness; "
+        "held prompts, tool_call/cancel and error turns with the v2 scenario vocabulary "
+        "(`python -m acp_trio scenario-agent --v2`). Exit status as check-agent's: 0 CONFORMS, "
+        "1 DOES NOT CONFORM, 3 INCOMPLETE, 2 usage error.",
     )
-    check_v2.add_argument("--json", action="store_true", help="print the results as JSON")
+    for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
+        check_v2.add_argument(name, action="store_true", help=f"as check-agent {name}")
+    for name in ("--require", "--only"):
+        check_v2.add_argument(name, action="append", metavar="NAMES", help=f"as check-agent {name}")
+    check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
+    for name in ("--init-timeout", "--prompt-timeout"):
+        check_v2.add_argument(name, type=float, metavar="S", help=f"as check-agent {name}")
+    check_v2.add_argument(
+        "--schema", metavar="PATH", help="the ACP v2 schema.json to validate with"
+    )
     check_v2.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
@@ -394,6 +405,54 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
     return report.exit_code
 
 
+def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from acp_trio.testing._check import promoted_levels
+    from acp_trio.v2._check import V2_CHECKS, check_agent_v2
+
+    if args.list:
+        width = max(len(info.name) for info in V2_CHECKS)
+        for info in V2_CHECKS:
+            print(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
+        return 0
+    command = _command(parser, args.command)
+    only = _names(args.only)
+    if only is not None:
+        unknown = [n for n in only if n not in {info.name for info in V2_CHECKS}]
+        if unknown:
+            parser.error(f"unknown checks: {', '.join(unknown)} (see --list)")
+    for name in ("timeout", "init_timeout", "prompt_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require = _names(args.require) or []
+    try:
+        promoted_levels(args.strict, require)
+        if args.schema is not None:
+            from acp_trio.testing._schema_check import load_validator
+
+            load_validator(args.schema, 2)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not args.verbose:
+        logging.getLogger("acp_trio").addHandler(logging.NullHandler())
+        logging.getLogger("acp_trio").propagate = False
+    run = functools.partial(
+        check_agent_v2,
+        command,
+        only=only,
+        timeout=args.timeout,
+        init_timeout=args.init_timeout,
+        prompt_timeout=args.prompt_timeout,
+        schema=args.schema,
+        strict=args.strict,
+        require=require,
+        allow_skips=args.allow_skips,
+    )
+    report = trio.run(run)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.format_table())
+    return report.exit_code
+
+
 def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | None) -> int:
     components: list[list[str]] = []
     for word in words:
@@ -432,9 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tool == "check-agent":
         return _check_agent(tools["check-agent"], args)
     if args.tool == "check-agent-v2":
-        from acp_trio.v2._check import main as check_v2_main
-
-        return check_v2_main(_command(tools["check-agent-v2"], args.command), as_json=args.json)
+        return _check_agent_v2(tools["check-agent-v2"], args)
     if args.tool == "check-client":
         return _check_client(tools["check-client"], args)
     if args.tool == "trace":

@@ -23,9 +23,10 @@ pytestmark = [
 ]
 
 
-def test_the_real_agents_get_the_verdicts_their_wire_supports() -> None:
+@pytest.mark.parametrize("tool", ["check-agent", "check-agent-v2"])
+def test_the_real_agents_get_the_verdicts_their_wire_supports(tool: str) -> None:
     process = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "real_agents.py")],
+        [sys.executable, str(REPO / "tools" / "real_agents.py"), "--tool", tool],
         capture_output=True,
         text=True,
         timeout=280,

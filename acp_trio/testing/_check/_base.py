@@ -117,9 +117,17 @@ def _prompt(session_id: str, text: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
 
 
-def _init_params(version: int) -> dict[str, Any]:
+def _init_params(version: int, protocol: int = 1) -> dict[str, Any]:
+    """The params of ``initialize`` asking ``version``, in the shape of the
+    ``protocol`` the checker speaks (v2: ``info`` and ``capabilities``)."""
     from acp_trio import __version__
 
+    if protocol == 2:
+        return {
+            "protocolVersion": version,
+            "info": {"name": "acp_trio-check-agent-v2", "version": __version__},
+            "capabilities": {},
+        }
     return {
         "protocolVersion": version,
         "clientCapabilities": {

@@ -69,8 +69,11 @@ class _Runner(_WireQueries):
         hold_deadline: float | None = None,
         prompt_timeout: float | None = None,
         cancel_within: float = 1.0,
+        protocol: int = 1,
     ) -> None:
         self.nursery = nursery
+        #: The protocol version the checker speaks (1: check-agent, 2: check-agent-v2).
+        self.protocol = protocol
         self.cancel_prompt = cancel_prompt
         self.hold_prompt = hold_prompt
         self.hold_deadline = hold_deadline
@@ -105,6 +108,8 @@ class _Runner(_WireQueries):
         self.token = "acp-check-" + secrets.token_hex(4)
         # The agent answered `echo <token>` without the token: a model, say.
         self.no_vocabulary = False
+        # check-agent-v2: the agent answers `echo <token>` with the token.
+        self.v2_vocabulary = False
         self.promoted = promoted
         self.init_timeout = max(3 * timeout, 15.0) if init_timeout is None else init_timeout
         #: A model turn is not a protocol round trip: prompts have their own limit.
@@ -240,7 +245,7 @@ class _Runner(_WireQueries):
     async def initialize(self, session: AgentSession, version: int) -> _Reply:
         # A process's first answer: real agents take seconds to start.
         reply = await self.call(
-            session, "initialize", _init_params(version), limit=self.init_timeout
+            session, "initialize", _init_params(version, self.protocol), limit=self.init_timeout
         )
         session.initialize_result = reply.result
         return reply
@@ -260,7 +265,13 @@ class _Runner(_WireQueries):
         return session_id, reply.latency
 
     def refused_for_auth(
-        self, session: AgentSession, method: str, reply: _Reply, *, force: bool = False
+        self,
+        session: AgentSession,
+        method: str,
+        reply: _Reply,
+        *,
+        force: bool = False,
+        entry: WireEntry | None = None,
     ) -> None:
         """Skip the check if ``reply`` refuses ``method`` for want of
         authentication (``-32000``, or an error saying so), wherever it
@@ -271,7 +282,7 @@ class _Runner(_WireQueries):
         if not (force or error.code == -32000 or "authenticat" in error.message.lower()):
             return
         self.auth_required = self.auth_methods() or "(no authMethods listed)"
-        if self.auth_refusal is None:
+        if self.auth_refusal is None and entry is None:
             entry = next(
                 (
                     e
@@ -280,6 +291,7 @@ class _Runner(_WireQueries):
                 ),
                 None,
             )
+        if self.auth_refusal is None:
             self.auth_refusal = (method, entry)
         raise _Skip(
             f"authentication required: {self.auth_required} ({method} was answered "
@@ -293,7 +305,9 @@ class _Runner(_WireQueries):
         if not isinstance(methods, list) or not methods:
             return ""
         names = [
-            str(m.get("id") or m.get("name") or "?") if isinstance(m, dict) else _brief(m, 40)
+            str(m.get("id") or m.get("methodId") or m.get("name") or "?")
+            if isinstance(m, dict)
+            else _brief(m, 40)
             for m in methods
         ]
         return ", ".join(names)
@@ -311,7 +325,7 @@ class _Runner(_WireQueries):
             return self.main
         try:
             session = await self.spawn()
-            await self.initialize(session, 1)
+            await self.initialize(session, self.protocol)
             if self.session_error is None and self.auth_required is None:
                 session.session_id, _ = await self.new_session(session)
         except (_Fail, _Skip) as exc:
@@ -396,7 +410,12 @@ class _Runner(_WireQueries):
     # -- the wire (and see _WireQueries)
 
     async def wait_entry(
-        self, session: AgentSession, match: Callable[[WireEntry], bool], mark: int, what: str
+        self,
+        session: AgentSession,
+        match: Callable[[WireEntry], bool],
+        mark: int,
+        what: str,
+        limit: float | None = None,
     ) -> WireEntry:
         """The first received line that matches; fails at once if the
         agent's connection closes first."""
@@ -407,7 +426,8 @@ class _Runner(_WireQueries):
                 entry.session == session.index and entry.direction == "received" and (match(entry))
             )
 
-        with self.waiting(what, session):
+        name = "--prompt-timeout" if limit is not None and limit == self.prompt_timeout else None
+        with self.waiting(what, session, limit, name):
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:

@@ -65,7 +65,7 @@ async def _auth_methods(r: _Runner) -> _Pass:
             for e in r.transcript.received()
             if e.is_response
             and isinstance(e.message.get("result"), dict)
-            and e.message["result"].get("protocolVersion") == 1
+            and e.message["result"].get("protocolVersion") == r.protocol
         ),
         None,
     )
@@ -79,7 +79,7 @@ async def _auth_methods(r: _Runner) -> _Pass:
 @_check(
     "schema",
     REQUIRED,
-    "every message the agent sends is valid ACP v1 (its JSON Schema, or the generated types)",
+    "every message the agent sends is valid ACP (its JSON Schema, or the generated types)",
 )
 async def _schema(r: _Runner) -> _Pass:
     validator = r.validator
@@ -90,8 +90,8 @@ async def _schema(r: _Runner) -> _Pass:
     other: dict[Any, int] = {}
     for session in r.sessions:
         init = session.initialize_result
-        version = init.get("protocolVersion") if isinstance(init, dict) else 1
-        if version != 1:
+        version = init.get("protocolVersion") if isinstance(init, dict) else r.protocol
+        if version != r.protocol:
             # It negotiated another version (the 65535 probe): not v1's messages.
             other[version] = other.get(version, 0) + len(r.transcript.received(session.index))
             continue
@@ -124,7 +124,7 @@ async def _schema(r: _Runner) -> _Pass:
     for version, n in other.items():
         note += (
             f" ({n} message(s) of a connection that negotiated version {version} left out: "
-            "the v1 schema does not judge them)"
+            f"the v{r.protocol} schema does not judge them)"
         )
     return _Pass(f"{count} messages valid ({validator.description}){note}")
 
