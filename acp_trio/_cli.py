@@ -256,7 +256,8 @@ def _client_parser(
         "replaces {agent} (one shell-quoted word) or {agent-args} (the words) in "
         "CLIENT_CMD, and is in $ACP_CHECK_CLIENT_AGENT. The client must send one "
         "prompt, and session/cancel when the agent says `check-client: cancel now`. "
-        "Exit status 1 if a required check failed. With --agent-side, serve the "
+        "Exit status: 0 CONFORMS, 1 a required check failed, 3 INCOMPLETE (a required "
+        "check could not run), 2 usage error. With --agent-side, serve the "
         "checking agent on stdio and write the verdicts to --report.",
     )
     client.add_argument("--json", action="store_true", help="print one JSON document")
