@@ -27,7 +27,18 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import attrs
 import trio
+
+from acp_trio._cli_kit import (
+    AGENT_NO_SESSION,
+    V2_NO_SESSION,
+    add_kit_options,
+    baseline,
+    finish,
+    selected,
+)
+from acp_trio.testing._check_report import Level
 
 __all__ = ["main"]
 
@@ -80,12 +91,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="a required check that could not run does not make the run INCOMPLETE",
     )
     check.add_argument("--json", action="store_true", help="print one JSON document")
-    check.add_argument(
-        "--only",
-        action="append",
-        metavar="NAMES",
-        help="comma-separated checks to run (repeatable); initialize and session-new always run",
-    )
+    add_kit_options(check)
     check.add_argument(
         "--scenario",
         action="store_true",
@@ -197,8 +203,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     )
     for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
         check_v2.add_argument(name, action="store_true", help=f"as check-agent {name}")
-    for name in ("--require", "--only"):
-        check_v2.add_argument(name, action="append", metavar="NAMES", help=f"as check-agent {name}")
+    check_v2.add_argument("--require", action="append", metavar="NAMES", help="as check-agent's")
+    add_kit_options(check_v2)
     check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
     for name in ("--init-timeout", "--prompt-timeout"):
         check_v2.add_argument(name, type=float, metavar="S", help=f"as check-agent {name}")
@@ -289,6 +295,7 @@ def _client_parser(
     )
     client.add_argument("--agent-side", action="store_true", help="be the checking agent")
     client.add_argument("--report", metavar="FILE", help="with --agent-side: the verdicts")
+    add_kit_options(client)
     client.add_argument("command", nargs=argparse.REMAINDER, help="-- CLIENT_CMD...")
     return client
 
@@ -316,16 +323,18 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
         return 0
     command = _command(parser, args.command)
+    from acp_trio.testing import CLIENT_CHECKS
+
+    only = selected(parser, args, CLIENT_CHECKS, None)
+    expected = baseline(parser, args, CLIENT_CHECKS)
     on_cue = None if args.on_cue is None else ["sh", "-c", args.on_cue]
     run = functools.partial(
         check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd, on_cue=on_cue
     )
     report = trio.run(run)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.format_table())
-    return report.exit_code
+    if only is not None:  # every check runs (one scripted session); these are judged
+        report = attrs.evolve(report, results=tuple(r for r in report if r.name in only))
+    return finish(args, "check-client", report, lambda r: r.level is Level.REQUIRED, expected)
 
 
 def _list_checks() -> str:
@@ -346,12 +355,8 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         print(_list_checks())
         return 0
     command = _command(parser, args.command)
-    only = _names(args.only)
-    if only is not None:
-        known = {info.name for info in CHECKS}
-        unknown = [name for name in only if name not in known]
-        if unknown:
-            parser.error(f"unknown checks: {', '.join(unknown)} (see --list)")
+    only = selected(parser, args, CHECKS, AGENT_NO_SESSION)
+    expected = baseline(parser, args, CHECKS)
     if args.scenario and args.no_scenario:
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
@@ -399,11 +404,9 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         cancel_within=args.cancel_within,
     )
     report = trio.run(run)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.format_table())
-    return report.exit_code
+    return finish(
+        args, "check-agent", report, report.counts, expected, allow_skips=args.allow_skips
+    )
 
 
 def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -416,11 +419,8 @@ def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             print(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
         return 0
     command = _command(parser, args.command)
-    only = _names(args.only)
-    if only is not None:
-        unknown = [n for n in only if n not in {info.name for info in V2_CHECKS}]
-        if unknown:
-            parser.error(f"unknown checks: {', '.join(unknown)} (see --list)")
+    only = selected(parser, args, V2_CHECKS, V2_NO_SESSION)
+    expected = baseline(parser, args, V2_CHECKS)
     for name in ("timeout", "init_timeout", "prompt_timeout"):
         value = getattr(args, name)
         if value is not None and value <= 0:
@@ -450,8 +450,9 @@ def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         allow_skips=args.allow_skips,
     )
     report = trio.run(run)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.format_table())
-    return report.exit_code
+    return finish(
+        args, "check-agent-v2", report, report.counts, expected, allow_skips=args.allow_skips
+    )
 
 
 def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | None) -> int:

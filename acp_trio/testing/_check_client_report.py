@@ -148,10 +148,15 @@ class ClientCheckReport:
     @property
     def status(self) -> Status:
         """FAILS if a required check failed; INCOMPLETE if none failed but a
-        required one could not run; else CONFORMS (as ``check-agent``)."""
+        required one could not run (a capability the client does not
+        advertise is not checked, and does not count); else CONFORMS (as
+        ``check-agent``)."""
         if any(r.failed and r.level is Level.REQUIRED for r in self.results):
             return Status.FAILS
-        if any(r.skipped and r.level is Level.REQUIRED for r in self.results):
+        if any(
+            r.skipped and r.level is Level.REQUIRED and not r.reason.endswith("not advertised")
+            for r in self.results
+        ):
             return Status.INCOMPLETE
         return Status.CONFORMS
 
