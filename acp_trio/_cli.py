@@ -204,6 +204,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
         check_v2.add_argument(name, action="store_true", help=f"as check-agent {name}")
     check_v2.add_argument("--require", action="append", metavar="NAMES", help="as check-agent's")
+    check_v2.add_argument(
+        "--hold-prompt",
+        metavar="TEXT",
+        help="for agents without the v2 scenario vocabulary: a prompt on which the agent "
+        "sends the client a request (a permission); held-prompts then runs on that turn",
+    )
     add_kit_options(check_v2)
     check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
     for name in ("--init-timeout", "--prompt-timeout"):
@@ -448,6 +454,7 @@ def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         strict=args.strict,
         require=require,
         allow_skips=args.allow_skips,
+        hold_prompt=args.hold_prompt,
     )
     report = trio.run(run)
     return finish(

@@ -271,16 +271,87 @@ for _name in ("unknown-method", "invalid-params", "unknown-notification", "stray
     _shared(_name)
 
 
+async def _held_prompts_on_hold(r: _Runner) -> _Pass:
+    """``held-prompts`` on ``--hold-prompt``: the agent's request to the
+    client is held, so its turn runs; two more prompts must be held; a
+    ``session/cancel`` ends the turn ``idle`` ``cancelled``, answers both
+    ``-32800``, and the held request is cancelled on the wire (a permission
+    request the checker answers ``cancelled`` counts as ended)."""
+    assert r.hold_prompt is not None
+    session, sid = await r.fresh_session(hold_all=True)
+    mark = r.transcript.mark()
+    client = session.client
+    first = await r.request(
+        session,
+        "session/prompt",
+        _prompt(sid, r.hold_prompt),
+        "answer to a prompt",
+        r.prompt_timeout,
+    )
+    r.refused_for_auth(session, "session/prompt", first)
+    if first.error is not None:
+        raise _Fail(f"the hold prompt was answered with {first.describe()}")
+    with trio.move_on_after(r.prompt_timeout):
+        while not client.requests_of(sid):
+            await client.changed()
+    held = client.requests_of(sid)
+    if not held:
+        raise _Skip(
+            f"the hold prompt {r.hold_prompt!r} did not make the agent send the client a "
+            f"request within {r.prompt_timeout:g} s; choose another with --hold-prompt"
+        )
+    async with (
+        r.open_prompt(session, sid, "echo held 1") as one,
+        r.open_prompt(session, sid, "echo held 2") as two,
+    ):
+        await trio.sleep(0.2)
+        if one.done or two.done:
+            raise _Fail("a prompt sent while the turn ran was not held (it was answered)")
+        await session.connection.notify("session/cancel", {"sessionId": sid})
+        client.cancel_permissions(sid)
+        answers = [
+            await r.outcome(session, p.result, "answer to a held prompt") for p in (one, two)
+        ]
+    codes = [a.error.code if a is not None and a.error is not None else None for a in answers]
+    if codes != [-32800, -32800]:
+        described = [a.describe() if a is not None else "no answer" for a in answers]
+        raise _Fail(f"after session/cancel the held prompts got {described}, not -32800 twice")
+
+    def idle(entry: WireEntry) -> bool:
+        update = _update(entry) if entry.is_notification else {}
+        return update.get("sessionUpdate") == "state_update" and update.get("state") == "idle"
+
+    end = await r.wait_entry(session, idle, mark, "state_update idle after session/cancel")
+    if _update(end).get("stopReason") != "cancelled":
+        raise _Fail(f"the turn ended {_brief(_update(end).get('stopReason'))}, not cancelled")
+    missing = await r.wait_cancelled(session, [q for q in held if q.answered != "cancelled"], mark)
+    if missing:
+        names = ", ".join(f"{q.method} (id {q.id!r})" for q in missing)
+        raise _Fail(
+            "the turn ended cancelled, but these held requests were never cancelled on the "
+            f"wire: {names}"
+        )
+    return _Pass(f"idle cancelled; both held prompts -32800; {len(held)} held request(s) ended")
+
+
 def _scenario(name: str, level: Level, description: str) -> None:
     async def check(r: _Runner) -> _Pass:
         if r.setup_error is not None:
             raise _Skip(f"needs a working initialize ({r.setup_error})")
         if r.auth_required is not None:
             raise _Skip(f"authentication required: {r.auth_required}")
+        if name == "held-prompts" and r.hold_prompt is not None:
+            return await _held_prompts_on_hold(r)
         if not r.v2_vocabulary:
+            hint = (
+                "; for an agent without it, --hold-prompt TEXT (a prompt on which it asks the "
+                "client something) runs this check"
+                if name == "held-prompts"
+                else ""
+            )
             raise _Skip(
                 f"needs the v2 scenario vocabulary (acp_trio.v2.ScenarioAgent's): "
-                f"{r.scenario_reason}"
+                f"{r.scenario_reason}{hint}"
             )
         env = dict(r.env) if r.env is not None else None
         seconds = r.init_timeout + 2 * r.prompt_timeout
@@ -334,11 +405,14 @@ async def check_agent_v2(
     strict: bool = False,
     require: Iterable[str] = (),
     allow_skips: bool = False,
+    hold_prompt: str | None = None,
 ) -> CheckReport:
     """Run the v2 checks against the stdio agent ``command``; the options
     are :func:`acp_trio.testing.check_agent`'s (``schema``: the ACP v2
     ``schema.json``; by default the one found beside the repository, else
-    the generated v2 types)."""
+    the generated v2 types). ``hold_prompt``: for an agent without the v2
+    scenario vocabulary, a prompt on which it sends the client a request
+    (a permission): ``held-prompts`` then runs on that turn."""
     if not command:
         raise ValueError("command must not be empty")
     selected = list(_V2)
@@ -371,6 +445,7 @@ async def check_agent_v2(
                 init_timeout=init_timeout,
                 prompt_timeout=prompt_timeout,
                 protocol=2,
+                hold_prompt=hold_prompt,
             )
             try:
                 for info, func in selected:

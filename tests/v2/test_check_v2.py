@@ -107,3 +107,18 @@ async def test_list_only_and_usage_errors() -> None:
         "unsupported-version",
         "session-new",
     ]
+
+
+async def test_held_prompts_on_a_hold_prompt_for_agents_without_the_vocabulary() -> None:
+    # `permission` makes the agent ask the client: the turn runs while held.
+    with trio.fail_after(LIMIT):
+        report = await check_agent_v2(
+            SCENARIO, only=["held-prompts"], timeout=3.0, hold_prompt="permission"
+        )
+    result = report["held-prompts"]
+    assert result.passed, report.format_table()
+    assert "both held prompts -32800" in result.reason
+    # Without one, an agent without the vocabulary is told which option helps.
+    with trio.fail_after(LIMIT):
+        report = await check_agent_v2(AUTH, only=["held-prompts"], timeout=3.0)
+    assert report["held-prompts"].skipped

@@ -22,8 +22,6 @@ import trio
 from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio.testing._check._base import (
-    EVIDENCE_LINES,
-    EVIDENCE_WIDTH,
     NESTED,
     CheckFunc,
     CheckInfo,
@@ -33,10 +31,9 @@ from acp_trio.testing._check._base import (
     _prompt,
     _Reply,
     _Skip,
-    _wire_line,
 )
 from acp_trio.testing._check._queries import _WireQueries
-from acp_trio.testing._check_report import CheckResult, Level, Verdict
+from acp_trio.testing._check_report import CheckResult, Level
 from acp_trio.testing._check_wire import (
     AgentSession,
     EditorPolicy,
@@ -566,68 +563,11 @@ class _Runner(_WireQueries):
 
     # -- running
 
-    def stderr_tail(self) -> str:
-        """The last lines the agent process of the check wrote to stderr
-        while the check ran (not those of earlier checks)."""
-        session = self.main if self.main is not None else None
-        if session is None and self.sessions:
-            session = self.sessions[-1]
-        if session is None:
-            return ""
-        since = self.stderr_marks.get(session.index, 0)
-        tail = (session.process.stderr_tail(since) or b"").decode("utf-8", "replace")
-        lines = [line.rstrip() for line in tail.strip().splitlines()][-EVIDENCE_LINES:]
-        return "\n".join(line[:EVIDENCE_WIDTH] for line in lines)
-
-    def failure(self, info: CheckInfo, reason: str, evidence: Sequence[WireEntry]) -> CheckResult:
-        return CheckResult(
-            info.name,
-            info.level,
-            Verdict.FAIL,
-            reason,
-            None,
-            info.description,
-            evidence=tuple(_wire_line(e) for e in evidence[-EVIDENCE_LINES:]),
-            stderr=self.stderr_tail(),
-        )
-
     async def run(self, info: CheckInfo, func: CheckFunc) -> CheckResult:
-        limit = 3 * self.timeout + 5 + self.init_timeout + 2 * self.prompt_timeout
-        mark = self.transcript.mark()
-        self.stderr_marks = {s.index: s.process.stderr_written for s in self.sessions}
-        try:
-            with trio.fail_after(limit):
-                outcome = await func(self)
-        except _Fail as exc:
-            evidence = exc.evidence or self.transcript.since(mark)
-            return self.failure(info, exc.reason, evidence)
-        except _Skip as exc:
-            return CheckResult(
-                info.name, info.level, Verdict.SKIP, exc.reason, None, info.description
-            )
-        except trio.TooSlowError:
-            reason = (
-                f"the check did not finish within {limit:g} s (3 x --timeout + 5 + "
-                "--init-timeout + 2 x --prompt-timeout)"
-                f"{self.diagnose(self.main)}"
-            )
-            return self.failure(info, reason, self.transcript.since(mark))
-        except (ConnectionClosed, ProtocolError, RequestError) as exc:
-            reason = f"{type(exc).__name__}: {exc}{self.diagnose(self.main)}"
-            return self.failure(info, reason, self.transcript.since(mark))
-        except Exception as exc:  # a bug of the checker: one verdict, not a crash
-            reason = f"internal error of the checker: {exc!r}"
-            return self.failure(info, reason, self.transcript.since(mark))
-        lines = self.transcript.since(mark)[-EVIDENCE_LINES:]
-        return CheckResult(
-            info.name,
-            info.level,
-            Verdict.PASS,
-            outcome.reason,
-            outcome.latency,
-            info.description,
-            evidence=tuple(_wire_line(e) for e in lines),
-        )
+        """Run one check; every outcome is a verdict (see ``_running``)."""
+        from acp_trio.testing._check._running import run_check
+
+        return await run_check(self, info, func)
 
 
 # ---------------------------------------------------------------------------
