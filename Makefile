@@ -110,6 +110,8 @@ clean:
 # check-agent against real ACP agents from npm (pinned in tests/real_agents;
 # about 400 MB; no model credentials, so they stop at session/new).
 check-real-agents: $(STAMP)
-	npm ci --prefix tests/real_agents --no-audit --no-fund --silent
+	npm ci --prefix tests/real_agents --no-audit --no-fund --silent --ignore-scripts --engine-strict=false
 	$(BIN)/python tools/real_agents.py
 	$(BIN)/python tools/real_agents.py --strict
+	$(BIN)/python tools/real_agents.py --tool check-agent-v2
+	$(BIN)/python tools/real_agents.py --tool check-agent-v2 --strict

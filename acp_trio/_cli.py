@@ -8,7 +8,7 @@
   a client that spawns the checking agent (``{agent}``/``{agent-args}`` in
   its command); ``check-client --agent-side --report FILE`` is that agent.
 - ``trace --log FILE -- CMD...``: a stdio proxy that logs every message.
-- ``check-agent-v2 [--json] -- CMD...``: checks an ACP v2 (Preview) scenario
+- ``check-agent-v2 [options] -- CMD...``: checks an ACP v2 (Preview)
   agent (lifecycle, held prompts, per-entity cancel, ``-32022``).
 - ``scenario-agent [--v2]``: serves the reference scenario agent on stdio (with
   ``--v2``, the v1 and v2 ones behind the version router).
@@ -27,7 +27,18 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import attrs
 import trio
+
+from acp_trio._cli_kit import (
+    AGENT_NO_SESSION,
+    V2_NO_SESSION,
+    add_kit_options,
+    baseline,
+    finish,
+    selected,
+)
+from acp_trio.testing._check_report import Level
 
 __all__ = ["main"]
 
@@ -80,12 +91,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="a required check that could not run does not make the run INCOMPLETE",
     )
     check.add_argument("--json", action="store_true", help="print one JSON document")
-    check.add_argument(
-        "--only",
-        action="append",
-        metavar="NAMES",
-        help="comma-separated checks to run (repeatable); initialize and session-new always run",
-    )
+    add_kit_options(check)
     check.add_argument(
         "--scenario",
         action="store_true",
@@ -106,6 +112,21 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         metavar="S",
         help="seconds an agent process may take to answer initialize (default: 3 x "
         "--timeout, at least 15)",
+    )
+    check.add_argument(
+        "--prompt-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds a prompt may take to be answered (a model's turn; default: 3 x "
+        "--timeout, at least 15); raising it does not slow the other checks",
+    )
+    check.add_argument(
+        "--cancel-within",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds a cancelled turn may take to stop its output and answer (default 1)",
     )
     check.add_argument(
         "--schema",
@@ -173,12 +194,29 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
 
     check_v2 = sub.add_parser(
         "check-agent-v2",
-        help="check an ACP v2 (Preview) scenario agent: lifecycle, held prompts, cancel, -32022",
-        description="Spawn a stdio ACP v2 agent speaking the scenario vocabulary (e.g. "
-        "`python -m acp_trio scenario-agent --v2`) and check the v2 rules, each on a fresh "
-        "process. Exit status: 0 every check passed, 1 one failed.",
+        help="run the conformance checks against a stdio ACP v2 (Preview) agent",
+        description="Spawn a stdio ACP v2 agent (any SDK) and check the v2 rules: negotiation, "
+        "-32022, requests before and repeated initialize, the prompt lifecycle, robustness; "
+        "held prompts, tool_call/cancel and error turns with the v2 scenario vocabulary "
+        "(`python -m acp_trio scenario-agent --v2`). Exit status as check-agent's: 0 CONFORMS, "
+        "1 DOES NOT CONFORM, 3 INCOMPLETE, 2 usage error.",
     )
-    check_v2.add_argument("--json", action="store_true", help="print the results as JSON")
+    for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
+        check_v2.add_argument(name, action="store_true", help=f"as check-agent {name}")
+    check_v2.add_argument("--require", action="append", metavar="NAMES", help="as check-agent's")
+    check_v2.add_argument(
+        "--hold-prompt",
+        metavar="TEXT",
+        help="for agents without the v2 scenario vocabulary: a prompt on which the agent "
+        "sends the client a request (a permission); held-prompts then runs on that turn",
+    )
+    add_kit_options(check_v2)
+    check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
+    for name in ("--init-timeout", "--prompt-timeout"):
+        check_v2.add_argument(name, type=float, metavar="S", help=f"as check-agent {name}")
+    check_v2.add_argument(
+        "--schema", metavar="PATH", help="the ACP v2 schema.json to validate with"
+    )
     check_v2.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
     agent = sub.add_parser("scenario-agent", help="serve the reference scenario agent on stdio")
@@ -230,7 +268,8 @@ def _client_parser(
         "replaces {agent} (one shell-quoted word) or {agent-args} (the words) in "
         "CLIENT_CMD, and is in $ACP_CHECK_CLIENT_AGENT. The client must send one "
         "prompt, and session/cancel when the agent says `check-client: cancel now`. "
-        "Exit status 1 if a required check failed. With --agent-side, serve the "
+        "Exit status: 0 CONFORMS, 1 a required check failed, 3 INCOMPLETE (a required "
+        "check could not run), 2 usage error. With --agent-side, serve the "
         "checking agent on stdio and write the verdicts to --report.",
     )
     client.add_argument("--json", action="store_true", help="print one JSON document")
@@ -262,6 +301,7 @@ def _client_parser(
     )
     client.add_argument("--agent-side", action="store_true", help="be the checking agent")
     client.add_argument("--report", metavar="FILE", help="with --agent-side: the verdicts")
+    add_kit_options(client)
     client.add_argument("command", nargs=argparse.REMAINDER, help="-- CLIENT_CMD...")
     return client
 
@@ -289,16 +329,18 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
         return 0
     command = _command(parser, args.command)
+    from acp_trio.testing import CLIENT_CHECKS
+
+    only = selected(parser, args, CLIENT_CHECKS, None)
+    expected = baseline(parser, args, CLIENT_CHECKS)
     on_cue = None if args.on_cue is None else ["sh", "-c", args.on_cue]
     run = functools.partial(
         check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd, on_cue=on_cue
     )
     report = trio.run(run)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.format_table())
-    return report.exit_code
+    if only is not None:  # every check runs (one scripted session); these are judged
+        report = attrs.evolve(report, results=tuple(r for r in report if r.name in only))
+    return finish(args, "check-client", report, lambda r: r.level is Level.REQUIRED, expected)
 
 
 def _list_checks() -> str:
@@ -319,18 +361,16 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         print(_list_checks())
         return 0
     command = _command(parser, args.command)
-    only = _names(args.only)
-    if only is not None:
-        known = {info.name for info in CHECKS}
-        unknown = [name for name in only if name not in known]
-        if unknown:
-            parser.error(f"unknown checks: {', '.join(unknown)} (see --list)")
+    only = selected(parser, args, CHECKS, AGENT_NO_SESSION)
+    expected = baseline(parser, args, CHECKS)
     if args.scenario and args.no_scenario:
         parser.error("--scenario and --no-scenario exclude each other")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
-    if args.init_timeout is not None and args.init_timeout <= 0:
-        parser.error("--init-timeout must be positive")
+    for name in ("init_timeout", "prompt_timeout", "cancel_within"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.schema is not None:
         from acp_trio.testing._schema_check import load_validator
 
@@ -366,13 +406,60 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
         permissions=args.permissions,
         terminals=args.terminals,
         init_timeout=args.init_timeout,
+        prompt_timeout=args.prompt_timeout,
+        cancel_within=args.cancel_within,
     )
     report = trio.run(run)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.format_table())
-    return report.exit_code
+    return finish(
+        args, "check-agent", report, report.counts, expected, allow_skips=args.allow_skips
+    )
+
+
+def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from acp_trio.testing._check import promoted_levels
+    from acp_trio.v2._check import V2_CHECKS, check_agent_v2
+
+    if args.list:
+        width = max(len(info.name) for info in V2_CHECKS)
+        for info in V2_CHECKS:
+            print(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
+        return 0
+    command = _command(parser, args.command)
+    only = selected(parser, args, V2_CHECKS, V2_NO_SESSION)
+    expected = baseline(parser, args, V2_CHECKS)
+    for name in ("timeout", "init_timeout", "prompt_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    require = _names(args.require) or []
+    try:
+        promoted_levels(args.strict, require)
+        if args.schema is not None:
+            from acp_trio.testing._schema_check import load_validator
+
+            load_validator(args.schema, 2)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not args.verbose:
+        logging.getLogger("acp_trio").addHandler(logging.NullHandler())
+        logging.getLogger("acp_trio").propagate = False
+    run = functools.partial(
+        check_agent_v2,
+        command,
+        only=only,
+        timeout=args.timeout,
+        init_timeout=args.init_timeout,
+        prompt_timeout=args.prompt_timeout,
+        schema=args.schema,
+        strict=args.strict,
+        require=require,
+        allow_skips=args.allow_skips,
+        hold_prompt=args.hold_prompt,
+    )
+    report = trio.run(run)
+    return finish(
+        args, "check-agent-v2", report, report.counts, expected, allow_skips=args.allow_skips
+    )
 
 
 def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | None) -> int:
@@ -413,9 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tool == "check-agent":
         return _check_agent(tools["check-agent"], args)
     if args.tool == "check-agent-v2":
-        from acp_trio.v2._check import main as check_v2_main
-
-        return check_v2_main(_command(tools["check-agent-v2"], args.command), as_json=args.json)
+        return _check_agent_v2(tools["check-agent-v2"], args)
     if args.tool == "check-client":
         return _check_client(tools["check-client"], args)
     if args.tool == "trace":

@@ -103,10 +103,16 @@ class AgentProcess(metaclass=NoPublicConstructor):
         """
         return self.process.returncode
 
-    def stderr_tail(self) -> bytes | None:
+    def stderr_tail(self, since: int = 0) -> bytes | None:
         """The last bytes of its stderr (``forward``, ``log`` and ``capture``
-        modes), else ``None``."""
-        return None if self._pump is None else self._pump.tail.get()
+        modes), else ``None``; ``since``: only of what it wrote after its
+        first ``since`` bytes (see :attr:`stderr_written`)."""
+        return None if self._pump is None else self._pump.tail.get(since)
+
+    @property
+    def stderr_written(self) -> int:
+        """How many bytes of stderr were read from it so far (0 without capture)."""
+        return 0 if self._pump is None else self._pump.tail.total
 
     @property
     def stderr_lines_dropped(self) -> int:

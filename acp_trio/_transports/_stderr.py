@@ -67,8 +67,11 @@ class TailBuffer:
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._data = bytearray()
+        #: Bytes ever added (kept or not).
+        self.total = 0
 
     def add(self, chunk: bytes | bytearray) -> None:
+        self.total += len(chunk)
         if len(chunk) >= self._limit:
             self._data[:] = chunk[len(chunk) - self._limit :]
             return
@@ -76,8 +79,10 @@ class TailBuffer:
         if len(self._data) > self._limit:
             del self._data[: len(self._data) - self._limit]
 
-    def get(self) -> bytes:
-        return bytes(self._data)
+    def get(self, since: int = 0) -> bytes:
+        """What is kept of the bytes added after the first ``since``."""
+        keep = max(0, min(len(self._data), self.total - since))
+        return bytes(self._data[len(self._data) - keep :]) if keep else b""
 
 
 def default_prefix(command: Sequence[str], pid: int) -> str:

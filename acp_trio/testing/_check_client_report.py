@@ -8,7 +8,14 @@ from typing import Any
 
 import attrs
 
-from acp_trio.testing._check_report import CheckResult, Level, Verdict, table_lines
+from acp_trio.testing._check_report import (
+    EXIT_STATUS,
+    CheckResult,
+    Level,
+    Status,
+    Verdict,
+    table_lines,
+)
 
 __all__ = ["CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport"]
 
@@ -99,9 +106,15 @@ CLIENT_CHECKS: tuple[ClientCheckInfo, ...] = tuple(
 _INFO = {info.name: info for info in CLIENT_CHECKS}
 
 
-def result(name: str, verdict: Verdict, reason: str, latency: float | None = None) -> CheckResult:
+def result(
+    name: str,
+    verdict: Verdict,
+    reason: str,
+    latency: float | None = None,
+    evidence: tuple[str, ...] = (),
+) -> CheckResult:
     info = _INFO[name]
-    return CheckResult(name, info.level, verdict, reason, latency, info.description)
+    return CheckResult(name, info.level, verdict, reason, latency, info.description, evidence)
 
 
 @attrs.frozen
@@ -133,16 +146,30 @@ class ClientCheckReport:
         return any(r.name == name for r in self.results)
 
     @property
+    def status(self) -> Status:
+        """FAILS if a required check failed; INCOMPLETE if none failed but a
+        required one could not run (a capability the client does not
+        advertise is not checked, and does not count); else CONFORMS (as
+        ``check-agent``)."""
+        if any(r.failed and r.level is Level.REQUIRED for r in self.results):
+            return Status.FAILS
+        if any(
+            r.skipped and r.level is Level.REQUIRED and not r.reason.endswith("not advertised")
+            for r in self.results
+        ):
+            return Status.INCOMPLETE
+        return Status.CONFORMS
+
+    @property
     def ok(self) -> bool:
-        """No required check failed."""
-        return not any(r.failed and r.level is Level.REQUIRED for r in self.results)
+        """Every required check ran and passed."""
+        return self.status is Status.CONFORMS
 
     @property
     def exit_code(self) -> int:
-        """The exit status of ``check-client``: 0 when the client conforms,
-        else 1.
-        """
-        return 0 if self.ok else 1
+        """The exit status of ``check-client``: 0 CONFORMS, 1 DOES NOT
+        CONFORM, 3 INCOMPLETE."""
+        return EXIT_STATUS[self.status]
 
     def failures(self, level: Level | None = None) -> list[CheckResult]:
         """The failed checks, of every level or of ``level`` only."""
@@ -157,7 +184,7 @@ class ClientCheckReport:
         client = "unknown client"
         if isinstance(self.client_info, dict):
             client = f"{self.client_info.get('name', '?')} {self.client_info.get('version', '?')}"
-        verdict = "CONFORMS" if self.ok else "DOES NOT CONFORM"
+        verdict = self.status.value
         exit_ = "still running" if self.client_exit is None else f"exit {self.client_exit}"
         return (
             f"{verdict}: {counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed "
@@ -168,6 +195,18 @@ class ClientCheckReport:
     def format_table(self) -> str:
         """A plain-text table, one row per check, then a summary line."""
         lines = table_lines(self.results, lambda r: r.level.value)
+        for r in self.results:
+            if r.failed and r.evidence:
+                lines.append("")
+                lines.append(f"{r.name}:")
+                lines.extend(f"  {line}" for line in r.evidence)
+        if self.failures() or self.client_exit not in (0, None):
+            # Why a failing client failed: its exit status and last output.
+            exit_ = "still running, stopped" if self.client_exit is None else self.client_exit
+            lines.append("")
+            lines.append(f"client exit status: {exit_}; its output (tail):")
+            tail = self.client_output.strip().splitlines()[-12:]
+            lines.extend(f"  {line[:300]}" for line in tail or ["(none)"])
         lines.append("")
         lines.append(self.summary())
         return "\n".join(lines)
@@ -177,6 +216,8 @@ class ClientCheckReport:
         return {
             "command": list(self.command),
             "ok": self.ok,
+            "verdict": self.status.value,
+            "exit_code": self.exit_code,
             "client_info": self.client_info,
             "protocol_version": self.protocol_version,
             "client_capabilities": self.client_capabilities,
@@ -196,8 +237,13 @@ def results_from_json(checks: Any, missing_reason: str) -> tuple[CheckResult, ..
             name = item["name"]
             verdict = Verdict(item["verdict"])
             latency = item.get("latency_ms")
+            evidence = tuple(str(line) for line in item.get("evidence") or ())
             found[name] = result(
-                name, verdict, str(item["reason"]), None if latency is None else latency / 1000
+                name,
+                verdict,
+                str(item["reason"]),
+                None if latency is None else latency / 1000,
+                evidence,
             )
         except (KeyError, TypeError, ValueError):
             continue

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from acp_trio.testing._check_client_report import ClientCheckReport, result, results_from_json
@@ -151,6 +152,13 @@ async def check_client(
         if process is not None:
             _kill_group(process.pid)  # an agent side the client left running
         data = _read(report_path) or {}
+        # The agent side may run in a process group of its own (as agents
+        # spawned by an SDK do): stop it by its pid too.
+        if isinstance(data.get("pid"), int) and _is_agent_side(data["pid"]):
+            with contextlib.suppress(OSError):
+                os.kill(data["pid"], signal.SIGKILL)
+            if os.getpgid(0) != data["pid"]:
+                _kill_group(data["pid"])
         tail = output_path.read_bytes()[-_OUTPUT_TAIL:].decode("utf-8", "replace")
     return _report(
         data,
@@ -181,6 +189,16 @@ def _report(data: dict[str, Any], **fields: Any) -> ClientCheckReport:
             result("initialize", Verdict.FAIL, "the checking agent was never started"),
             *results[1:],
         )
+    tail = tuple(
+        line[:300] for line in str(fields.get("client_output", "")).strip().splitlines()[-12:]
+    )
+    exit_ = fields.get("client_exit")
+    note = (f"client exit status: {exit_}",) if fields.get("command") else ()
+    # Every failure carries its evidence: the wire, else what the client said.
+    results = tuple(
+        attrs.evolve(r, evidence=(*note, *tail)) if r.failed and not r.evidence else r
+        for r in results
+    )
     return ClientCheckReport(
         results=results,
         client_info=data.get("client_info"),
@@ -218,6 +236,16 @@ async def _run_on_cue(
         )
     except OSError as exc:
         output.write(f"cannot run the on-cue command: {exc}\n".encode())
+
+
+def _is_agent_side(pid: int) -> bool:
+    """Whether ``pid`` is still a checking agent (``--agent-side``), not a
+    process that got its pid since (read from ``/proc``; elsewhere, no)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return b"--agent-side" in file.read()
+    except OSError:
+        return False
 
 
 def _kill_group(pid: int) -> None:

@@ -4,6 +4,7 @@ verdicts and the report file. The script is in ``_check_client``."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -15,6 +16,9 @@ import trio
 
 from acp_trio.testing._check_client_report import CLIENT_CHECKS, result
 from acp_trio.testing._check_report import CheckResult, Verdict
+
+EVIDENCE_LINES = 12
+EVIDENCE_WIDTH = 300
 
 __all__ = ["Outgoing", "Wire", "describe", "error_code"]
 
@@ -97,6 +101,12 @@ class Wire:
         self.busy = 0
         self.idle = trio.Event()
         self.idle.set()
+        #: The last lines both ways ("> " sent, "< " received), for evidence.
+        self.wire: collections.deque[str] = collections.deque(maxlen=EVIDENCE_LINES)
+
+    def log(self, arrow: str, data: bytes) -> None:
+        text = data.decode("utf-8", "replace").rstrip("\n")
+        self.wire.append(f"{arrow} {text[:EVIDENCE_WIDTH]}")
 
     # -- output
 
@@ -104,7 +114,8 @@ class Wire:
         self, name: str, verdict: Verdict, reason: str, latency: float | None = None
     ) -> None:
         if name not in self.results:
-            self.results[name] = result(name, verdict, reason, latency)
+            evidence = tuple(self.wire) if verdict is Verdict.FAIL else ()
+            self.results[name] = result(name, verdict, reason, latency, evidence)
         self.write_report(final=False)
 
     def _one_reply(self) -> CheckResult:
@@ -118,7 +129,19 @@ class Wire:
         for reply in self.stray:
             problems.append(f"a reply for an id the agent never used: {json.dumps(reply)[:200]}")
         if problems:
-            return result("one-reply", Verdict.FAIL, "; ".join(problems[:5]))
+            lines = [json.dumps(r)[:EVIDENCE_WIDTH] for r in self.stray[:EVIDENCE_LINES]]
+            for out in self.outgoing.values():
+                if len(out.replies) > 1 or any(
+                    (r.get("jsonrpc") != "2.0" or ("result" in r) == ("error" in r))
+                    for r in out.replies
+                ):
+                    lines.extend(f"< {json.dumps(r)[:EVIDENCE_WIDTH]}" for r in out.replies)
+            return result(
+                "one-reply",
+                Verdict.FAIL,
+                "; ".join(problems[:5]),
+                evidence=tuple(lines[:EVIDENCE_LINES]) or tuple(self.wire),
+            )
         answered = sum(bool(o.replies) for o in self.outgoing.values())
         return result(
             "one-reply",
@@ -133,6 +156,7 @@ class Wire:
                 Verdict.FAIL,
                 f"{len(self.bad_lines)} lines are not JSON-RPC 2.0, the first: "
                 f"{self.bad_lines[0][:200]!r}",
+                evidence=tuple(f"< {b[:EVIDENCE_WIDTH]}" for b in self.bad_lines[:EVIDENCE_LINES]),
             )
         return result("jsonrpc", Verdict.PASS, f"{self.messages} messages, all JSON-RPC 2.0")
 
@@ -152,6 +176,7 @@ class Wire:
             return
         data = {
             "final": final,
+            "pid": os.getpid(),
             "prompted": bool(self.prompts),
             "cue": self.cue_sent,
             "client_info": self.client_info,
@@ -166,6 +191,7 @@ class Wire:
     async def send(self, message: dict[str, Any] | bytes) -> bool:
         data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
         async with self.send_lock:
+            self.log(">", data)
             try:
                 await self.send_stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -236,6 +262,7 @@ class Wire:
             out.first.set()
 
     def handle_line(self, line: bytes, nursery: trio.Nursery) -> None:
+        self.log("<", line)
         try:
             message = json.loads(line)
         except ValueError:

@@ -153,6 +153,9 @@ class CheckReport:
     auth_required: str | None = None
     #: Which validator the schema check used.
     validator: str = ""
+    #: The version an agent answered a client asking version 1 with, when
+    #: it speaks only that one (2: check it with ``check-agent-v2``).
+    only_version: Any = None
 
     def __iter__(self) -> Iterator[CheckResult]:
         return iter(self.results)
@@ -222,6 +225,12 @@ class CheckReport:
             head += f" ({skips} required check(s) skipped, allowed by --allow-skips)"
         elif status is Status.FAILS and self.auth_required is not None:
             head += f" (and authentication required: {self.auth_required})"
+        if self.only_version is not None:
+            head += f" (the agent speaks protocol version {self.only_version} only" + (
+                ": check it with `python -m acp_trio check-agent-v2 -- AGENT`)"
+                if self.only_version == 2
+                else ")"
+            )
         counted = ", ".join(sorted(level.value for level in self.promoted))
         return (
             f"{head}\n{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed "
@@ -268,6 +277,7 @@ class CheckReport:
             "validator": self.validator,
             "agent_info": self.agent_info,
             "protocol_version": self.protocol_version,
+            "only_version": self.only_version,
             "scenario": self.scenario,
             "scenario_reason": self.scenario_reason,
             "duration_s": round(self.duration, 3),

@@ -11,6 +11,7 @@ which fails unless ``--acp-allow-skips`` (the command line's INCOMPLETE).
 
 from __future__ import annotations
 
+import re
 import shlex
 import warnings
 from typing import Any
@@ -25,7 +26,23 @@ OPTIONS = (
     ("--acp-hold-prompt", {"metavar": "TEXT", "help": "see check-agent --hold-prompt"}),
     ("--acp-hold-deadline", {"type": float, "help": "see check-agent --hold-deadline"}),
     ("--acp-timeout", {"type": float, "default": 5.0, "help": "seconds per wait (5)"}),
+    ("--acp-prompt-timeout", {"type": float, "help": "see check-agent --prompt-timeout"}),
+    ("--acp-cancel-prompt", {"metavar": "TEXT", "help": "see check-agent --cancel-prompt"}),
+    ("--acp-cancel-within", {"type": float, "help": "see check-agent --cancel-within"}),
 )
+
+#: check-agent's options, as this plugin names them (for the reasons it shows).
+_RENAMED = re.compile(
+    r"--(hold-prompt|hold-deadline|timeout|prompt-timeout|init-timeout|cancel-prompt|"
+    r"cancel-within|allow-skips|strict|require)\b"
+)
+
+
+def plugin_words(text: str) -> str:
+    """``text`` (a reason of check-agent) with its options named as this
+    plugin's (``--hold-prompt`` becomes ``--acp-hold-prompt``)."""
+    return _RENAMED.sub(lambda m: f"--acp-{m.group(1)}", text)
+
 
 _REPORT = pytest.StashKey[Any]()
 
@@ -58,6 +75,9 @@ def _report(config: pytest.Config) -> Any:
                 hold_prompt=config.getoption("--acp-hold-prompt"),
                 hold_deadline=config.getoption("--acp-hold-deadline"),
                 timeout=config.getoption("--acp-timeout"),
+                prompt_timeout=config.getoption("--acp-prompt-timeout"),
+                cancel_prompt=config.getoption("--acp-cancel-prompt") or "wait_for_cancel",
+                cancel_within=config.getoption("--acp-cancel-within") or 1.0,
             )
 
         config.stash[_REPORT] = trio.run(run)
@@ -79,12 +99,13 @@ class AcpCheckItem(pytest.Item):
         report = _report(self.config)
         result = report[self.check]
         counts = report.counts(result)
+        reason = plugin_words(result.reason)
         if result.skipped:
             if counts and not report.allow_skips:
-                raise AcpCheckFailed(f"required, but could not run: {result.reason}")
-            pytest.skip(result.reason)
+                raise AcpCheckFailed(f"required, but could not run: {reason}")
+            pytest.skip(reason)
         if result.failed:
-            text = "\n".join([result.reason, *result.evidence])
+            text = "\n".join([reason, *result.evidence])
             if counts:
                 raise AcpCheckFailed(text)
             message = f"{self.check} ({result.level.value}): {text}"
@@ -105,7 +126,11 @@ def add_items(session: pytest.Session, items: list[pytest.Item]) -> None:
         return
     from acp_trio.testing import CHECKS
 
-    for info in CHECKS:
-        items.append(
-            AcpCheckItem.from_parent(session, name=f"acp-check[{info.name}]", check=info.name)
-        )
+    added: list[pytest.Item] = [
+        AcpCheckItem.from_parent(session, name=f"acp-check[{info.name}]", check=info.name)
+        for info in CHECKS
+    ]
+    items.extend(added)
+    # Counted as collected (the terminal's "collected N items"), as if found.
+    report = pytest.CollectReport("acp-check", "passed", None, list[Any](added))
+    session.config.hook.pytest_collectreport(report=report)

@@ -33,14 +33,28 @@ __all__ = ["DEFAULT_SCHEMA", "MessageValidator", "TypedValidator", "find_schema"
 
 #: Where the schema is looked for, relative to the cwd and to the repository.
 DEFAULT_SCHEMA: Final = os.path.join("..", "shared", "acp-schema", "v1", "schema.json")
-
-# Methods an agent may send (requests and notifications it makes).
-_AGENT_SENDS: Final = frozenset(
-    name for name, info in METHODS.items() if info.handled_by in ("client", "protocol", "both")
-)
+#: The same for ACP v2 (``check-agent-v2``).
+DEFAULT_SCHEMA_V2: Final = os.path.join("..", "shared", "acp-schema", "v2", "schema.json")
 
 
-def find_schema(path: str | os.PathLike[str] | None = None) -> tuple[Path | None, list[Path]]:
+def _methods(version: int) -> Any:
+    if version == 2:
+        from acp_trio.schema.v2 import METHODS as V2_METHODS
+
+        return V2_METHODS
+    return METHODS
+
+
+def _agent_sends(methods: Any) -> frozenset[str]:
+    """Methods an agent may send (requests and notifications it makes)."""
+    return frozenset(
+        name for name, info in methods.items() if info.handled_by in ("client", "protocol", "both")
+    )
+
+
+def find_schema(
+    path: str | os.PathLike[str] | None = None, version: int = 1
+) -> tuple[Path | None, list[Path]]:
     """The schema file to use, and every place looked at.
 
     An explicit ``path`` is taken as is; otherwise :data:`DEFAULT_SCHEMA`
@@ -51,7 +65,8 @@ def find_schema(path: str | os.PathLike[str] | None = None) -> tuple[Path | None
         candidates = [Path(path)]
     else:
         repo = Path(__file__).resolve().parent.parent.parent
-        candidates = [Path.cwd() / DEFAULT_SCHEMA, repo / DEFAULT_SCHEMA]
+        default = DEFAULT_SCHEMA_V2 if version == 2 else DEFAULT_SCHEMA
+        candidates = [Path.cwd() / default, repo / default]
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve(), candidates
@@ -89,8 +104,13 @@ class MessageValidator:
     validation cannot run (``jsonschema`` missing, schema unreadable).
     """
 
-    def __init__(self, root: dict[str, Any], validator_class: Any, path: Path) -> None:
+    def __init__(
+        self, root: dict[str, Any], validator_class: Any, path: Path, version: int = 1
+    ) -> None:
         self.path = path
+        self.version = version
+        self._methods = _methods(version)
+        self._agent_sends = _agent_sends(self._methods)
         self.description = f"jsonschema on {path}"
         self._root = root
         self._class = validator_class
@@ -99,12 +119,14 @@ class MessageValidator:
         self._root_validator = validator_class(root)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str] | None = None) -> MessageValidator | str:
+    def load(
+        cls, path: str | os.PathLike[str] | None = None, version: int = 1
+    ) -> MessageValidator | str:
         try:
             validators = importlib.import_module("jsonschema.validators")
         except ImportError:
             return "jsonschema is not installed (pip install jsonschema)"
-        found, tried = find_schema(path)
+        found, tried = find_schema(path, version)
         if found is None:
             return "schema not found (looked at " + ", ".join(str(p) for p in tried) + ")"
         try:
@@ -113,7 +135,7 @@ class MessageValidator:
             return f"cannot read the schema {found}: {exc}"
         if not isinstance(root, dict) or not isinstance(root.get("$defs"), dict):
             return f"{found} does not look like the ACP JSON Schema"
-        return cls(root, validators.validator_for(root), found)
+        return cls(root, validators.validator_for(root), found, version)
 
     def _validator(self, name: str) -> Any:
         validator = self._cache.get(name)
@@ -152,10 +174,10 @@ class MessageValidator:
             method = parsed.method
             if method.startswith("_"):
                 return None  # extension: any JSON
-            info = METHODS.get(method)
+            info = self._methods.get(method)
             kind = "request" if isinstance(parsed, Request) else "notification"
-            if info is None or method not in _AGENT_SENDS or info.kind != kind:
-                return f"{method}: not a {kind} an agent sends in ACP v1"
+            if info is None or method not in self._agent_sends or info.kind != kind:
+                return f"{method}: not a {kind} an agent sends in ACP v{self.version}"
             if parsed.params is None and "params" not in message:
                 return self.check_definition(info.params_name, {}, f"{method} params")
             return self.check_definition(info.params_name, parsed.params, f"{method} params")
@@ -164,7 +186,7 @@ class MessageValidator:
         if isinstance(parsed, Response):
             if answered_method is None or answered_method.startswith("_"):
                 return None
-            info = METHODS.get(answered_method)
+            info = self._methods.get(answered_method)
             if info is None or info.result_name is None:
                 return None
             where = f"result of {answered_method}"
@@ -172,10 +194,11 @@ class MessageValidator:
         return f"not a JSON-RPC message: {parsed.error.data}"
 
 
-def _agent_method_problem(method: str, kind: str) -> str | None:
-    info = METHODS.get(method)
-    if info is None or method not in _AGENT_SENDS or info.kind != kind:
-        return f"{method}: not a {kind} an agent sends in ACP v1"
+def _agent_method_problem(method: str, kind: str, version: int = 1) -> str | None:
+    methods = _methods(version)
+    info = methods.get(method)
+    if info is None or method not in _agent_sends(methods) or info.kind != kind:
+        return f"{method}: not a {kind} an agent sends in ACP v{version}"
     return None
 
 
@@ -183,9 +206,14 @@ class TypedValidator:
     """Checks agent→client messages with the generated strict types of
     :mod:`acp_trio.schema` (``converter.structure`` by the method table)."""
 
-    def __init__(self, note: str = "") -> None:
-        from acp_trio.schema import SCHEMA_VERSION
+    def __init__(self, note: str = "", version: int = 1) -> None:
+        if version == 2:
+            from acp_trio.schema.v2 import SCHEMA_VERSION
+        else:
+            from acp_trio.schema import SCHEMA_VERSION
 
+        self.version = version
+        self._methods = _methods(version)
         self.path = None
         self.description = f"acp_trio.schema types (generated from {SCHEMA_VERSION})" + (
             f"; {note}" if note else ""
@@ -194,6 +222,8 @@ class TypedValidator:
     def _structure(self, value: Any, kind: Any, where: str) -> str | None:
         from acp_trio.schema import SchemaValidationError, converter
 
+        if self.version == 2:
+            from acp_trio.schema.v2 import converter
         try:
             converter.structure(value, kind)
         except (SchemaValidationError, ValueError, TypeError) as exc:
@@ -208,17 +238,17 @@ class TypedValidator:
             if method.startswith("_"):
                 return None  # extension: any JSON
             kind = "request" if isinstance(parsed, Request) else "notification"
-            problem = _agent_method_problem(method, kind)
+            problem = _agent_method_problem(method, kind, self.version)
             if problem is not None:
                 return problem
             params = {} if parsed.params is None else parsed.params
-            return self._structure(params, METHODS[method].params, f"{method} params")
+            return self._structure(params, self._methods[method].params, f"{method} params")
         if isinstance(parsed, ErrorResponse):
             return None  # classify checked the code and the message
         if isinstance(parsed, Response):
             if answered_method is None or answered_method.startswith("_"):
                 return None
-            info = METHODS.get(answered_method)
+            info = self._methods.get(answered_method)
             if info is None or info.result is None:
                 return None
             return self._structure(parsed.result, info.result, f"result of {answered_method}")
@@ -226,7 +256,7 @@ class TypedValidator:
 
 
 def load_validator(
-    path: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str] | None = None, version: int = 1
 ) -> MessageValidator | TypedValidator:
     """The validator of the schema check.
 
@@ -238,11 +268,11 @@ def load_validator(
     if path is not None:
         if not Path(path).is_file():
             raise ValueError(f"the schema {os.fspath(path)} does not exist (--schema PATH)")
-        loaded = MessageValidator.load(path)
+        loaded = MessageValidator.load(path, version)
         if isinstance(loaded, str):
             raise ValueError(loaded)
         return loaded
-    found = MessageValidator.load()
+    found = MessageValidator.load(None, version)
     if isinstance(found, MessageValidator):
         return found
-    return TypedValidator(found)
+    return TypedValidator(found, version)

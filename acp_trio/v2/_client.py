@@ -15,7 +15,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import attrs
 import trio
@@ -326,12 +326,13 @@ async def open_spawned_agent(
     cwd: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
     config: ConnectionConfig | None = None,
+    stderr: Literal["forward", "capture"] = "forward",
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
     :func:`acp_trio.open_client` over a spawned process); call :meth:`AgentProxy.initialize`
     first. Leaving the block, also by an exception or a cancellation, closes
     the connection, then stops and reaps the process (shielded, bounded)."""
-    async with open_agent_process(command, cwd=cwd, env=env) as process:
+    async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(client, process.stream, config=config) as agent:
             yield agent

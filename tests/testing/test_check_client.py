@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,7 +103,13 @@ def test_each_planted_fault_fails_its_checks(
     report = reports[fault]
     assert failed(report) == FAULTS[fault], report.format_table()
     required = {r.name for r in report.failures() if r.level.value == "required"}
-    assert report.ok is (not required)
+    skipped = {r.name for r in report if r.skipped and r.level.value == "required"}
+    assert report.ok is (not required and not skipped)
+    assert report.exit_code == (1 if required else 3 if skipped else 0)
+    # Every failure carries its evidence (in --json too).
+    for result in report.failures():
+        assert result.evidence, result
+        assert result.to_json()["evidence"], result
 
 
 def test_a_crash_skips_what_follows(reports: dict[str, ClientCheckReport]) -> None:
@@ -112,6 +119,10 @@ def test_a_crash_skips_what_follows(reports: dict[str, ClientCheckReport]) -> No
     assert "connection closed" in report["fs-read"].reason
     assert report.client_exit not in (0, None)
     assert "unknown notification" in report.client_output
+    # The table says why the client failed: its exit status and its output.
+    table = report.format_table()
+    assert f"client exit status: {report.client_exit}; its output (tail):" in table
+    assert "unknown notification" in table.split("client exit status")[1]
 
 
 def test_reasons_name_the_fault(reports: dict[str, ClientCheckReport]) -> None:
@@ -132,7 +143,10 @@ def test_what_cannot_be_exercised_is_skipped_not_passed(
     assert late["session-cancel"].failed
     assert late["session-cancel"].level.value == "recommended"
     assert late["cancelled-permission"].skipped
-    assert late.ok
+    # A required check that could not run: INCOMPLETE (exit 3), as in check-agent.
+    assert late.status.value == "INCOMPLETE"
+    assert late.exit_code == 3
+    assert reports["answer-all"].exit_code == 3
 
 
 def test_client_command_placeholders() -> None:
@@ -300,3 +314,25 @@ def test_command_line_lists_the_checks() -> None:
         check=True,
     )
     assert [line.split()[0] for line in run.stdout.splitlines()] == NAMES
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            return file.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_nothing_the_client_started_is_left_running(tmp_path: Path) -> None:
+    # The client leaves the checking agent running in a session of its own,
+    # its stdin held open: the old driver returned with it still running.
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_client(raw_client("detach-agent"), timeout=3.0, cwd=tmp_path)
+        found = re.search(r"agent pid (\d+)", report.client_output)
+        assert found is not None, report.client_output
+        pid = int(found.group(1))
+        with trio.move_on_after(5):
+            while _running(pid):  # noqa: ASYNC110 - another process: poll it
+                await trio.sleep(0.1)
+    assert not _running(pid), report.format_table()

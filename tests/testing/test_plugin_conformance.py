@@ -32,6 +32,9 @@ def test_a_clean_agent_passes_one_item_per_check(pytester: pytest.Pytester) -> N
         f"--junitxml={xml}",
     )
     result.assert_outcomes(passed=len(CHECKS))
+    # The items are counted as collected (not "collected 0 items").
+    result.stdout.fnmatch_lines([f"collected {len(CHECKS)} items"])
+    result.stdout.no_fnmatch_line("collected 0 items")
     cases = [case.get("name") for case in ET.parse(xml).iter("testcase")]
     assert cases == [f"acp-check[{info.name}]" for info in CHECKS]
 
@@ -65,3 +68,21 @@ def test_without_the_option_nothing_is_added(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_one():\n    pass\n")
     run(pytester).assert_outcomes(passed=1)
     assert sys.executable
+
+
+def test_skip_reasons_name_the_plugins_options(pytester: pytest.Pytester) -> None:
+    # The agent does not speak the scenario vocabulary: the cancellation
+    # checks skip, naming the option that helps, as this plugin spells it.
+    agent = shlex.join(agent_command("ask_permission"))
+    result = run(pytester, "--acp-agent", agent, "--acp-allow-skips", "-rs")
+    result.stdout.fnmatch_lines(["*--acp-hold-prompt TEXT*"])
+    assert " --hold-prompt" not in result.stdout.str()
+    assert "--scenario" not in result.stdout.str()
+
+
+def test_plugin_words_renames_check_agents_options() -> None:
+    from acp_trio.testing._pytest_conformance import plugin_words
+
+    assert plugin_words("use --hold-prompt TEXT, or --prompt-timeout S; --timeout") == (
+        "use --acp-hold-prompt TEXT, or --acp-prompt-timeout S; --acp-timeout"
+    )

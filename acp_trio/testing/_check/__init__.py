@@ -82,6 +82,7 @@ ORDER: Final = (
     "batch-array",
     "scalar-message",
     "malformed-input",
+    "auth-methods",
     "stdout-json-only",
     "schema",
     "one-reply-per-request",
@@ -153,6 +154,8 @@ async def check_agent(
     init_timeout: float | None = None,
     hold_prompt: str | None = None,
     hold_deadline: float | None = None,
+    prompt_timeout: float | None = None,
+    cancel_within: float = 1.0,
 ) -> CheckReport:
     """Run the conformance checks against the stdio agent ``command``.
 
@@ -168,8 +171,12 @@ async def check_agent(
     :func:`find_schema` finds, else the generated types of
     :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
     ``cwd`` and ``env`` are the agent's.
+    ``prompt_timeout`` bounds the answer to a prompt (a model's turn, not a
+    protocol round trip; default: 3 x ``timeout``, at least 15).
     ``cancel_prompt`` is the prompt ``session-cancel`` sends, then cancels:
-    it must keep the agent busy for a moment.
+    it must keep the agent busy for a moment (for a model: a long task).
+    ``cancel_within`` (seconds) bounds the time from a ``session/cancel`` to
+    the turn's answer and to its last output.
     ``hold_prompt``, for agents that do not speak the scenario vocabulary, is
     a prompt on which the agent sends the client a request (a permission, a
     file, a terminal): the checker holds every such request unanswered, so
@@ -231,6 +238,8 @@ async def check_agent(
                 init_timeout=init_timeout,
                 hold_prompt=hold_prompt,
                 hold_deadline=hold_deadline,
+                prompt_timeout=prompt_timeout,
+                cancel_within=cancel_within,
             )
             try:
                 for info, func in selected:
@@ -238,6 +247,9 @@ async def check_agent(
             finally:
                 await runner.close_all()
     init = runner.init_result if isinstance(runner.init_result, dict) else {}
+    other = runner.other_version if isinstance(runner.other_version, dict) else {}
+    if not init and other:
+        init = {"agentInfo": other.get("agentInfo") or other.get("info"), **other}
     return CheckReport(
         command=tuple(command),
         results=tuple(results),
@@ -250,4 +262,5 @@ async def check_agent(
         allow_skips=allow_skips,
         auth_required=runner.auth_required,
         validator=validator.description,
+        only_version=other.get("protocolVersion") if other else None,
     )

@@ -21,6 +21,24 @@ STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
 )
 CANCELLED: Final = -32800
+#: The session updates that are a turn's output; the others (available
+#: commands, session info and title, mode, config options, usage) tell the
+#: session's state and may come at any time.
+TURN_OUTPUT: Final = frozenset(
+    {
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message_chunk",
+        "plan",
+        "tool_call",
+        "tool_call_update",
+    }
+)
+#: A prompt that keeps a model busy for a while, for agents without the
+#: scenario vocabulary (``wait_for_cancel`` means nothing to a model).
+LONG_PROMPT: Final = (
+    "Count from 1 to 3000, one number per line, with no other text. Do not use any tool."
+)
 NESTED: Final = ("fs/read_text_file", "terminal/create", "session/request_permission")
 # How long to wait for cancels of nested requests after the prompt's answer,
 # and for unwanted replies to notifications.
@@ -99,9 +117,17 @@ def _prompt(session_id: str, text: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
 
 
-def _init_params(version: int) -> dict[str, Any]:
+def _init_params(version: int, protocol: int = 1) -> dict[str, Any]:
+    """The params of ``initialize`` asking ``version``, in the shape of the
+    ``protocol`` the checker speaks (v2: ``info`` and ``capabilities``)."""
     from acp_trio._version import __version__
 
+    if protocol == 2:
+        return {
+            "protocolVersion": version,
+            "info": {"name": "acp_trio-check-agent-v2", "version": __version__},
+            "capabilities": {},
+        }
     return {
         "protocolVersion": version,
         "clientCapabilities": {

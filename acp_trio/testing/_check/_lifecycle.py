@@ -5,9 +5,11 @@ from __future__ import annotations
 import trio
 
 from acp_trio.testing._check._base import (
+    LONG_PROMPT,
     RECOMMENDED,
     REQUIRED,
     STOP_REASONS,
+    TURN_OUTPUT,
     _brief,
     _check,
     _Fail,
@@ -15,6 +17,7 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._runner import _Runner
+from acp_trio.testing._check_wire import WireEntry
 
 
 @_check("initialize", REQUIRED, "initialize asking protocol version 1 is answered with 1")
@@ -25,6 +28,13 @@ async def _initialize(r: _Runner) -> _Pass:
         version = reply.result.get("protocolVersion")
         if type(version) is not int:
             raise _Fail(f"protocolVersion is {_brief(version)}, not an integer")
+        if version == 2:
+            r.other_version = reply.result
+            raise _Fail(
+                "a client asking protocol version 1 got 2: the agent speaks version 2 only "
+                "(this checker speaks 1); check it with `python -m acp_trio check-agent-v2 -- "
+                "AGENT`"
+            )
         if version != 1:
             raise _Fail(
                 f"a client asking protocol version 1 got {version}: an agent that speaks "
@@ -120,7 +130,22 @@ async def _prompt_check(r: _Runner) -> _Pass:
     )
 
 
-@_check("session-cancel", REQUIRED, "session/cancel of a running turn answers stopReason cancelled")
+def _turn_output(entries: list[WireEntry]) -> list[WireEntry]:
+    """The updates among ``entries`` that are a turn's output (not state)."""
+    return [
+        e
+        for e in entries
+        if isinstance(e.params.get("update"), dict)
+        and e.params["update"].get("sessionUpdate") in TURN_OUTPUT
+    ]
+
+
+@_check(
+    "session-cancel",
+    REQUIRED,
+    "session/cancel of a running turn: its output stops and it answers stopReason cancelled, "
+    "promptly",
+)
 async def _session_cancel(r: _Runner) -> _Pass:
     held = r.held_mode()
     session, session_id = await r.fresh_session(hold_all=held)
@@ -133,12 +158,16 @@ async def _session_cancel(r: _Runner) -> _Pass:
             await trio.sleep(0.2)
         if pending.done:
             early = await r.outcome(session, pending.result, "answer")
+            if early is not None:
+                r.refused_for_auth(session, "session/prompt", early)
             raise _Skip(
                 f"the turn ended ({early.describe() if early else '?'}) before it could be "
-                f"cancelled; the prompt {r.cancel_prompt!r} has to keep the agent busy "
-                "(choose another with cancel_prompt / --cancel-prompt)"
+                f"cancelled; the prompt {text!r} has to keep the agent busy "
+                "(choose another with --cancel-prompt"
+                + (f", e.g. {LONG_PROMPT!r} for a model)" if r.no_vocabulary else ")")
             )
         mark = r.transcript.mark()
+        cancelled_at = trio.current_time()
         await conn.notify("session/cancel", {"sessionId": session_id})
         session.client.cancel_permissions(session_id)
         reply = await r.outcome(session, pending.result, "answer after session/cancel")
@@ -155,16 +184,29 @@ async def _session_cancel(r: _Runner) -> _Pass:
         )
     await trio.sleep(0.1)
     answer = r.reply_entry(session, pending.id)
+    output = _turn_output(r.updates(session, session_id, mark))
+    bound = r.cancel_within
+    if (output and output[-1].time - cancelled_at > bound) or reply.latency > bound:
+        last = (output[-1].time - cancelled_at) if output else 0.0
+        raise _Fail(
+            f"the turn went on after session/cancel: {len(output)} turn update(s) over "
+            f"{last:.2f} s, then stopReason 'cancelled' after {reply.latency:.2f} s; a "
+            f"cancelled turn must stop (within {bound:g} s, --cancel-within)",
+            [e for e in r.transcript.since(mark, session.index)][-12:],
+        )
     if answer is not None:
-        late = [u for u in r.updates(session, session_id, mark) if u.time > answer.time]
+        late = [u for u in output if u.time > answer.time]
         if late:
             raise _Fail(
-                f"{len(late)} session/update arrived after the turn's answer; all updates "
-                "of a turn come before it"
+                f"{len(late)} update(s) of the turn's output arrived after its answer; a "
+                "turn's output all comes before its answer",
+                late[:3],
             )
     stray = r.stray_replies(session, mark)
     if stray:
         raise _Fail(f"the session/cancel notification was answered: {_brief(stray[0].data)}")
     return _Pass(
-        f"stopReason 'cancelled' {reply.latency * 1000:.0f} ms after session/cancel", reply.latency
+        f"stopReason 'cancelled' {reply.latency * 1000:.0f} ms after session/cancel; "
+        f"{len(output)} turn update(s) after the cancel",
+        reply.latency,
     )

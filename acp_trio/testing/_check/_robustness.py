@@ -182,6 +182,8 @@ BATCH: Final = (
     b'[{"jsonrpc":"2.0","id":"acp-check-batch","method":"session/new",'
     b'"params":{"cwd":"/","mcpServers":[]}}]\n'
 )
+#: How long after the malformed lines the agent must still be alive and answering.
+LINGER: Final = 2.5
 MALFORMED: Final = (
     (INVALID_JSON, "a line of invalid JSON"),
     (BATCH, "a batch array"),
@@ -218,7 +220,22 @@ async def _malformed_input(r: _Runner) -> _Pass:
         session = await r.ensure_main(need_session=False)
         await session.send_raw(data)
         await r.probe(session, what)
-    return _Pass(f"still answers after each of {len(MALFORMED)} malformed lines")
+    # An agent may die a moment later (a task that failed on the line): it
+    # must still be there, and answer, a while after.
+    sent_at = trio.current_time()
+    with trio.move_on_after(LINGER):
+        await session.connection.wait_closed()
+    if not session.alive or session.process.returncode is not None:
+        with trio.move_on_after(1.0):
+            await session.process.process.wait()
+        raise _Fail(
+            f"the agent exited {trio.current_time() - sent_at:.1f} s after the malformed lines "
+            f"(it had answered at first){r.diagnose(session) or '; exit status unknown'}"
+        )
+    await r.probe(session, f"{LINGER:g} s")
+    return _Pass(
+        f"still answers after each of {len(MALFORMED)} malformed lines, and {LINGER:g} s later"
+    )
 
 
 @_check("stdout-json-only", REQUIRED, "every line the agent writes to stdout is a JSON-RPC message")

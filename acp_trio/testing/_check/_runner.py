@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -9,7 +10,6 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -22,9 +22,6 @@ import trio
 from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio.testing._check._base import (
-    EVIDENCE_LINES,
-    EVIDENCE_WIDTH,
-    GRACE,
     NESTED,
     CheckFunc,
     CheckInfo,
@@ -34,23 +31,22 @@ from acp_trio.testing._check._base import (
     _prompt,
     _Reply,
     _Skip,
-    _wire_line,
 )
-from acp_trio.testing._check_report import CheckResult, Level, Verdict
+from acp_trio.testing._check._queries import _WireQueries
+from acp_trio.testing._check_report import CheckResult, Level
 from acp_trio.testing._check_wire import (
     AgentSession,
     EditorPolicy,
     IncomingRequest,
     Transcript,
     WireEntry,
-    same_id,
     start_session,
 )
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._schema_check import MessageValidator, TypedValidator, load_validator
 
 
-class _Runner:
+class _Runner(_WireQueries):
     def __init__(
         self,
         nursery: trio.Nursery,
@@ -68,8 +64,13 @@ class _Runner:
         init_timeout: float | None = None,
         hold_prompt: str | None = None,
         hold_deadline: float | None = None,
+        prompt_timeout: float | None = None,
+        cancel_within: float = 1.0,
+        protocol: int = 1,
     ) -> None:
         self.nursery = nursery
+        #: The protocol version the checker speaks (1: check-agent, 2: check-agent-v2).
+        self.protocol = protocol
         self.cancel_prompt = cancel_prompt
         self.hold_prompt = hold_prompt
         self.hold_deadline = hold_deadline
@@ -93,6 +94,8 @@ class _Runner:
         self.setup_error: str | None = None
         self.session_error: str | None = None
         self.init_result: Any = None
+        # The initialize result of an agent that answered version 1 with another.
+        self.other_version: Any = None
         self.scenario: bool | None = scenario
         self.scenario_reason = {
             None: "not checked",
@@ -100,12 +103,24 @@ class _Runner:
             False: "turned off",
         }[scenario]
         self.token = "acp-check-" + secrets.token_hex(4)
+        # The agent answered `echo <token>` without the token: a model, say.
+        self.no_vocabulary = False
+        # check-agent-v2: the agent answers `echo <token>` with the token.
+        self.v2_vocabulary = False
         self.promoted = promoted
         self.init_timeout = max(3 * timeout, 15.0) if init_timeout is None else init_timeout
+        #: A model turn is not a protocol round trip: prompts have their own limit.
+        self.prompt_timeout = max(3 * timeout, 15.0) if prompt_timeout is None else prompt_timeout
+        #: How soon after a cancel the turn must be answered and its output stop.
+        self.cancel_within = cancel_within
+        # Each process's stderr bytes when the running check started.
+        self.stderr_marks: dict[int, int] = {}
         self.validator: MessageValidator | TypedValidator = (
             validator if validator is not None else load_validator(schema)
         )
         self.auth_required: str | None = None
+        # Where authentication was demanded: the method and the refusing reply.
+        self.auth_refusal: tuple[str, WireEntry | None] | None = None
         # (session, id) of our requests the agent died before answering.
         self.abandoned: set[tuple[int, Any]] = set()
 
@@ -162,7 +177,13 @@ class _Runner:
         ``name``: the option that set ``timeout``, for the message."""
         limit = self.timeout if timeout is None else timeout
         if name is None:
-            name = "--timeout" if limit == self.timeout else "derived from --timeout"
+            name = (
+                "--prompt-timeout"
+                if limit == self.prompt_timeout and what.startswith("answer to a prompt")
+                else "--timeout"
+                if limit == self.timeout
+                else "derived from --timeout"
+            )
         try:
             with trio.fail_after(limit):
                 yield
@@ -221,7 +242,7 @@ class _Runner:
     async def initialize(self, session: AgentSession, version: int) -> _Reply:
         # A process's first answer: real agents take seconds to start.
         reply = await self.call(
-            session, "initialize", _init_params(version), limit=self.init_timeout
+            session, "initialize", _init_params(version, self.protocol), limit=self.init_timeout
         )
         session.initialize_result = reply.result
         return reply
@@ -229,13 +250,9 @@ class _Runner:
     async def new_session(self, session: AgentSession) -> tuple[str, float]:
         params = {"cwd": self.session_cwd, "mcpServers": []}
         reply = await self.request(session, "session/new", params)
-        methods = self.auth_methods()
-        if reply.error is not None and (reply.error.code == -32000 or methods):
-            self.auth_required = methods or "(no authMethods listed)"
-            raise _Skip(
-                f"authentication required: {self.auth_required} (session/new was answered "
-                f"with {_brief(reply.error)}; this checker does not authenticate)"
-            )
+        if reply.error is not None and self.auth_methods():
+            self.refused_for_auth(session, "session/new", reply, force=True)
+        self.refused_for_auth(session, "session/new", reply)
         if reply.error is not None:
             raise _Fail(f"session/new was answered with {_brief(reply.error)}")
         result = reply.result
@@ -244,6 +261,40 @@ class _Runner:
             raise _Fail(f"session/new answered {_brief(result)}: no string sessionId")
         return session_id, reply.latency
 
+    def refused_for_auth(
+        self,
+        session: AgentSession,
+        method: str,
+        reply: _Reply,
+        *,
+        force: bool = False,
+        entry: WireEntry | None = None,
+    ) -> None:
+        """Skip the check if ``reply`` refuses ``method`` for want of
+        authentication (``-32000``, or an error saying so), wherever it
+        comes: session/new, a prompt, a load or resume."""
+        error = reply.error
+        if error is None:
+            return
+        if not (force or error.code == -32000 or "authenticat" in error.message.lower()):
+            return
+        self.auth_required = self.auth_methods() or "(no authMethods listed)"
+        if self.auth_refusal is None and entry is None:
+            entry = next(
+                (
+                    e
+                    for e in reversed(self.transcript.received(session.index))
+                    if e.is_response and e.message.get("error") is not None
+                ),
+                None,
+            )
+        if self.auth_refusal is None:
+            self.auth_refusal = (method, entry)
+        raise _Skip(
+            f"authentication required: {self.auth_required} ({method} was answered "
+            f"with {_brief(error)}; this checker does not authenticate)"
+        )
+
     def auth_methods(self) -> str:
         """The ``authMethods`` of the initialize result, named, or ``""``."""
         init = self.init_result if isinstance(self.init_result, dict) else {}
@@ -251,7 +302,9 @@ class _Runner:
         if not isinstance(methods, list) or not methods:
             return ""
         names = [
-            str(m.get("id") or m.get("name") or "?") if isinstance(m, dict) else _brief(m, 40)
+            str(m.get("id") or m.get("methodId") or m.get("name") or "?")
+            if isinstance(m, dict)
+            else _brief(m, 40)
             for m in methods
         ]
         return ", ".join(names)
@@ -269,7 +322,7 @@ class _Runner:
             return self.main
         try:
             session = await self.spawn()
-            await self.initialize(session, 1)
+            await self.initialize(session, self.protocol)
             if self.session_error is None and self.auth_required is None:
                 session.session_id, _ = await self.new_session(session)
         except (_Fail, _Skip) as exc:
@@ -330,7 +383,11 @@ class _Runner:
             if self.scenario and session.session_id is not None:
                 token = self.token + "-probe"
                 reply = await self.request(
-                    session, "session/prompt", _prompt(session.session_id, f"echo {token}")
+                    session,
+                    "session/prompt",
+                    _prompt(session.session_id, f"echo {token}"),
+                    "answer to a prompt",
+                    self.prompt_timeout,
                 )
                 if reply.stop_reason != "end_turn":
                     raise _Fail(f"echo was answered with {reply.describe()}")
@@ -347,58 +404,15 @@ class _Runner:
             return exc
         return None
 
-    # -- the wire
-
-    def texts(self, session: AgentSession, session_id: str, mark: int) -> list[str]:
-        out: list[str] = []
-        for entry in self.updates(session, session_id, mark):
-            update = entry.params.get("update")
-            if not isinstance(update, dict) or update.get("sessionUpdate") != (
-                "agent_message_chunk"
-            ):
-                continue
-            content = update.get("content")
-            if isinstance(content, dict) and content.get("type") == "text":
-                text = content.get("text")
-                if isinstance(text, str):
-                    out.append(text)
-        return out
-
-    def updates(self, session: AgentSession, session_id: str | None, mark: int) -> list[WireEntry]:
-        return [
-            e
-            for e in self.transcript.received(session.index, mark)
-            if e.is_notification
-            and e.method == "session/update"
-            and isinstance(e.params, dict)
-            and (session_id is None or e.params.get("sessionId") == session_id)
-        ]
-
-    def reply_entry(self, session: AgentSession, request_id: Any) -> WireEntry | None:
-        for entry in self.transcript.received(session.index):
-            if entry.is_response and same_id(entry.message.get("id"), request_id):
-                return entry
-        return None
-
-    def stray_replies(self, session: AgentSession, mark: int) -> list[WireEntry]:
-        """Replies since ``mark`` that answer no request of ours: to a
-        notification (``id`` null or missing), or to an id never sent."""
-        sent_ids = [
-            e.message["id"]
-            for e in self.transcript.since(0, session.index)
-            if e.direction == "sent" and e.is_request and not e.raw
-        ]
-        out = []
-        for entry in self.transcript.received(session.index, mark):
-            message = entry.message
-            if isinstance(message, dict) and "method" not in message:
-                reply_id = message.get("id")
-                if reply_id is None or not any(same_id(reply_id, i) for i in sent_ids):
-                    out.append(entry)
-        return out
+    # -- the wire (and see _WireQueries)
 
     async def wait_entry(
-        self, session: AgentSession, match: Callable[[WireEntry], bool], mark: int, what: str
+        self,
+        session: AgentSession,
+        match: Callable[[WireEntry], bool],
+        mark: int,
+        what: str,
+        limit: float | None = None,
     ) -> WireEntry:
         """The first received line that matches; fails at once if the
         agent's connection closes first."""
@@ -409,7 +423,8 @@ class _Runner:
                 entry.session == session.index and entry.direction == "received" and (match(entry))
             )
 
-        with self.waiting(what, session):
+        name = "--prompt-timeout" if limit is not None and limit == self.prompt_timeout else None
+        with self.waiting(what, session, limit, name):
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:
@@ -427,21 +442,6 @@ class _Runner:
         raise _Fail(
             f"the agent closed the connection while we waited for {what}{self.diagnose(session)}"
         )
-
-    async def wait_cancelled(
-        self, session: AgentSession, requests: Iterable[IncomingRequest], mark: int
-    ) -> list[IncomingRequest]:
-        """Wait (briefly) until each request got a ``$/cancel_request``;
-        return those that did not."""
-        pending = list(requests)
-        with trio.move_on_after(min(GRACE, self.timeout)):
-            while True:
-                seen = self.transcript.cancels_received(session.index, mark)
-                pending = [r for r in pending if not any(same_id(r.id, c) for c in seen)]
-                if not pending:
-                    break
-                await self.transcript.wait_for(lambda e: True, self.transcript.mark())
-        return pending
 
     @asynccontextmanager
     async def open_prompt(
@@ -512,91 +512,62 @@ class _Runner:
             self.scenario_reason = "detected (the agent answers `echo <token>`)"
         else:
             self.scenario = False
+            self.no_vocabulary = True
             answer = _brief(texts, 60) if texts else "no text"
             self.scenario_reason = (
-                f"not detected (`echo {token}` was answered with {answer} and "
-                f"{reply.describe()}); force them with --scenario"
+                f"not detected (`echo {token}` was answered with {answer} and {reply.describe()})"
             )
 
     async def echo(self, session: AgentSession, session_id: str) -> tuple[_Reply, list[str]]:
+        """``echo <token>``: notes whether the agent speaks the vocabulary;
+        skips if the prompt is refused for want of authentication."""
         token = self.token
         mark = self.transcript.mark()
-        reply = await self.request(
-            session, "session/prompt", _prompt(session_id, f"echo {token}"), "answer to a prompt"
-        )
+        try:
+            reply = await self.request(
+                session,
+                "session/prompt",
+                _prompt(session_id, f"echo {token}"),
+                "answer to a prompt",
+                self.prompt_timeout,
+            )
+        except _Fail as exc:
+            if self.scenario is None:
+                self.scenario = False
+                self.scenario_reason = f"not detected (`echo {token}`: {exc.reason})"
+            raise
+        if self.scenario is None and reply.error is not None:
+            self.scenario = False
+            self.scenario_reason = (
+                f"not detected (`echo {token}` was answered with {_brief(reply.error)})"
+            )
+        self.refused_for_auth(session, "session/prompt", reply)
         texts = self.texts(session, session_id, mark)
         self.note_echo(texts, reply, token)
         return reply, texts
 
     async def require_scenario(self) -> None:
+        if self.auth_required is not None:
+            raise _Skip(f"authentication required: {self.auth_required}")
         if self.scenario is None:
             session = await self.ensure_main()
             assert session.session_id is not None
-            await self.echo(session, session.session_id)
+            with contextlib.suppress(_Fail):  # the scenario's reason says why
+                await self.echo(session, session.session_id)
         if not self.scenario:
-            raise _Skip(f"scenario vocabulary {self.scenario_reason}")
+            raise _Skip(
+                f"scenario vocabulary {self.scenario_reason}; for an agent without it, "
+                "--hold-prompt TEXT (a prompt on which it asks the client something) runs "
+                "this check"
+            )
 
     # -- running
 
-    def stderr_tail(self) -> str:
-        """The last lines of the stderr of the agent processes of the check."""
-        session = self.main if self.main is not None else None
-        if session is None and self.sessions:
-            session = self.sessions[-1]
-        if session is None:
-            return ""
-        tail = (session.process.stderr_tail() or b"").decode("utf-8", "replace")
-        lines = [line.rstrip() for line in tail.strip().splitlines()][-EVIDENCE_LINES:]
-        return "\n".join(line[:EVIDENCE_WIDTH] for line in lines)
-
-    def failure(self, info: CheckInfo, reason: str, evidence: Sequence[WireEntry]) -> CheckResult:
-        return CheckResult(
-            info.name,
-            info.level,
-            Verdict.FAIL,
-            reason,
-            None,
-            info.description,
-            evidence=tuple(_wire_line(e) for e in evidence[-EVIDENCE_LINES:]),
-            stderr=self.stderr_tail(),
-        )
-
     async def run(self, info: CheckInfo, func: CheckFunc) -> CheckResult:
-        limit = 3 * self.timeout + 5 + self.init_timeout
-        mark = self.transcript.mark()
-        try:
-            with trio.fail_after(limit):
-                outcome = await func(self)
-        except _Fail as exc:
-            evidence = exc.evidence or self.transcript.since(mark)
-            return self.failure(info, exc.reason, evidence)
-        except _Skip as exc:
-            return CheckResult(
-                info.name, info.level, Verdict.SKIP, exc.reason, None, info.description
-            )
-        except trio.TooSlowError:
-            reason = (
-                f"the check did not finish within {limit:g} s (3 x --timeout + 5 + "
-                "--init-timeout)"
-                f"{self.diagnose(self.main)}"
-            )
-            return self.failure(info, reason, self.transcript.since(mark))
-        except (ConnectionClosed, ProtocolError, RequestError) as exc:
-            reason = f"{type(exc).__name__}: {exc}{self.diagnose(self.main)}"
-            return self.failure(info, reason, self.transcript.since(mark))
-        except Exception as exc:  # a bug of the checker: one verdict, not a crash
-            reason = f"internal error of the checker: {exc!r}"
-            return self.failure(info, reason, self.transcript.since(mark))
-        lines = self.transcript.since(mark)[-EVIDENCE_LINES:]
-        return CheckResult(
-            info.name,
-            info.level,
-            Verdict.PASS,
-            outcome.reason,
-            outcome.latency,
-            info.description,
-            evidence=tuple(_wire_line(e) for e in lines),
-        )
+        """Run one check; every outcome is a verdict (see ``_running``)."""
+        from acp_trio.testing._check._running import run_check
+
+        return await run_check(self, info, func)
 
 
 # ---------------------------------------------------------------------------

@@ -23,6 +23,21 @@ it passes every check. The faults:
   ``id``.
 - ``needs-auth``: advertises an auth method and refuses ``session/new``
   with ``-32000`` (it never authenticates).
+- ``v2-on-65535``: a client asking version 65535 gets version 2, in v2's
+  shape (as codex-acp and claude-agent-acp answer): right, not a fault.
+- ``prompt-needs-auth``: opens sessions but refuses every prompt with
+  ``-32000 Authentication required``, listing no ``authMethods`` (as
+  claude-agent-acp does without credentials).
+- ``title-after-cancel``: a cancelled turn sends a session title update
+  (session state, not the turn's output) after its answer: right.
+- ``stream-after-cancel``: ``session/cancel`` of ``wait_for_cancel`` lets
+  the turn stream on for 1.5 s before it answers ``cancelled``.
+- ``slow-echo``: ``echo`` is answered after 6 s, whatever
+  ``$/cancel_request`` says (a slow model turn).
+- ``exit-after-scalar``: a JSON scalar line is answered, then the process
+  exits (status 3) 2 s later.
+- ``v2-only``: speaks protocol version 2 only (every initialize is
+  answered with 2, in v2's shape).
 - ``ask-permission``: every prompt asks permission
   (``session/request_permission``) and says which option was selected; of
   the vocabulary only ``wait_for_cancel`` (after asking).
@@ -62,6 +77,20 @@ FAULTS = {
     "idless-replies",
     "needs-auth",
     "ask-permission",
+    "v2-on-65535",
+    "prompt-needs-auth",
+    "title-after-cancel",
+    "stream-after-cancel",
+    "slow-echo",
+    "exit-after-scalar",
+    "v2-only",
+}
+#: The answer of an agent speaking version 2 (the shape codex-acp 2.6.0 answers).
+V2_INIT = {
+    "protocolVersion": 2,
+    "info": {"name": "mini-agent", "version": "v2"},
+    "capabilities": {"session": {}},
+    "authMethods": [{"methodId": "mini-login", "type": "agent", "name": "Log in to mini"}],
 }
 KNOWN_NOTIFICATIONS = {"session/cancel", "$/cancel_request"}
 
@@ -74,6 +103,7 @@ class FaultyStream(FramedStream):
         self.fault = fault
         self.lock = trio.StrictFIFOLock()
         self.answered: list[Any] = []  # ids of the requests answered
+        self.nursery: trio.Nursery | None = None
 
     async def receive_frame(self) -> Any:
         while True:
@@ -89,6 +119,13 @@ class FaultyStream(FramedStream):
                 message = None
                 if self.fault == "silent-on-parse-error":
                     continue
+            if (
+                self.fault == "exit-after-scalar"
+                and message is not None
+                and not isinstance(message, dict | list)
+                and self.nursery is not None
+            ):
+                self.nursery.start_soon(_exit_later, 2.0, 3)
             if self.fault == "idless-replies" and not isinstance(message, dict):
                 code = -32700 if message is None else -32600
                 reply = {"jsonrpc": "2.0", "error": {"code": code, "message": "bad input"}}
@@ -119,6 +156,12 @@ class FaultyStream(FramedStream):
             await super().send_frames(data)
 
 
+async def _exit_later(seconds: float, status: int) -> None:
+    await trio.sleep(seconds)
+    os.write(2, b"mini agent: a task failed on an earlier line, exiting\n")
+    os._exit(status)
+
+
 class MiniAgent(Handler):
     def __init__(self, conn: Connection, stream: FaultyStream) -> None:
         self.conn = conn
@@ -130,6 +173,10 @@ class MiniAgent(Handler):
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
         if method == "initialize":
+            os.write(2, b"mini agent: initialize\n")
+            asked = params.get("protocolVersion")
+            if self.fault == "v2-only" or (self.fault == "v2-on-65535" and asked == 65535):
+                return V2_INIT
             self.capabilities = params.get("clientCapabilities") or {}
             if self.fault == "print-stdout":
                 await self.stream.send_frames(b"mini agent: initialized\n")
@@ -164,6 +211,8 @@ class MiniAgent(Handler):
         return False
 
     async def handle_notification(self, method: str, params: Any) -> None:
+        if method not in KNOWN_NOTIFICATIONS:
+            os.write(2, f"mini agent: notification {method}\n".encode())
         if self.fault == "answer-notifications" and method not in KNOWN_NOTIFICATIONS:
             reply = {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": method}}
             await self.stream.send_frames(json.dumps(reply).encode() + b"\n")
@@ -172,8 +221,14 @@ class MiniAgent(Handler):
         session_id = params["sessionId"]
         text = params["prompt"][0]["text"].strip()
         words = text.split()
-        if self.fault == "ignore-cancel-request":
+        if self.fault == "prompt-needs-auth":
+            raise RequestError(-32000, "Authentication required")
+        if self.fault == "ignore-cancel-request" or (
+            self.fault == "slow-echo" and words[:1] == ["echo"]
+        ):
             ctx.cooperative = True  # and never look at ctx.cancel_requested
+        if self.fault == "slow-echo" and words[:1] == ["echo"]:
+            await trio.sleep(6)
         with trio.CancelScope() as turn:
             self.turns[session_id] = turn
             try:
@@ -185,8 +240,20 @@ class MiniAgent(Handler):
                 del self.turns[session_id]
         if turn.cancelled_caught:
             stop = "end_turn" if self.fault == "end-turn-after-cancel" else "cancelled"
+            if self.fault == "stream-after-cancel" and words[:1] == ["wait_for_cancel"]:
+                with trio.move_on_after(1.5):
+                    while True:  # the cancel is seen, the work goes on
+                        await self.say(session_id, "still working ")
+                        await trio.sleep(0.1)
+            if self.fault == "title-after-cancel" and self.stream.nursery is not None:
+                self.stream.nursery.start_soon(self.title, session_id)
             return {"stopReason": stop}
         return {"stopReason": "end_turn"}
+
+    async def title(self, session_id: str) -> None:
+        await trio.sleep(0.05)  # after the answer
+        update = {"sessionUpdate": "session_info_update", "title": "A cancelled turn"}
+        await self.conn.notify("session/update", {"sessionId": session_id, "update": update})
 
     async def say(self, session_id: str, text: str) -> None:
         update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
@@ -222,7 +289,9 @@ class MiniAgent(Handler):
         if command == "echo":
             await self.say(session_id, text[5:])
         elif command == "wait_for_cancel":
-            await trio.sleep_forever()
+            while True:  # a turn's output, until cancelled
+                await self.say(session_id, ".")
+                await trio.sleep(0.1)
         elif command == "sleep":
             await trio.sleep(int(args[0]) / 1000)
         elif command == "nested":
@@ -253,9 +322,11 @@ class MiniAgent(Handler):
 
 async def serve(fault: str) -> None:
     assert fault in FAULTS, fault
-    async with acp_trio.lowlevel.open_stdio_stream() as stdio:
+    async with acp_trio.lowlevel.open_stdio_stream() as stdio, trio.open_nursery() as nursery:
         stream = FaultyStream(stdio, fault)
+        stream.nursery = nursery
         await acp_trio.lowlevel.serve_connection(stream, lambda conn: MiniAgent(conn, stream))
+        nursery.cancel_scope.cancel()
 
 
 def main(fault: str = "") -> None:

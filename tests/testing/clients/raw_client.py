@@ -12,6 +12,9 @@ protocol, with one planted fault chosen by name (the first argument):
   permission request is never answered.
 - ``ignore-capabilities``: advertises fs and terminals, answers them -32601.
 - ``crash-on-unknown-notification``: exits on a notification it does not know.
+- ``detach-agent``: starts the agent in a session of its own, leaves its
+  stdin open in a detached ``sleep`` (so the agent never sees the end of
+  its input) and exits right after the prompt, saying the agent's pid.
 
 Two behaviours that are no faults: ``answer-all`` answers every permission
 request at once (nothing is left to cancel), ``no-session-cancel`` ignores
@@ -38,6 +41,7 @@ FAULTS = {
     "crash-on-unknown-notification",
     "answer-all",
     "no-session-cancel",
+    "detach-agent",
 }
 CUE = "check-client: cancel now"
 KNOWN = {"session/update", "$/cancel_request"}
@@ -53,7 +57,12 @@ TERMINAL_METHODS = {
 class RawClient:
     def __init__(self, fault: str, command: list[str]) -> None:
         self.fault = fault
-        self.agent = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.agent = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=fault == "detach-agent",
+        )
         self.held: dict[Any, str] = {}  # request id -> session
         self.session = ""
         self.terminals: dict[str, tuple[str, int]] = {}
@@ -173,6 +182,11 @@ class RawClient:
         prompt = [{"type": "text", "text": "check me"}]
         self.call(3, "session/prompt", {"sessionId": self.session, "prompt": prompt})
         assert self.agent.stdin is not None
+        if self.fault == "detach-agent":
+            fd = self.agent.stdin.fileno()
+            subprocess.Popen(["sleep", "60"], pass_fds=[fd], start_new_session=True)
+            print(f"raw client: agent pid {self.agent.pid}, left running", flush=True)
+            sys.exit(0)
         self.agent.stdin.close()
         self.agent.wait(timeout=30)
 

@@ -1,0 +1,5 @@
+"""A planted fault for check-agent: exit-after-scalar (see _mini)."""
+
+import _mini
+
+_mini.main("exit-after-scalar")
