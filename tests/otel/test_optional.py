@@ -25,4 +25,4 @@ def test_nothing_imports_opentelemetry_unless_asked() -> None:
 
 def test_contrib_otel_only_re_exports() -> None:
     check_re_exports(acp_trio.contrib.otel)
-    assert public_names(acp_trio.contrib.otel) == {"Tracing"}
+    assert public_names(acp_trio.contrib.otel) == {"Tracing", "configure_sdk", "otlp_environment"}
