@@ -20,9 +20,10 @@ Nothing here is imported unless tracing is asked for (the ``otel`` extra).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, final
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["Tracing"]
 
 _log = logging.getLogger("acp_trio.otel")
+
+P = ParamSpec("P")
 
 _TRACER_NAME: Final = "acp_trio"
 _CANCELLED: Final = -32800
@@ -99,6 +102,24 @@ class Tracing:
             DEFAULTS.instrument = None
 
 
+def _guard(method: Callable[P, None]) -> Callable[P, None]:
+    """``method``, logging what it raises instead: tracing runs in the
+    reader and in Trio's cancellation, where nothing may raise."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception:
+            _log.exception("tracing failed in %s", method.__name__)
+
+    return guarded
+
+
+def _ignore(pending: PendingRequest | None) -> None:
+    pass
+
+
 @final
 class _Turn:
     """What a span of a request accumulates until it ends."""
@@ -146,6 +167,15 @@ class _ConnectionTracing:
     def request_sending(
         self, method: str, params: Any
     ) -> tuple[Any, Callable[[PendingRequest | None], None]]:
+        try:
+            return self._request_sending(method, params)
+        except Exception:  # tracing must never fail a call
+            _log.exception("tracing failed for a %s request", method)
+            return params, _ignore
+
+    def _request_sending(
+        self, method: str, params: Any
+    ) -> tuple[Any, Callable[[PendingRequest | None], None]]:
         span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=_rpc(method))
         turn = _Turn(span)
         params = self._inject(params, trace.set_span_in_context(span))
@@ -161,8 +191,9 @@ class _ConnectionTracing:
                 self.turns[session] = turn
             pending._when_done(lambda: self._sent_request_done(turn, pending, session))
 
-        return params, sent
+        return params, _guard(sent)
 
+    @_guard
     def _sent_request_done(self, turn: _Turn, pending: PendingRequest, session: str | None) -> None:
         if session is not None and self.turns.get(session) is turn:
             del self.turns[session]
@@ -182,6 +213,13 @@ class _ConnectionTracing:
             _finish(turn)
 
     def notification_sending(self, method: str, params: Any) -> Any:
+        try:
+            return self._notification_sending(method, params)
+        except Exception:  # tracing must never fail a notification
+            _log.exception("tracing failed for a %s notification", method)
+            return params
+
+    def _notification_sending(self, method: str, params: Any) -> Any:
         session = _session_of(params)
         if session is not None:
             turn = self.turns.get(session)
@@ -210,13 +248,16 @@ class _ConnectionTracing:
         carrier: dict[str, str] = {}
         propagate.inject(carrier, context=context)
         if not carrier:
-            return params
+            return params  # no trace: what the params carry passes on as it is
         meta = params.get("_meta")
         if meta is None:
             return {**params, "_meta": carrier}
         if type(meta) is not dict:
             return params  # not ours to fix
-        return {**params, "_meta": {**meta, **carrier}}
+        # The context keys are per message: those of a message being passed
+        # on (a proxy's) are replaced as a whole, never mixed with ours.
+        kept = {key: value for key, value in meta.items() if key not in _CONTEXT_KEYS}
+        return {**params, "_meta": {**kept, **carrier}}
 
     # -- receiving
 
@@ -237,6 +278,7 @@ class _ConnectionTracing:
             _log.debug("ignoring malformed trace context %r", carrier, exc_info=True)
             return empty
 
+    @_guard
     def request_received(self, ctx: RequestContext, params: Any) -> None:
         span = self._tracer.start_span(
             ctx.method,
@@ -252,6 +294,7 @@ class _ConnectionTracing:
             if ctx.method == _PROMPT:
                 self.turns[session] = turn
 
+    @_guard
     def request_finished(self, ctx: RequestContext) -> None:
         found = self.incoming.pop(ctx, None)
         if found is None:
@@ -277,6 +320,7 @@ class _ConnectionTracing:
             turn.span.set_attribute("rpc.jsonrpc.error_code", -32603)
             _finish(turn)
 
+    @_guard
     def notification_received(self, method: str, params: Any) -> None:
         session = _session_of(params)
         if session is None:

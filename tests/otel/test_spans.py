@@ -241,3 +241,57 @@ async def traced_connection_plain() -> AsyncIterator[tuple[Connection, ScriptedP
     ours, theirs = trio.testing.memory_stream_pair()
     async with open_connection(ours) as conn:
         yield conn, ScriptedPeer(theirs, timeout=LIMIT)
+
+
+async def test_a_message_passed_on_carries_our_context_only() -> None:
+    # A proxy passes on params that carry the previous hop's keys: all three
+    # are replaced by ours (a stale tracestate is not mixed with our parent).
+    tracing, _ = recording()
+    stale = {"traceparent": TRACEPARENT, "tracestate": "them=1", "baggage": "k=v", "mine": 1}
+    with trio.fail_after(LIMIT):
+        async with traced_connection(tracing) as (conn, peer), trio.open_nursery() as nursery:
+            nursery.start_soon(conn.call, "m", {"_meta": stale})
+            request = await peer.receive_request("m")
+            await peer.respond(request["id"], {})
+    meta = request["params"]["_meta"]
+    assert meta["mine"] == 1
+    assert meta["traceparent"] != TRACEPARENT
+    assert "tracestate" not in meta
+    assert "baggage" not in meta
+
+
+class Broken:
+    """A tracer that fails at everything."""
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("broken tracer")
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("broken tracer")
+
+
+class Remembers(Slow):
+    def __init__(self) -> None:
+        self.received: list[str] = []
+
+    def request_received(self, ctx: RequestContext, params: Any) -> None:
+        self.received.append(ctx.method)
+
+
+async def test_a_failing_tracer_fails_nothing_else(caplog: Any) -> None:
+    tracing, _ = recording()
+    tracing.tracer = Broken()  # type: ignore[assignment]
+    handler = Remembers()
+    with trio.fail_after(LIMIT):
+        async with traced_connection(tracing, handler) as (conn, peer):
+            sent = await peer.request("ok", {})
+            assert (await peer.receive_response(sent))["result"] == {"ok": True}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.call, "m", {"x": 1})
+                request = await peer.receive_request("m")
+                await peer.respond(request["id"], {})
+            await conn.notify("n", {"y": 1})
+            assert (await peer.receive())["params"] == {"y": 1}
+    assert handler.received == ["ok"]
+    assert request["params"] == {"x": 1}
+    assert "tracing failed" in caplog.text
