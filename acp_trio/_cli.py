@@ -437,7 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from acp_trio._otel._sdk import start_tracing
 
-        stop = start_tracing(f"acp_trio {args.tool}")
+        # check-agent is a client: its checks are one trace, under one span.
+        root = "check-agent" if args.tool == "check-agent" else None
+        stop = start_tracing(f"acp_trio {args.tool}", root)
     except ImportError as exc:
         tools[args.tool].error(
             f"--otel needs the OpenTelemetry SDK (pip install 'acp-trio[otel]' "

@@ -85,14 +85,23 @@ def _entry_point_exporter(name: str) -> Callable[[], SpanExporter]:
     raise ValueError(f"OTEL_TRACES_EXPORTER names {name!r}, which is not installed{hint}")
 
 
-def start_tracing(default_service_name: str) -> Callable[[], None]:
+def start_tracing(default_service_name: str, root: str | None = None) -> Callable[[], None]:
     """:func:`configure_sdk`, then trace every connection of the process
-    (:meth:`Tracing.install`); returns the function that stops and flushes."""
+    (:meth:`Tracing.install`), under a span named ``root`` if given (current
+    until the returned function, which stops and flushes, is called: a
+    ``trio.run`` started meanwhile inherits it)."""
+    from opentelemetry import context, trace
+
     shutdown = configure_sdk(default_service_name)
     tracing = Tracing()
     tracing.install()
+    span = None if root is None else tracing.tracer.start_span(root)
+    token = None if span is None else context.attach(trace.set_span_in_context(span))
 
     def stop() -> None:
+        if span is not None and token is not None:
+            context.detach(token)
+            span.end()
         tracing.uninstall()
         shutdown()
 

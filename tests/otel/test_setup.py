@@ -128,3 +128,23 @@ def test_sdk_disabled_installs_nothing() -> None:
     shutdown = configure_sdk(environ={"OTEL_SDK_DISABLED": "true"}, console=out)
     shutdown()
     assert out.getvalue() == ""
+
+
+def test_check_agent_traces_its_checks_as_one_trace() -> None:
+    done = run_cli(
+        "check-agent",
+        "--otel",
+        "--only",
+        "session-cancel",
+        "--",
+        *acp_trio.testing.SCENARIO_AGENT_COMMAND,
+        env=console_env(),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    spans = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    [root] = [s for s in spans if s["name"] == "check-agent"]
+    assert root["parent_id"] is None
+    prompts = [s for s in spans if s["name"] == "session/prompt"]
+    assert prompts
+    assert {s["context"]["trace_id"] for s in spans} == {root["context"]["trace_id"]}
+    assert all(s["kind"] == "SpanKind.CLIENT" for s in prompts)
