@@ -116,8 +116,27 @@ def every_nested_request_handled(ours: list[ReadableSpan], theirs: list[dict[str
     return True
 
 
+def trace_complete(ours: list[ReadableSpan], theirs: list[dict[str, Any]]) -> bool:
+    """As :func:`every_nested_request_handled`, and the agent's prompt span
+    arrived, and so did the parent of every span of the turn's trace (the
+    other processes' lines come in their own time, through the conductor's)."""
+    if not every_nested_request_handled(ours, theirs):
+        return False
+    prompts = [s for s in ours if s.name == "session/prompt" and s.kind == SpanKind.CLIENT]
+    if not prompts:
+        return False
+    trace_id = hex_id(prompts[0].context.trace_id, 32)
+    turn = [s for s in theirs if s["context"]["trace_id"] == trace_id]
+    if not any(
+        s["name"] == "session/prompt" and service(s) == "acp_trio scenario-agent" for s in turn
+    ):
+        return False
+    known = {s["context"]["span_id"] for s in turn} | {hex_id(s.context.span_id, 16) for s in ours}
+    return all(s["parent_id"] is None or s["parent_id"] in known for s in turn)
+
+
 async def test_a_cancelled_turn_over_pipes_is_one_trace() -> None:
-    async with traced_turn(AGENT, "tests.otel.agent", every_nested_request_handled) as (
+    async with traced_turn(AGENT, "tests.otel.agent", trace_complete) as (
         ours,
         lines,
     ):
@@ -152,7 +171,7 @@ async def test_a_cancelled_turn_over_pipes_is_one_trace() -> None:
 
 async def test_a_cancelled_turn_through_the_conductor_is_one_trace_hop_by_hop() -> None:
     command = [*CONDUCT, "--", *PROXY, "--otel", "--", *PROXY, "--otel", "--", *AGENT]
-    async with traced_turn(command, "tests.otel.chain", every_nested_request_handled) as (
+    async with traced_turn(command, "tests.otel.chain", trace_complete) as (
         ours,
         lines,
     ):
