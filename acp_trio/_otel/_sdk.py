@@ -33,6 +33,7 @@ def configure_sdk(
     *,
     environ: Mapping[str, str] | None = None,
     console: IO[str] | None = None,
+    strict: bool = True,
 ) -> Callable[[], None]:
     """Install a global tracer provider configured from ``OTEL_*`` (in
     ``environ``, by default ``os.environ``) and return the function that
@@ -40,8 +41,10 @@ def configure_sdk(
     true: nothing is installed. The ``console`` exporter writes to
     ``console`` (stderr by default).
 
-    Raises ``ImportError`` without ``opentelemetry-sdk``, ``ValueError`` for
-    an exporter that is not installed.
+    Raises ``ImportError`` without ``opentelemetry-sdk``, and ``ValueError``
+    for an exporter that is not installed; with ``strict=False`` such an
+    exporter is named on stderr and left out instead (the command line's
+    ``--otel``: an agent must not fail to start for its telemetry).
     """
     from opentelemetry import trace
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -70,7 +73,14 @@ def configure_sdk(
             )
             provider.add_span_processor(SimpleSpanProcessor(exporter))
             continue
-        provider.add_span_processor(BatchSpanProcessor(_entry_point_exporter(name)()))
+        try:
+            exporter_class = _entry_point_exporter(name)
+        except ValueError as exc:
+            if strict:
+                raise
+            print(f"acp_trio: {exc}; its spans are not exported", file=sys.stderr)
+            continue
+        provider.add_span_processor(BatchSpanProcessor(exporter_class()))
     trace.set_tracer_provider(provider)
     return provider.shutdown
 
@@ -86,13 +96,13 @@ def _entry_point_exporter(name: str) -> Callable[[], SpanExporter]:
 
 
 def start_tracing(default_service_name: str, root: str | None = None) -> Callable[[], None]:
-    """:func:`configure_sdk`, then trace every connection of the process
+    """:func:`configure_sdk` (not strict), then trace every connection of the process
     (:meth:`Tracing.install`), under a span named ``root`` if given (current
     until the returned function, which stops and flushes, is called: a
     ``trio.run`` started meanwhile inherits it)."""
     from opentelemetry import context, trace
 
-    shutdown = configure_sdk(default_service_name)
+    shutdown = configure_sdk(default_service_name, strict=False)
     tracing = Tracing()
     tracing.install()
     span = None if root is None else tracing.tracer.start_span(root)

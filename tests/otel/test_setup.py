@@ -95,11 +95,30 @@ def test_the_tools_take_otel(tool: str) -> None:
     assert "--otel" in help_text
 
 
-def test_otel_names_a_missing_exporter() -> None:
-    env = {**console_env(), "OTEL_TRACES_EXPORTER": "no-such-exporter"}
-    done = run_cli("scenario-agent", "--otel", env=env)
-    assert done.returncode == 2
+def test_a_missing_exporter_is_named_and_the_agent_still_serves() -> None:
+    env = {**console_env(), "OTEL_TRACES_EXPORTER": "no-such-exporter,console"}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_trio", "scenario-agent", "--otel"],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=json.dumps(request) + "\n",
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
     assert "no-such-exporter" in done.stderr
+    assert json.loads(done.stdout)["id"] == 1
+    spans = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert [span["name"] for span in spans] == ["initialize"]  # the console exporter's
+
+
+def test_configure_sdk_refuses_a_missing_exporter() -> None:
+    from acp_trio.contrib.otel import configure_sdk
+
+    with pytest.raises(ValueError, match="no-such-exporter"):
+        configure_sdk(environ={"OTEL_TRACES_EXPORTER": "no-such-exporter"})
 
 
 def test_console_spans_go_to_stderr_not_into_the_protocol() -> None:
