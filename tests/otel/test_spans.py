@@ -295,3 +295,25 @@ async def test_a_failing_tracer_fails_nothing_else(caplog: Any) -> None:
     assert handler.received == ["ok"]
     assert request["params"] == {"x": 1}
     assert "tracing failed" in caplog.text
+
+
+class Forwards(Handler):
+    """Calls the peer back with ``inner`` while handling ``outer``."""
+
+    async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
+        return await ctx.connection.call("inner", {})
+
+
+async def test_without_an_sdk_the_context_received_goes_on() -> None:
+    # The API alone (no SDK: non-recording spans) still carries the trace:
+    # what a handler sends continues the context its request brought.
+    from opentelemetry.trace import NoOpTracerProvider
+
+    tracing = Tracing(NoOpTracerProvider())
+    with trio.fail_after(LIMIT):
+        async with traced_connection(tracing, Forwards()) as (_, peer):
+            outer = await peer.request("outer", {"_meta": {"traceparent": TRACEPARENT}})
+            inner = await peer.receive_request("inner")
+            await peer.respond(inner["id"], {})
+            await peer.receive_response(outer)
+    assert inner["params"]["_meta"]["traceparent"] == TRACEPARENT
