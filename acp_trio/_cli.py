@@ -16,6 +16,11 @@
   proxy chain (proxy-chains RFD, Draft) as one agent on stdio.
 - ``serve --http HOST:PORT [--token T] -- AGENT_CMD...`` and ``connect URL``:
   remote ACP (WebSocket, Streamable HTTP; the ``remote`` extra).
+
+``scenario-agent``, ``check-agent``, ``conduct``, ``serve`` and ``connect`` take
+``--otel``: OpenTelemetry tracing, the SDK configured from the standard
+``OTEL_*`` variables (``OTEL_TRACES_EXPORTER=console`` prints spans to
+stderr, never stdout); needs the ``otel`` extra and ``opentelemetry-sdk``.
 """
 
 from __future__ import annotations
@@ -55,6 +60,20 @@ def _names(values: list[str] | None) -> list[str] | None:
     if not values:
         return None
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+#: The tools that take --otel.
+OTEL_TOOLS = ("scenario-agent", "check-agent", "conduct", "serve", "connect")
+
+
+def _add_otel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace with OpenTelemetry, configured from the OTEL_* environment variables "
+        "(e.g. OTEL_TRACES_EXPORTER=console: spans on stderr); needs the otel extra and "
+        "opentelemetry-sdk",
+    )
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -247,7 +266,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     from acp_trio._cli_remote import add_parsers
 
     remote = add_parsers(sub)
-    return parser, {
+    tools = {
         **remote,
         "conduct": conduct,
         "check-agent": check,
@@ -256,6 +275,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "check-agent-v2": check_v2,
         "scenario-agent": agent,
     }
+    for tool in OTEL_TOOLS:
+        _add_otel(tools[tool])
+    return parser, tools
 
 
 def _client_parser(
@@ -497,6 +519,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser, tools = _parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "otel", False):
+        return _run(tools, args)
+    try:
+        from acp_trio._otel._sdk import start_tracing
+
+        # check-agent is a client: its checks are one trace, under one span.
+        root = "check-agent" if args.tool == "check-agent" else None
+        stop = start_tracing(f"acp_trio {args.tool}", root)
+    except ImportError as exc:
+        tools[args.tool].error(
+            f"--otel needs the OpenTelemetry SDK (pip install 'acp-trio[otel]' "
+            f"opentelemetry-sdk): {exc}"
+        )
+    except ValueError as exc:
+        tools[args.tool].error(str(exc))
+    try:
+        return _run(tools, args)
+    finally:
+        stop()
+
+
+def _run(tools: dict[str, argparse.ArgumentParser], args: argparse.Namespace) -> int:
     if args.tool == "check-agent":
         return _check_agent(tools["check-agent"], args)
     if args.tool == "check-agent-v2":

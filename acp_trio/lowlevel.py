@@ -16,6 +16,8 @@ from acp_trio._core._connection import ConnectionStatistics as ConnectionStatist
 from acp_trio._core._connection import Handler as Handler
 from acp_trio._core._connection import RequestNode as RequestNode
 from acp_trio._core._framed import FramedStream as FramedStream
+from acp_trio._core._handler import ConnectionInstrument as ConnectionInstrument
+from acp_trio._core._handler import Instrumentation as Instrumentation
 from acp_trio._core._message_stream import BufferedMessageStream as BufferedMessageStream
 from acp_trio._core._message_stream import MessageStream as MessageStream
 from acp_trio._core._open import connect_connection as connect_connection

@@ -35,7 +35,8 @@ TOP_LEVEL = {
 }  # fmt: skip
 
 LOWLEVEL = {
-    "CANCEL_REQUEST_METHOD", "CancelCause", "Connection", "ConnectionStatistics",
+    "CANCEL_REQUEST_METHOD", "CancelCause", "Connection", "ConnectionInstrument",
+    "ConnectionStatistics", "Instrumentation",
     "BufferedMessageStream", "FramedStream", "Handler", "MessageStream", "PendingRequest",
     "RequestContext",
     "RequestNode", "connect_connection", "current_request", "open_connection",

@@ -58,6 +58,7 @@ from acp_trio._core._caller_reads import CallerReads
 from acp_trio._core._framed import FramedStream, FrameTransport
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._handler import (
+    DEFAULTS,
     ConnectionConfig,
     ConnectionStatistics,
     Handler,
@@ -129,6 +130,12 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
             handler = Handler()
         elif not isinstance(handler, Handler):
             handler = handler(self)
+        # Tracing, if any: it watches through a handler of its own.
+        self._instrument = None
+        instrument = config.instrument if config.instrument is not None else DEFAULTS.instrument
+        if instrument is not None:
+            self._instrument = instrument.instrument(handler)
+            handler = self._instrument.handler
         self._handler: Handler = handler
         # The per-request hooks, unless they are Handler's own no-ops.
         cls = type(handler)

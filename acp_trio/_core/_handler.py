@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal, Protocol
 
 import attrs
 
-from acp_trio._core._requests import RequestContext
+from acp_trio._core._requests import PendingRequest, RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RequestId
 
-__all__ = ["ConnectionConfig", "ConnectionStatistics", "Handler", "RequestNode", "TraceHook"]
+__all__ = [
+    "ConnectionConfig",
+    "ConnectionStatistics",
+    "ConnectionInstrument",
+    "Handler",
+    "Instrumentation",
+    "RequestNode",
+    "TraceHook",
+]
 
 _log = logging.getLogger("acp_trio.connection")
 
@@ -71,6 +79,51 @@ class Handler:
         return False
 
 
+class Instrumentation(Protocol):
+    """What :attr:`ConnectionConfig.instrument` is (the OpenTelemetry tracing
+    of :mod:`acp_trio.contrib.otel` is one): it is asked once per connection
+    for that connection's :class:`ConnectionInstrument`."""
+
+    def instrument(self, handler: Handler) -> ConnectionInstrument:
+        """The instrument of a new connection whose handler is ``handler``."""
+        ...
+
+
+class ConnectionInstrument(Protocol):
+    """One connection's instrument. Its methods run in the task that sends,
+    must not block and must not raise."""
+
+    @property
+    def handler(self) -> Handler:
+        """The handler the connection uses instead of its own (it sees every
+        request and notification received, and passes them on)."""
+        ...
+
+    def request_sending(
+        self, method: str, params: Any
+    ) -> tuple[Any, Callable[[PendingRequest | None], None]]:
+        """A request is about to be sent: the params to send instead (a
+        copy, never ``params`` changed in place), and a function called
+        once with its :class:`PendingRequest` once it is queued (``None``:
+        it was not sent)."""
+        ...
+
+    def notification_sending(self, method: str, params: Any) -> Any:
+        """A notification is about to be sent: the params to send instead."""
+        ...
+
+
+class _Defaults:
+    """Process-wide defaults of every connection."""
+
+    #: The instrument of connections whose config names none (the command
+    #: line's ``--otel``; :meth:`acp_trio.contrib.otel.Tracing.install`).
+    instrument: Instrumentation | None = None
+
+
+DEFAULTS: Final = _Defaults()
+
+
 @attrs.frozen(kw_only=True)
 class ConnectionConfig:
     """Tunables of a connection. All sizes are counts unless named bytes."""
@@ -117,6 +170,11 @@ class ConnectionConfig:
     #: sequential round trips). Only over pipes (stdio, a spawned agent).
     #: ``False``: only the reader task reads. Callers see no difference.
     callers_read_replies: bool = True
+    #: Watches every request and notification sent and received, and may
+    #: add to their ``_meta`` (tracing: :mod:`acp_trio.contrib.otel`).
+    #: ``None`` (the default): the process-wide one, if one was installed
+    #: (``Tracing.install()``, ``--otel``), else nothing, at no cost.
+    instrument: Instrumentation | None = None
 
 
 @attrs.frozen

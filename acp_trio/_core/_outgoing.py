@@ -28,6 +28,7 @@ from acp_trio._exceptions import ACPError, ConnectionClosed, LocalProtocolError
 from acp_trio._jsonrpc import Peer, RequestId
 
 if TYPE_CHECKING:
+    from acp_trio._core._handler import ConnectionInstrument
     from acp_trio._core._outbox import Outbox
     from acp_trio._core._requests import RequestOwner
 
@@ -48,6 +49,7 @@ class OutgoingCalls:
         _notifications_handled: int
         _notifications_received: int
         _closed: bool
+        _instrument: ConnectionInstrument | None
 
         _baton: int
 
@@ -147,6 +149,8 @@ class OutgoingCalls:
         # of the traffic.
         if params is not None and type(params) is not dict and type(params) is not list:
             _check_params(params)
+        if self._instrument is not None:
+            params = self._instrument.notification_sending(method, params)
         frame = self._peer.notify(method, params)
         if self._closed:
             self._check_open()
@@ -187,11 +191,15 @@ class OutgoingCalls:
         ``False`` once nothing more is written (nothing is sent)."""
         if self._outbox.closed:
             return False
+        if self._instrument is not None:
+            params = self._instrument.notification_sending(method, params)
         return self._outbox.put_nowait(self._peer.notify(method, params))
 
     async def _send_request(self, method: str, params: Any) -> PendingRequest:
         _check_params(params)
         self._check_open()
+        if self._instrument is not None:
+            return await self._send_instrumented(self._instrument, method, params)
         entry, frame = self._peer.send_request(method, params)
         parent = current_request()
         pending = PendingRequest(self._owner, entry, parent)
@@ -204,6 +212,28 @@ class OutgoingCalls:
             # Not sent (cancelled while the queue was full).
             self._peer.forget(entry)
             raise
+        if parent is not None and pending._state == _WAITING:
+            parent._adopt(pending)
+        return pending
+
+    async def _send_instrumented(
+        self, instrument: ConnectionInstrument, method: str, params: Any
+    ) -> PendingRequest:
+        """:meth:`_send_request` with ``instrument`` told of the request."""
+        params, sent = instrument.request_sending(method, params)
+        entry, frame = self._peer.send_request(method, params)
+        parent = current_request()
+        pending = PendingRequest(self._owner, entry, parent)
+        entry.handle = pending
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if not self._outbox.try_put(frame):
+                await self._outbox.put(frame)
+        except BaseException:
+            self._peer.forget(entry)
+            sent(None)
+            raise
+        sent(pending)
         if parent is not None and pending._state == _WAITING:
             parent._adopt(pending)
         return pending

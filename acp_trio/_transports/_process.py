@@ -43,7 +43,7 @@ from acp_trio._transports._stderr import (
     stream_sink,
 )
 
-__all__ = ["AgentProcess", "StderrMode", "open_agent_process"]
+__all__ = ["AgentProcess", "StderrMode", "open_agent_process", "with_telemetry"]
 
 #: Where a spawned agent's stderr goes; a :class:`logging.Logger` works as
 #: ``"log"`` with that logger.
@@ -203,6 +203,20 @@ async def _shutdown(
         if not await _wait_group_gone(pgid, term_grace):
             _signal_group(pgid, signal.SIGKILL)
             await _wait_group_gone(pgid, term_grace)
+
+
+def with_telemetry(
+    env: Mapping[str, str] | None, telemetry: Mapping[str, str] | None
+) -> Mapping[str, str] | None:
+    """The environment for an agent spawned with ``env`` (``None``: ours)
+    and the ``telemetry`` settings (``OTEL_*``): each one added unless the
+    environment already sets it (what the user set wins)."""
+    if not telemetry:
+        return env
+    merged = dict(os.environ if env is None else env)
+    for key, value in telemetry.items():
+        merged.setdefault(key, value)
+    return merged
 
 
 @asynccontextmanager

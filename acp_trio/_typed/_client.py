@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
@@ -48,8 +48,7 @@ from acp_trio._core._requests import PendingRequest, RequestContext, current_req
 from acp_trio._exceptions import (
     RequestError,
 )
-from acp_trio._transports import open_agent_process
-from acp_trio._transports._process import StderrMode
+from acp_trio._transports._process import StderrMode, open_agent_process, with_telemetry
 from acp_trio._typed._agent_proxy import AgentProxy
 from acp_trio._typed._dispatch import (
     Extensible,
@@ -427,6 +426,7 @@ async def open_spawned_agent(
     stderr: StderrMode | logging.Logger = "forward",
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
+    telemetry: Mapping[str, str] | None = None,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` (any ACP agent, any SDK) and talk to it
     over its stdio. If it dies, calls fail with :class:`ConnectionClosed`
@@ -440,8 +440,14 @@ async def open_spawned_agent(
     ``"name[pid]: "``; ``"log"`` or a :class:`logging.Logger` logs them
     instead, ``"capture"`` only keeps the tail, ``"inherit"`` and
     ``"discard"`` as in :func:`open_agent_process`.
+
+    ``telemetry``: ``OTEL_*`` settings for the agent, so that it exports its
+    traces where we do (``acp_trio.contrib.otel.otlp_environment()``); each
+    is added to its environment unless that (``env``, or ours) already sets
+    it.
     """
-    async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
+    agent_env = with_telemetry(env, telemetry)
+    async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(
             client, process.stream, config=config, schema_converter=schema_converter

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal, overload
 
@@ -31,7 +31,7 @@ from acp_trio._exceptions import (
     UnsupportedProtocolVersion,
 )
 from acp_trio._public import NoPublicConstructor
-from acp_trio._transports import open_agent_process
+from acp_trio._transports._process import open_agent_process, with_telemetry
 from acp_trio._typed._dispatch import (
     Extensible,
     ProxyBase,
@@ -327,12 +327,16 @@ async def open_spawned_agent(
     env: dict[str, str] | None = None,
     config: ConnectionConfig | None = None,
     stderr: Literal["forward", "capture"] = "forward",
+    telemetry: Mapping[str, str] | None = None,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
     :func:`acp_trio.open_client` over a spawned process); call :meth:`AgentProxy.initialize`
     first. Leaving the block, also by an exception or a cancellation, closes
-    the connection, then stops and reaps the process (shielded, bounded)."""
-    async with open_agent_process(command, cwd=cwd, env=env, stderr=stderr) as process:
+    the connection, then stops and reaps the process (shielded, bounded).
+    ``telemetry``: ``OTEL_*`` settings added to its environment unless already set
+    there (as :func:`acp_trio.open_spawned_agent`)."""
+    agent_env = with_telemetry(env, telemetry)
+    async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_client(client, process.stream, config=config) as agent:
             yield agent

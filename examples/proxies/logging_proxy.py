@@ -24,6 +24,7 @@ SUCCESSOR = "proxy/successor"
 
 
 QUIET = "--quiet" in sys.argv[1:]  # pass messages on without logging (benchmarks)
+OTEL = "--otel" in sys.argv[1:]  # trace with OpenTelemetry (the otel extra and its SDK)
 
 
 def log(line: str) -> None:
@@ -90,4 +91,16 @@ async def main(proxy: LoggingProxy) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, LoggingProxy())
+    if not OTEL:
+        trio.run(main, LoggingProxy())
+    else:
+        # Spans exported as OTEL_* say (OTEL_TRACES_EXPORTER=console: stderr);
+        # every connection of the process traced, each hop continuing the trace.
+        from acp_trio.contrib.otel import Tracing, configure_sdk
+
+        shutdown = configure_sdk("logging-proxy")
+        Tracing().install()
+        try:
+            trio.run(main, LoggingProxy())
+        finally:
+            shutdown()

@@ -1,0 +1,38 @@
+"""Helpers for reading finished spans."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from acp_trio.contrib.otel import Tracing
+
+
+def recording() -> tuple[Tracing, InMemorySpanExporter]:
+    """A :class:`Tracing` whose spans end up in the returned exporter."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Tracing(provider), exporter
+
+
+def only(spans: Iterable[ReadableSpan], name: str, kind: SpanKind) -> ReadableSpan:
+    found = [s for s in spans if s.name == name and s.kind == kind]
+    assert len(found) == 1, (name, kind, [(s.name, s.kind) for s in spans])
+    return found[0]
+
+
+def events(span: ReadableSpan) -> list[str]:
+    return [event.name for event in span.events]
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return None if span.parent is None else span.parent.span_id
+
+
+def trace_ids(*groups: Sequence[ReadableSpan]) -> set[int]:
+    return {s.context.trace_id for group in groups for s in group}
