@@ -177,6 +177,8 @@ class OutgoingCalls:
             self._check_open()
         if self._outbox.full and not self._outbox.closed:
             raise trio.WouldBlock  # before encoding: the caller will send it again
+        if self._instrument is not None:
+            params = self._instrument.notification_sending(method, params)
         if not self._outbox.try_put(self._peer.notify(method, params)):
             if self._outbox.closed:
                 raise ConnectionClosed("connection closed")

@@ -78,6 +78,18 @@ async def test_meta_gets_the_context_and_keeps_the_users_keys() -> None:
     assert listed["params"] == [1, 2]  # no _meta to put it in
 
 
+async def test_notify_nowait_carries_the_context_too() -> None:
+    tracing, _exporter = recording()
+    with trio.fail_after(LIMIT):
+        async with traced_connection(tracing) as (conn, peer):
+            with tracing.tracer.start_as_current_span("outer") as outer:
+                conn.notify_nowait("n", {"y": 2, "_meta": {"mine": 3}})
+            note = await peer.receive()
+    trace_id = f"{outer.get_span_context().trace_id:032x}"
+    assert note["params"]["_meta"]["mine"] == 3
+    assert note["params"]["_meta"]["traceparent"].split("-")[1] == trace_id
+
+
 async def test_nothing_is_injected_without_propagation() -> None:
     tracing, _ = recording()
     tracing.propagate = False
