@@ -35,6 +35,7 @@ from acp_trio.remote._ws_frames import (
     NO_STATUS,
     NORMAL,
     PROTOCOL_ERROR,
+    TOO_BIG,
     FrameReader,
     Keys,
     ProtocolFailure,
@@ -51,6 +52,10 @@ __all__ = [
 ]
 
 _READ_SIZE = 65536
+
+#: What each fragment of a message counts toward the message size cap on
+#: top of its payload (bytes): more than the memory a fragment held takes.
+FRAGMENT_COST = 64
 
 
 class WebSocketError(Exception):
@@ -268,6 +273,12 @@ class WebSocket:
             if self.closed is not None:
                 await trio.lowlevel.checkpoint()
                 raise self.closed
+            if self._out_size > self._limit:
+                # Our replies to its pings (and closes) wait to be written:
+                # read no more until there is room, so a peer that sends
+                # and never reads meets the same bound as everything else.
+                await self._wait_for_room(self._limit)
+                continue
             await self._read()
 
     def get_message_nowait(self) -> str | bytes | None:
@@ -336,8 +347,13 @@ class WebSocket:
                 else:
                     raise ProtocolFailure(PROTOCOL_ERROR, f"unknown opcode {opcode}")
                 if not fin:
+                    # Each fragment held counts its overhead too (what a
+                    # bytes object and its place in the list take), so a
+                    # message of empty or tiny fragments meets the cap.
                     self._parts.append(payload)
-                    self._size += len(payload)
+                    self._size += len(payload) + FRAGMENT_COST
+                    if self._size > self._max:
+                        raise ProtocolFailure(TOO_BIG, "message too big")
                     reader.limit = self._max - self._size
                     continue
                 if self._parts:

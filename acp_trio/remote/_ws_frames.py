@@ -129,11 +129,20 @@ class FrameReader:
                 return None
             size = int.from_bytes(buffer[pos + 2 : pos + 4], "big")
             start = pos + 4
+            if size < 126:
+                raise ProtocolFailure(PROTOCOL_ERROR, "a payload length not in its shortest form")
         elif size == 127:
             if available < 10:
                 return None
             size = int.from_bytes(buffer[pos + 2 : pos + 10], "big")
             start = pos + 10
+            if size < 65536 or size >> 63:
+                raise ProtocolFailure(
+                    PROTOCOL_ERROR,
+                    "a payload length not in its shortest form"
+                    if size < 65536
+                    else "a 64-bit payload length with its top bit set",
+                )
         if opcode >= 8:
             if size > 125 or not first & 0x80:
                 raise ProtocolFailure(
