@@ -18,6 +18,8 @@ its next minor version for that reason.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import functools
 import logging
@@ -90,6 +92,38 @@ def _is_upgrade(head: bytes) -> bool:
     return False
 
 
+def _handshake_refusal(head: bytes) -> bytes | None:
+    """The response refusing an upgrade whose key or version RFC 6455
+    §4.2.1 forbids (``None`` if both are right): 400 for a
+    ``Sec-WebSocket-Key`` that is not 16 bytes in base64, 426 for a
+    version other than 13 (400 without one), both naming version 13."""
+    key: bytes | None = None
+    versions: list[bytes] = []
+    for line in head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"sec-websocket-key":
+            key = b"" if key is not None else value.strip()  # (two keys: refused)
+        elif name == b"sec-websocket-version":
+            versions.append(value.strip())
+    if versions != [b"13"]:
+        status, text = (426, b"Upgrade Required") if versions else (400, b"Bad Request")
+        body = b"Sec-WebSocket-Version 13 is required\n"
+    else:
+        try:
+            if key is not None and len(base64.b64decode(key, validate=True)) == 16:
+                return None
+        except binascii.Error:
+            pass
+        status, text = 400, b"Bad Request"
+        body = b"Sec-WebSocket-Key must be 16 bytes in base64\n"
+    return (
+        b"HTTP/1.1 %d %s\r\nSec-WebSocket-Version: 13\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n\r\n%s" % (status, text, len(body), body)
+    )
+
+
 async def serve_front(
     app: Any,
     config: Config,
@@ -160,6 +194,13 @@ class _Front:
                     await stream.aclose()
                 return
         if _is_upgrade(head):
+            refusal = _handshake_refusal(head)
+            if refusal is not None:
+                with trio.CancelScope(shield=True):
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await stream.send_all(refusal)
+                    await stream.aclose()
+                return
             connection = WSConnection(ConnectionType.SERVER)
             end = head.index(b"\r\n\r\n") + 4
             try:
