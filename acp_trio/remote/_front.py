@@ -37,6 +37,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import RemoteProtocolError
 
+from acp_trio.remote._http1_guard import RequestGuard
 from acp_trio.remote._websocket import WebSocket, WebSocketClosed
 from acp_trio.remote._ws_frames import ABNORMAL, NORMAL
 
@@ -57,7 +58,8 @@ class _GivenBack(trio.abc.HalfCloseableStream):
 
     def __init__(self, stream: trio.SocketStream, head: bytes) -> None:
         self._stream = stream
-        self._head = head
+        self._guard = RequestGuard()
+        self._head = self._guard.feed(head)
         self.socket = stream.socket  # hypercorn reads the addresses from it
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
@@ -65,7 +67,15 @@ class _GivenBack(trio.abc.HalfCloseableStream):
             head, self._head = self._head, b""
             await trio.lowlevel.checkpoint()
             return head
-        return await self._stream.receive_some(max_bytes)
+        while True:
+            data = await self._stream.receive_some(max_bytes)
+            if not data:
+                return data
+            # Only what the guard hands on (a head is held until whole;
+            # after a forbidden request, nothing: the connection ends).
+            data = self._guard.feed(data)
+            if data:
+                return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._stream.send_all(data)
