@@ -1,4 +1,4 @@
-"""A WebSocket on a Trio byte stream, on wsproto: the one both sides of the
+"""A WebSocket on a Trio byte stream: the one both sides of the
 WebSocket profile use (the server's front for an upgrade, the client's
 connection).
 
@@ -12,10 +12,16 @@ still slows its sender down. Reads take whatever the socket has (up to
 64 KiB) and parse every frame in it; the socket is read only when a
 message is asked for, so a slow reader slows its peer.
 
-Frames are built and parsed here (wsproto's parser costs some 9 us a
-frame, several times what the rest of a message costs); the handshakes are
-wsproto's. No extension is offered or accepted (permessage-deflate would
-cost more CPU than it saves on loopback-sized JSON-RPC messages).
+The protocol (frames parsed and built, messages assembled, the closing
+handshake, the limits) is :class:`~acp_trio.remote._ws_core.WebSocketCore`,
+without I/O, which decides as wsproto's frame protocol does (a
+differential test holds it to that) at a fraction of its cost (wsproto's
+parser costs some 9 us a frame, several times what the rest of a message
+costs); this module only drives it with Trio. The handshakes are wsproto's.
+Control replies (pongs, closes) obey the write buffer's bound: while it is
+over ``write_buffer`` bytes, nothing more is read. No extension is offered
+or accepted (permessage-deflate would cost more CPU than it saves on
+loopback-sized JSON-RPC messages).
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ class WebSocket:
     whole messages; ``client``: our side is the client (it masks what it
     sends). ``leftover``: bytes read with the handshake after it.
 
-    Messages over ``max_message_size`` bytes close the WebSocket with 1009.
+    Messages over ``max_message_size`` bytes close the WebSocket with 1009
+    (each fragment of a message counting :data:`FRAGMENT_COST` bytes more).
     The writer (:meth:`run_writer`) must run in a nursery before anything
     is sent; :func:`client_handshake` and the server's front start it.
     """
