@@ -222,3 +222,21 @@ async def test_connect_says_in_one_line_that_nothing_listens() -> None:
     assert done.returncode == 1
     [line] = done.stderr.decode().splitlines()
     assert f"127.0.0.1:{port}" in line
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_check_agent_through_connect_conforms(profile: str) -> None:
+    """Issue 37's bar: a served scenario agent, reached through ``connect``
+    on each profile, CONFORMS (h2c used to stall, and ``connect`` to lose
+    replies when stdin closed)."""
+    with trio.fail_after(LIMIT * 3):
+        async with running(agent_app(ScenarioAgent)) as base:
+            connect = [sys.executable, "-m", "acp_trio", "connect", "--profile", profile]
+            done = await trio.run_process(
+                [sys.executable, "-m", "acp_trio", "check-agent", "--", *connect, base + "/acp"],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+    assert done.returncode == 0, done.stdout.decode()[-3000:]
+    assert b"\nCONFORMS\n" in done.stdout
