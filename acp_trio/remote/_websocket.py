@@ -110,6 +110,8 @@ class WebSocket:
             client=client, max_message_size=max_message_size, send=self._put_quietly
         )
         self._core.receive_data(leftover)
+        keys = self._core.keys
+        self._next_key = None if keys is None else keys.next  # (bound once: per send)
         self._closed: WebSocketClosed | None = None
         self._reading = False
         self._read_done = trio.Event()  # set (and replaced) after each read
@@ -144,7 +146,7 @@ class WebSocket:
 
     def _key(self) -> bytes | None:
         """A fresh masking key for a client's frame; ``None`` for a server's."""
-        return self._core.key()
+        return None if self._next_key is None else self._next_key()
 
     def _put_quietly(self, data: bytes) -> None:
         """:meth:`_put` for the core's own frames (a lost connection is

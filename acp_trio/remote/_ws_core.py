@@ -47,7 +47,6 @@ class WebSocketCore:
 
     __slots__ = (
         "_decoder",
-        "_keys",
         "_max",
         "_opcode",
         "_parts",
@@ -56,6 +55,7 @@ class WebSocketCore:
         "close_code",
         "close_reason",
         "failed",
+        "keys",
         "peer_closed",
         "reader",
         "sent_close",
@@ -63,7 +63,8 @@ class WebSocketCore:
 
     def __init__(self, *, client: bool, max_message_size: int, send: Callable[[bytes], None]):
         self._send = send
-        self._keys = Keys() if client else None
+        #: The masking keys of a client's frames (``None`` for a server).
+        self.keys = Keys() if client else None
         self._max = max_message_size
         self.reader = FrameReader(not client, max_message_size)
         self._opcode: int | None = None  # of the message being received
@@ -83,11 +84,11 @@ class WebSocketCore:
 
     def key(self) -> bytes | None:
         """A fresh masking key for a client's frame; ``None`` for a server's."""
-        return None if self._keys is None else self._keys.next()
+        return None if self.keys is None else self.keys.next()
 
     def frame(self, opcode: int, payload: bytes) -> bytes:
         """A whole frame of ours (masked if we are the client)."""
-        return build_frame(opcode, payload, None if self._keys is None else self._keys.next())
+        return build_frame(opcode, payload, None if self.keys is None else self.keys.next())
 
     def close(self, code: int, reason: str) -> None:
         """Start the closing handshake (once): send a close frame."""
