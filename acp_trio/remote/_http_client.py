@@ -298,9 +298,12 @@ class HttpMessages(MessageStream):
                 # (httpcore2's own errors: raw_chunks reads below httpx2.)
                 _log.debug("SSE stream %s dropped: %s", session_id, exc)
             except trio.ClosedResourceError:
-                if self._broken is None:
+                if self._broken is None and not self._closed:
                     raise
-                return  # another stream failed the connection
+                # Another stream failed the connection, or it is being
+                # closed while this one waited for room in the full queue
+                # (a caller that left with messages unread).
+                return
             failures += 1
             self.reconnects += 1
             delay = min(self._max_backoff, 0.05 * 2 ** min(failures, 10))
