@@ -13,8 +13,10 @@ h11 itself refuses (two different ``Content-Length``) and nothing after it:
 h11 answers ``400`` and hypercorn closes the connection.
 
 It stands aside (passes everything) at what it does not follow: HTTP/2's
-preface, an upgrade or ``CONNECT``, a head or chunk line it cannot parse or
-too long (h11 refuses those itself).
+preface or an upgrade to h2c (``HTTP2-Settings`` given), a head or chunk
+line it cannot parse or too long (h11 refuses those itself). Other upgrades
+(a WebSocket reaches hypercorn only when refused) and ``CONNECT`` leave it
+guarding: hypercorn goes on in HTTP/1.1 after them.
 """
 
 from __future__ import annotations
@@ -125,11 +127,13 @@ class RequestGuard:
         """Read a whole request head, setting what follows it; ``None`` if
         it is forbidden."""
         request_line, *lines = head.rstrip(b"\r\n").split(b"\n")
-        if request_line.startswith((b"PRI ", b"CONNECT ")) or not request_line.strip():
+        if request_line.startswith(b"PRI ") or not request_line.strip():
             self._state = _OFF
             return True
         lengths: list[bytes] = []
         encoded = False
+        upgrade = b""
+        settings = False
         for line in lines:
             name, colon, value = line.partition(b":")
             if not colon:
@@ -142,9 +146,13 @@ class RequestGuard:
                 if value.strip().lower() != b"chunked":
                     self._state = _OFF  # (h11 refuses it: 501)
             elif name == b"upgrade":
-                self._state = _OFF  # (h2c or a WebSocket: not HTTP/1.1 after it)
+                upgrade = value.strip().lower()
+            elif name == b"http2-settings":
+                settings = True
         if (encoded and lengths) or len(lengths) > 1:
             return None
+        if upgrade == b"h2c" and settings:
+            self._state = _OFF  # (hypercorn goes on in HTTP/2 after it)
         if self._state == _OFF:
             return True
         if encoded:

@@ -121,17 +121,31 @@ def test_the_guard_puts_a_refused_head_in_place_of_a_forbidden_request(
     assert fed(data, list(range(1, len(data)))) == (VALID + POISON, True)
 
 
+H2C_UPGRADE = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"
+
+
 @pytest.mark.parametrize(
     "head",
-    [
-        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-        b"GET / HTTP/1.1\r\nUpgrade: h2c\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
-    ],
-    ids=["h2c preface", "upgrade"],
+    [b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", H2C_UPGRADE + b"\r\n"],
+    ids=["h2c preface", "h2c upgrade"],
 )
 def test_the_guard_stands_aside_after_what_is_not_http1(head: bytes) -> None:
     rest = b"\x00\x00\x12\x04" + post(b"Content-Length: 1\r\nContent-Length: 1\r\n", b"x")
-    if b"Upgrade" in head:  # (a forbidden upgrade is refused like any other)
-        assert fed(head + rest, [])[1]
-        return
     assert fed(head + rest, [5]) == (head + rest, False)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        H2C_UPGRADE + b"Content-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+        post(b"Upgrade: foo\r\nContent-Length: 1\r\n", b"x"),
+        post(b"Upgrade: h2c\r\nContent-Length: 1\r\n", b"x"),  # (no HTTP2-Settings)
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    ],
+    ids=["a forbidden h2c upgrade", "another upgrade", "h2c without settings", "CONNECT"],
+)
+def test_the_guard_goes_on_guarding_after_what_stays_http1(head: bytes) -> None:
+    smuggling = SMUGGLED["Content-Length and Transfer-Encoding"]
+    out, refused = fed(head + smuggling + NOT_FOUND, [])
+    assert refused
+    assert out.endswith(POISON)
