@@ -26,7 +26,7 @@ OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-remote regen clean
+.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-remote bench-scale fuzz-websocket regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -91,6 +91,16 @@ bench-connection: $(STAMP)
 # SDK's release candidate, WebSocket and Streamable HTTP.
 bench-remote: $(STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BIN)/python benchmarks/bench_remote.py
+
+# 1,000 remote clients at once on each profile (benchmarks/bench_scale.py).
+bench-scale: $(STAMP)
+	for profile in websocket http1 http; do \
+		$(BIN)/python benchmarks/bench_scale.py --connections 1000 --profile $$profile || exit 1; \
+	done
+
+# The WebSocket differential test's long run against wsproto (about 10 minutes on 2 cores).
+fuzz-websocket: $(STAMP)
+	$(BIN)/python benchmarks/fuzz_websocket.py --sequences 1000000 --jobs 2
 
 bench-schema: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_schema.py

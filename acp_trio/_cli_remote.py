@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import sys
 
 import trio
 
@@ -80,6 +81,33 @@ def _split(parser: argparse.ArgumentParser, where: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _connect_failure(exc: BaseException) -> str | None:
+    """One line saying why ``connect`` failed (``None``: a bug, shown whole):
+    the server refused (its status and words), or it could not be reached."""
+    from acp_trio.remote import HttpStatusError, WebSocketError, WebSocketRejected
+
+    if isinstance(exc, BaseExceptionGroup):
+        reasons = [_connect_failure(inner) for inner in exc.exceptions]
+        return next((r for r in reasons if r is not None), None) if all(reasons) else None
+    if isinstance(exc, WebSocketRejected):
+        text = exc.body.decode("utf-8", "replace").strip()
+        return f"the server refused the WebSocket: HTTP {exc.status_code}" + (
+            f": {text}" if text else ""
+        )
+    if isinstance(exc, (HttpStatusError, WebSocketError)):
+        return str(exc)
+    if isinstance(exc, trio.BrokenResourceError) and isinstance(exc.__cause__, Exception):
+        return _connect_failure(exc.__cause__) or str(exc)
+    if isinstance(exc, OSError):
+        return f"cannot connect: {exc.strerror or exc}"
+    if isinstance(exc, trio.BrokenResourceError):
+        return str(exc)
+    name = type(exc).__module__
+    if name.startswith(("httpx", "httpcore")):
+        return f"cannot connect: {exc}"
+    return None
+
+
 def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         from acp_trio.remote import _bridge
@@ -87,9 +115,20 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(str(exc))
     token = args.token or os.environ.get(_TOKEN_ENV) or None
     if args.tool == "connect":
-        trio.run(
-            functools.partial(_bridge.connect_stdio, args.url, profile=args.profile, token=token)
-        )
+        try:
+            trio.run(
+                functools.partial(
+                    _bridge.connect_stdio, args.url, profile=args.profile, token=token
+                )
+            )
+        except KeyboardInterrupt:
+            return 130
+        except Exception as exc:
+            reason = _connect_failure(exc)
+            if reason is None:
+                raise
+            print(f"acp_trio connect: {args.url}: {reason}", file=sys.stderr)
+            return 1
         return 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -132,10 +132,12 @@ class RemoteApp:
         if scope.get("path") != self.path:
             return 404, "not found"
         if self.token is not None:
-            given = header(scope, "authorization") or ""
+            given = header(scope, "authorization")
             expected = f"Bearer {self.token}"
-            if not hmac.compare_digest(given.encode(), expected.encode()):
+            if given is None:
                 return 401, "a bearer token is required"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                return 401, "the bearer token is not right"
         origin = header(scope, "origin")
         if origin is not None and origin not in self.allowed_origins:
             return 403, "origin not allowed"

@@ -13,14 +13,21 @@ import trio
 
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._message_stream import MessageStream
+from acp_trio._exceptions import RequestError
 from acp_trio._jsonrpc import OversizedFrame
+from acp_trio._jsonrpc._messages import (
+    InvalidMessage,
+    decode_frame,
+    encode_frame,
+    error_response,
+)
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._stdio import open_stdio_stream
 from acp_trio.remote._app import RemoteApp
 from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio.remote._serve import Profile, open_remote_stream, serve_remote
 
-__all__ = ["bridge", "connect_stdio", "serve_command"]
+__all__ = ["bridge", "connect_bridge", "connect_stdio", "serve_command"]
 
 _log = logging.getLogger("acp_trio.remote")
 
@@ -54,6 +61,78 @@ async def bridge(messages: MessageStream, framed: FramedStream) -> None:
                     continue
                 await messages.send_message(frame)
             nursery.cancel_scope.cancel()
+
+        nursery.start_soon(inward)
+        nursery.start_soon(outward)
+
+
+async def connect_bridge(messages: MessageStream, framed: FramedStream) -> None:
+    """:func:`bridge` for ``connect``: ``framed`` is an editor's stdio, and
+    ``messages`` a remote agent. When stdin ends, every reply still owed to
+    the editor's requests is delivered before the bridge ends (as a local
+    agent answers what it read before its stdin closed). A line that is not
+    JSON is answered ``-32700``, a JSON value that is not a message object
+    ``-32600`` (``id: null``), here, as a local agent would, and the bridge
+    goes on: a Streamable HTTP server refuses such a body with a ``400``
+    that would otherwise end it."""
+    owed: set[tuple[bool, object]] = set()  # (is a string, id): exact ids
+    writing = trio.Lock()  # (both directions write to stdout)
+    stdin_done = False
+
+    async def write(frame: bytes) -> None:
+        async with writing:
+            await framed.send_frames(frame)
+
+    async with trio.open_nursery() as nursery:
+
+        async def inward() -> None:
+            while True:
+                message = await messages.receive_message()
+                if message is None:
+                    break
+                if isinstance(message, OversizedFrame):
+                    _log.warning(
+                        "dropped a message of %d bytes (cap %d)", message.size, message.limit
+                    )
+                    continue
+                answered: tuple[bool, object] | None = None
+                if owed:
+                    value = decode_frame(message)
+                    if type(value) is dict and "method" not in value:
+                        reply_id = value.get("id")
+                        answered = (isinstance(reply_id, str), reply_id)
+                await write(message + b"\n")
+                if answered is not None:
+                    # (Only once written: the bridge may end when none is owed.)
+                    owed.discard(answered)
+                    if stdin_done and not owed:
+                        break
+            nursery.cancel_scope.cancel()
+
+        async def outward() -> None:
+            nonlocal stdin_done
+            while True:
+                frame = await framed.receive_frame()
+                if frame is None:
+                    break
+                if isinstance(frame, OversizedFrame):
+                    _log.warning("dropped %d bytes (cap %d)", frame.size, frame.limit)
+                    continue
+                value = decode_frame(frame)
+                if type(value) is InvalidMessage:
+                    await write(encode_frame(error_response(None, value.error)))
+                    continue
+                if type(value) is not dict:
+                    error = RequestError.invalid_request("not a JSON-RPC message object")
+                    await write(encode_frame(error_response(None, error)))
+                    continue
+                request_id = value.get("id")
+                if isinstance(value.get("method"), str) and type(request_id) in (int, str):
+                    owed.add((isinstance(request_id, str), request_id))
+                await messages.send_message(frame)
+            stdin_done = True
+            if not owed:
+                nursery.cancel_scope.cancel()
 
         nursery.start_soon(inward)
         nursery.start_soon(outward)
@@ -111,5 +190,5 @@ async def connect_stdio(
         open_stdio_stream() as stdio,
     ):
         framed = FramedStream(stdio, stdio, max_message_size=max_message_size)
-        await bridge(stream, framed)
+        await connect_bridge(stream, framed)
     sys.stdout.flush()

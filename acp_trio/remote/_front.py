@@ -18,6 +18,8 @@ its next minor version for that reason.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import functools
 import logging
@@ -35,6 +37,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import RemoteProtocolError
 
+from acp_trio.remote._http1_guard import RequestGuard
 from acp_trio.remote._websocket import WebSocket, WebSocketClosed
 from acp_trio.remote._ws_frames import ABNORMAL, NORMAL
 
@@ -55,7 +58,8 @@ class _GivenBack(trio.abc.HalfCloseableStream):
 
     def __init__(self, stream: trio.SocketStream, head: bytes) -> None:
         self._stream = stream
-        self._head = head
+        self._guard = RequestGuard()
+        self._head = self._guard.feed(head)
         self.socket = stream.socket  # hypercorn reads the addresses from it
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
@@ -63,7 +67,15 @@ class _GivenBack(trio.abc.HalfCloseableStream):
             head, self._head = self._head, b""
             await trio.lowlevel.checkpoint()
             return head
-        return await self._stream.receive_some(max_bytes)
+        while True:
+            data = await self._stream.receive_some(max_bytes)
+            if not data:
+                return data
+            # Only what the guard hands on (a head is held until whole;
+            # after a forbidden request, nothing: the connection ends).
+            data = self._guard.feed(data)
+            if data:
+                return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._stream.send_all(data)
@@ -88,6 +100,38 @@ def _is_upgrade(head: bytes) -> bool:
         if name.strip().lower() == b"upgrade" and value.strip().lower() == b"websocket":
             return True
     return False
+
+
+def _handshake_refusal(head: bytes) -> bytes | None:
+    """The response refusing an upgrade whose key or version RFC 6455
+    §4.2.1 forbids (``None`` if both are right): 400 for a
+    ``Sec-WebSocket-Key`` that is not 16 bytes in base64, 426 for a
+    version other than 13 (400 without one), both naming version 13."""
+    key: bytes | None = None
+    versions: list[bytes] = []
+    for line in head.split(b"\r\n\r\n", 1)[0].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"sec-websocket-key":
+            key = b"" if key is not None else value.strip()  # (two keys: refused)
+        elif name == b"sec-websocket-version":
+            versions.append(value.strip())
+    if versions != [b"13"]:
+        status, text = (426, b"Upgrade Required") if versions else (400, b"Bad Request")
+        body = b"Sec-WebSocket-Version 13 is required\n"
+    else:
+        try:
+            if key is not None and len(base64.b64decode(key, validate=True)) == 16:
+                return None
+        except binascii.Error:
+            pass
+        status, text = 400, b"Bad Request"
+        body = b"Sec-WebSocket-Key must be 16 bytes in base64\n"
+    return (
+        b"HTTP/1.1 %d %s\r\nSec-WebSocket-Version: 13\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+        b"Connection: close\r\n\r\n%s" % (status, text, len(body), body)
+    )
 
 
 async def serve_front(
@@ -160,6 +204,13 @@ class _Front:
                     await stream.aclose()
                 return
         if _is_upgrade(head):
+            refusal = _handshake_refusal(head)
+            if refusal is not None:
+                with trio.CancelScope(shield=True):
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await stream.send_all(refusal)
+                    await stream.aclose()
+                return
             connection = WSConnection(ConnectionType.SERVER)
             end = head.index(b"\r\n\r\n") + 4
             try:

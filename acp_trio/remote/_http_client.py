@@ -9,7 +9,7 @@ import json
 import logging
 import random
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
@@ -125,8 +125,11 @@ class HttpMessages(MessageStream):
         queue_size: int,
         max_backoff: float,
         resumable: bool = False,
+        sse_client_factory: Callable[[], httpx2.AsyncClient] | None = None,
     ) -> None:
         self._resumable = resumable
+        # Over HTTP/2: each SSE stream on an HTTP connection of its own.
+        self._sse_client_factory = sse_client_factory
         # By stream: the SSE id of the last event received (resumable only).
         self._cursors: dict[str | None, str] = {}
         self._client = client
@@ -253,6 +256,13 @@ class HttpMessages(MessageStream):
     async def _read_stream(self, session_id: str | None) -> None:
         """Read one SSE stream for the connection's life, opening it again
         (backoff with jitter) when it drops."""
+        if self._sse_client_factory is None:
+            await self._read_stream_on(self._sse_client, session_id)
+            return
+        async with self._sse_client_factory() as client:
+            await self._read_stream_on(client, session_id)
+
+    async def _read_stream_on(self, sse_client: httpx2.AsyncClient, session_id: str | None) -> None:
         failures = 0
         while not self._closed:
             try:
@@ -261,7 +271,7 @@ class HttpMessages(MessageStream):
                 if cursor is not None:
                     headers["Last-Event-ID"] = cursor
                 async with (
-                    self._sse_client.stream(
+                    sse_client.stream(
                         "GET", self._url, headers=headers, timeout=httpx2.Timeout(30, read=None)
                     ) as response,
                     reset_when_left(response),
@@ -288,9 +298,12 @@ class HttpMessages(MessageStream):
                 # (httpcore2's own errors: raw_chunks reads below httpx2.)
                 _log.debug("SSE stream %s dropped: %s", session_id, exc)
             except trio.ClosedResourceError:
-                if self._broken is None:
+                if self._broken is None and not self._closed:
                     raise
-                return  # another stream failed the connection
+                # Another stream failed the connection, or it is being
+                # closed while this one waited for room in the full queue
+                # (a caller that left with messages unread).
+                return
             failures += 1
             self.reconnects += 1
             delay = min(self._max_backoff, 0.05 * 2 ** min(failures, 10))
@@ -360,8 +373,19 @@ async def open_http_stream(
     client = httpx2.AsyncClient(**common)
     # The SSE streams get an HTTP connection of their own (sharing the
     # cookie jar): POSTs multiplexed with long-lived streams on one h2
-    # connection could stall under httpcore2 (seen on loopback).
+    # connection could stall under httpcore2 (seen on loopback). Over
+    # HTTP/2, each SSE stream gets one of its own too: httpcore2 (2.17, as
+    # httpcore) lets one stream's task read the connection for all, under
+    # a lock, and a stream whose event another task already read waits for
+    # that lock behind a stream blocked reading the socket: with two
+    # sessions (three streams) a reply sat in the client's queue for its
+    # stream, never read (issue 37).
     sse_client = httpx2.AsyncClient(cookies=client.cookies.jar, **common)
+
+    def sse_client_factory() -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(cookies=client.cookies.jar, **common)
+
+    per_stream = http2  # (over https, HTTP/2 when the server agrees)
     with plain_exceptions():
         async with client, sse_client, trio.open_nursery() as nursery:
             stream = HttpMessages(
@@ -373,6 +397,7 @@ async def open_http_stream(
                 queue_size,
                 max_backoff,
                 resumable,
+                sse_client_factory if per_stream else None,
             )
             try:
                 yield stream

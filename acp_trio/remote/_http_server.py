@@ -306,11 +306,8 @@ class HttpProfile:
         if box is None:
             await _error(send, 404, "unknown session")
             return
-        # A newer GET takes over: the older one stops before taking another
-        # message (what it took is in the replay buffer already).
-        if box.reader is not None:
-            box.reader.cancel()
-            box.reader = None
+        # A refusal touches nothing: the cursor is checked before the
+        # stream already open is.
         replayed: list[tuple[int, bytes]] = []
         cursor = _header(scope, "last-event-id")
         if box.replay is not None and cursor is not None:
@@ -319,6 +316,12 @@ class HttpProfile:
                 await _error(send, 409, f"cursor {cursor!r} is not held any more")
                 return
             replayed = found
+        # A newer GET takes over: the older one stops before taking another
+        # message (what it took is in the replay buffer already, and in
+        # ``replayed``: nothing was awaited since).
+        if box.reader is not None:
+            box.reader.cancel()
+            box.reader = None
         connection.open_streams += 1
         try:
             await self._stream(box, replayed, receive, send)

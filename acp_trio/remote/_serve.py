@@ -71,6 +71,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: The listen backlog of :func:`serve_remote`'s sockets.
+BACKLOG = 4096
+
+
 def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     """A hypercorn configuration for ``app`` on ``host:port``, its limits
     set from the app's message cap."""
@@ -86,6 +90,12 @@ def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     # cap on requests per connection: hypercorn's default (1000) ends an
     # HTTP/2 connection under the request that crosses it, losing that POST.
     config.keep_alive_max_requests = 2**62
+    # Room for bursts of connections (each Streamable HTTP client opens
+    # three): with hypercorn's default (100), a busy server's accept queue
+    # overflowed under 1,000 clients and the connections it dropped were
+    # reset mid-request (benchmarks/bench_scale.py). The kernel caps it
+    # (net.core.somaxconn).
+    config.backlog = BACKLOG
     return config
 
 

@@ -1,4 +1,4 @@
-"""A WebSocket on a Trio byte stream, on wsproto: the one both sides of the
+"""A WebSocket on a Trio byte stream: the one both sides of the
 WebSocket profile use (the server's front for an upgrade, the client's
 connection).
 
@@ -12,10 +12,16 @@ still slows its sender down. Reads take whatever the socket has (up to
 64 KiB) and parse every frame in it; the socket is read only when a
 message is asked for, so a slow reader slows its peer.
 
-Frames are built and parsed here (wsproto's parser costs some 9 us a
-frame, several times what the rest of a message costs); the handshakes are
-wsproto's. No extension is offered or accepted (permessage-deflate would
-cost more CPU than it saves on loopback-sized JSON-RPC messages).
+The protocol (frames parsed and built, messages assembled, the closing
+handshake, the limits) is :class:`~acp_trio.remote._ws_core.WebSocketCore`,
+without I/O, which decides as wsproto's frame protocol does (a
+differential test holds it to that) at a fraction of its cost (wsproto's
+parser costs some 9 us a frame, several times what the rest of a message
+costs); this module only drives it with Trio. The handshakes are wsproto's.
+Control replies (pongs, closes) obey the write buffer's bound: while it is
+over ``write_buffer`` bytes, nothing more is read. No extension is offered
+or accepted (permessage-deflate would cost more CPU than it saves on
+loopback-sized JSON-RPC messages).
 """
 
 from __future__ import annotations
@@ -29,20 +35,11 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-from acp_trio.remote._ws_frames import (
-    ABNORMAL,
-    INVALID_DATA,
-    NO_STATUS,
-    NORMAL,
-    PROTOCOL_ERROR,
-    FrameReader,
-    Keys,
-    ProtocolFailure,
-    build_frame,
-    sendable,
-)
+from acp_trio.remote._ws_core import FRAGMENT_COST, WebSocketCore
+from acp_trio.remote._ws_frames import ABNORMAL, NORMAL, build_frame
 
 __all__ = [
+    "FRAGMENT_COST",
     "WebSocket",
     "WebSocketClosed",
     "WebSocketError",
@@ -89,7 +86,8 @@ class WebSocket:
     whole messages; ``client``: our side is the client (it masks what it
     sends). ``leftover``: bytes read with the handshake after it.
 
-    Messages over ``max_message_size`` bytes close the WebSocket with 1009.
+    Messages over ``max_message_size`` bytes close the WebSocket with 1009
+    (each fragment of a message counting :data:`FRAGMENT_COST` bytes more).
     The writer (:meth:`run_writer`) must run in a nursery before anything
     is sent; :func:`client_handshake` and the server's front start it.
     """
@@ -105,15 +103,16 @@ class WebSocket:
         leftover: bytes = b"",
     ) -> None:
         self._stream = stream
-        self._keys = Keys() if client else None
-        self._max = max_message_size
         self._limit = write_buffer
         self.handshake_headers = list(handshake_headers)
-        self._reader = FrameReader(not client, max_message_size)
-        self._reader.feed(leftover)
-        self._opcode: int | None = None  # of the message being received
-        self._parts: list[bytes] = []
-        self._size = 0
+        # The protocol (sans I/O); what it must send goes through _put.
+        self._core = WebSocketCore(
+            client=client, max_message_size=max_message_size, send=self._put_quietly
+        )
+        self._core.receive_data(leftover)
+        keys = self._core.keys
+        self._next_key = None if keys is None else keys.next  # (bound once: per send)
+        self._closed: WebSocketClosed | None = None
         self._reading = False
         self._read_done = trio.Event()  # set (and replaced) after each read
         self._read_scope: trio.CancelScope | None = None
@@ -126,12 +125,6 @@ class WebSocket:
         self._write_error: BaseException | None = None
         #: How long :meth:`aclose` waits for the peer (seconds).
         self.close_timeout = 5.0
-        #: Set once closing or closed: the code and reason (see
-        #: :class:`WebSocketClosed`).
-        self.closed: WebSocketClosed | None = None
-        self._sent_close = False
-        self._failed = False  # the peer broke the protocol: no more reading
-        self._peer_closed = trio.Event()
         self._writer_scope: trio.CancelScope | None = None
         self._aclosed = False
         # A plain socket's descriptor (non-blocking, as Trio keeps it): with
@@ -141,11 +134,25 @@ class WebSocket:
         # (Asked each time: a closed socket's number may already be another's.)
         self._socket = stream.socket if type(stream) is trio.SocketStream else None
 
+    @property
+    def closed(self) -> WebSocketClosed | None:
+        """Set once closing or closed: the code and reason (see
+        :class:`WebSocketClosed`)."""
+        if self._closed is None and (code := self._core.close_code) is not None:
+            self._closed = WebSocketClosed(code, self._core.close_reason)
+        return self._closed
+
     # -- writing ---------------------------------------------------------
 
     def _key(self) -> bytes | None:
         """A fresh masking key for a client's frame; ``None`` for a server's."""
-        return None if self._keys is None else self._keys.next()
+        return None if self._next_key is None else self._next_key()
+
+    def _put_quietly(self, data: bytes) -> None:
+        """:meth:`_put` for the core's own frames (a lost connection is
+        seen elsewhere)."""
+        with contextlib.suppress(WebSocketClosed):
+            self._put(data)
 
     async def run_writer(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -198,7 +205,7 @@ class WebSocket:
             await self._written.wait()
 
     def _check_open(self) -> None:
-        if self.closed is not None or self._sent_close:
+        if self._core.sent_close or self._core.close_code is not None:
             raise self.closed or WebSocketClosed(NORMAL, "the WebSocket is closing")
 
     async def send_message(self, message: str | bytes) -> None:
@@ -235,8 +242,8 @@ class WebSocket:
         WebSocket is closing or lost; then use :meth:`send_text`."""
         if (
             self._out_size > self._limit
-            or self.closed is not None
-            or self._sent_close
+            or self._core.close_code is not None
+            or self._core.sent_close
             or self._write_error is not None
         ):
             return False
@@ -257,30 +264,36 @@ class WebSocket:
         lost (1006), or when the peer breaks the protocol or sends a
         message over the cap (after closing with 1002, 1007 or 1009).
         Cancelling a wait loses nothing: what was read stays buffered."""
+        core = self._core
         while True:
-            if not (self._failed or self._peer_closed.is_set()):
-                # (Also once we are closing: the peer's close frame is read
-                # here, and messages still coming are dropped.)
-                message = self._next()
-                if message is not None:
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    return message
-            if self.closed is not None:
+            # (Also once we are closing: the peer's close frame is read
+            # here, and messages still coming are dropped.)
+            message = core.next_message()
+            if message is not None:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                return message
+            if core.close_code is not None and self.closed is not None:
                 await trio.lowlevel.checkpoint()
                 raise self.closed
+            if self._out_size > self._limit:
+                # Our replies to its pings (and closes) wait to be written:
+                # read no more until there is room, so a peer that sends
+                # and never reads meets the same bound as everything else.
+                await self._wait_for_room(self._limit)
+                continue
             await self._read()
 
     def get_message_nowait(self) -> str | bytes | None:
         """The next whole message if one was already read, else ``None``
         (then use :meth:`get_message`)."""
-        if self.closed is not None:
+        if self._core.close_code is not None:
             return None
-        return self._next()
+        return self._core.next_message()
 
     @property
     def pending(self) -> bool:
         """Whether bytes already read wait to be taken."""
-        return self._reader.buffered > 0
+        return self._core.reader.buffered > 0
 
     def interrupt_reading(self) -> None:
         """Wake a task waiting in :meth:`get_message`: it raises
@@ -305,99 +318,9 @@ class WebSocket:
                 done, self._read_done = self._read_done, trio.Event()
                 done.set()
         if not data:
-            self._set_closed(ABNORMAL, "the connection was lost")
+            self._core.connection_lost()
             return
-        self._reader.feed(data)
-
-    def _next(self) -> str | bytes | None:
-        """The next whole message from what was read, acting on control
-        frames on the way; ``None`` if none is complete (or the WebSocket
-        closed meanwhile)."""
-        reader = self._reader
-        try:
-            while (frame := reader.next_frame()) is not None:
-                opcode, fin, payload = frame
-                if opcode >= 8:
-                    self._control(opcode, payload)
-                    if self._peer_closed.is_set():
-                        return None
-                    continue
-                if opcode == 0:
-                    if self._opcode is None:
-                        raise ProtocolFailure(
-                            PROTOCOL_ERROR, "a continuation frame starts no message"
-                        )
-                elif opcode in (1, 2):
-                    if self._opcode is not None:
-                        raise ProtocolFailure(
-                            PROTOCOL_ERROR, "a new message inside a fragmented one"
-                        )
-                    self._opcode = opcode
-                else:
-                    raise ProtocolFailure(PROTOCOL_ERROR, f"unknown opcode {opcode}")
-                if not fin:
-                    self._parts.append(payload)
-                    self._size += len(payload)
-                    reader.limit = self._max - self._size
-                    continue
-                if self._parts:
-                    self._parts.append(payload)
-                    payload = b"".join(self._parts)
-                    self._parts, self._size, reader.limit = [], 0, self._max
-                kind, self._opcode = self._opcode, None
-                if self._sent_close:
-                    continue  # we are closing: what still comes is dropped
-                if kind == 2:
-                    return payload
-                try:
-                    return payload.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ProtocolFailure(INVALID_DATA, "a text message not in UTF-8") from None
-        except ProtocolFailure as exc:
-            self._fail(exc.code, exc.reason)
-        return None
-
-    def _control(self, opcode: int, payload: bytes) -> None:
-        if opcode == 0x9:  # ping
-            if not self._sent_close:
-                with contextlib.suppress(WebSocketClosed):
-                    self._put(build_frame(0xA, payload, self._key()))
-        elif opcode == 0x8:  # close
-            if len(payload) == 1:
-                raise ProtocolFailure(PROTOCOL_ERROR, "a close frame of one byte")
-            code = int.from_bytes(payload[:2], "big") if payload else NO_STATUS
-            if payload and not sendable(code):
-                raise ProtocolFailure(PROTOCOL_ERROR, f"close code {code} may not be sent")
-            try:
-                reason = payload[2:].decode("utf-8")
-            except UnicodeDecodeError:
-                raise ProtocolFailure(INVALID_DATA, "a close reason not in UTF-8") from None
-            if not self._sent_close:
-                self._sent_close = True
-                with contextlib.suppress(WebSocketClosed):
-                    self._put(build_frame(0x8, payload[:2], self._key()))
-            self._set_closed(code, reason)
-        elif opcode != 0xA:  # (a pong needs nothing)
-            raise ProtocolFailure(PROTOCOL_ERROR, f"unknown control opcode {opcode}")
-
-    def _set_closed(self, code: int, reason: str) -> None:
-        if self.closed is None:
-            self.closed = WebSocketClosed(code, reason)
-        self._peer_closed.set()
-
-    def _send_close(self, code: int, reason: str) -> None:
-        if not self._sent_close:
-            self._sent_close = True
-            payload = code.to_bytes(2, "big") + reason.encode("utf-8")[:123]
-            with contextlib.suppress(WebSocketClosed):
-                self._put(build_frame(0x8, payload, self._key()))
-        if self.closed is None:
-            self.closed = WebSocketClosed(code, reason)
-
-    def _fail(self, code: int, reason: str) -> None:
-        """The peer broke the protocol: close with ``code``, read no more."""
-        self._failed = True
-        self._send_close(code, reason)
+        self._core.receive_data(data)
 
     # -- closing ---------------------------------------------------------
 
@@ -411,16 +334,17 @@ class WebSocket:
             return
         self._aclosed = True
         with trio.CancelScope(shield=True), trio.move_on_after(self.close_timeout):
-            self._send_close(code, reason)
+            core = self._core
+            core.close(code, reason)
             await self.flush()
             # Wait for the peer's close frame, dropping what comes before it.
-            while not (self._peer_closed.is_set() or self._failed or self._write_error):
+            while core.reading and not self._write_error:
                 if self._reading:
                     # Another task is reading: see what it read first.
                     await self._read_done.wait()
                     continue
-                self._next()
-                if not (self._peer_closed.is_set() or self._failed):
+                core.next_message()
+                if core.reading:
                     await self._read()
             await self.flush()
         if self._writer_scope is not None:

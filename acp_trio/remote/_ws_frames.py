@@ -18,6 +18,7 @@ __all__ = [
     "Keys",
     "ProtocolFailure",
     "build_frame",
+    "receivable",
     "sendable",
 ]
 
@@ -34,6 +35,13 @@ def sendable(code: int) -> bool:
     """Whether an endpoint may send close code ``code`` (RFC 6455 §7.4:
     1000-1003 and 1007-1014 of the registered ones, 3000-4999)."""
     return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
+
+
+def receivable(code: int) -> bool:
+    """Whether a peer's close frame may carry close code ``code``: what
+    wsproto accepts (1000-1003, 1007-1013, 3000-4999), so the two decide
+    alike (tests/remote/test_websocket_differential.py)."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1013 or 3000 <= code <= 4999
 
 
 def build_frame(opcode: int, payload: bytes, key: bytes | None) -> bytes:
@@ -114,14 +122,18 @@ class FrameReader:
         if available < 2:
             return None
         first, second = buffer[pos], buffer[pos + 1]
-        if first & 0x70:
-            raise ProtocolFailure(PROTOCOL_ERROR, "reserved bits set (no extension was agreed)")
+        # (Checked in wsproto's order, so that a frame cut short is refused
+        # after as many bytes as there.)
         opcode = first & 0x0F
-        masked = second & 0x80
-        if bool(masked) != self._masked:
-            raise ProtocolFailure(
-                PROTOCOL_ERROR, "a client frame not masked" if self._masked else "a masked frame"
-            )
+        if opcode >= 8:
+            if opcode > 10:
+                raise ProtocolFailure(PROTOCOL_ERROR, f"unknown control opcode {opcode}")
+            if not first & 0x80 or second & 0x7F > 125:
+                raise ProtocolFailure(
+                    PROTOCOL_ERROR, "a control frame fragmented or over 125 bytes"
+                )
+        elif opcode > 2:
+            raise ProtocolFailure(PROTOCOL_ERROR, f"unknown opcode {opcode}")
         size = second & 0x7F
         start = pos + 2
         if size == 126:
@@ -129,17 +141,28 @@ class FrameReader:
                 return None
             size = int.from_bytes(buffer[pos + 2 : pos + 4], "big")
             start = pos + 4
+            if size < 126:
+                raise ProtocolFailure(PROTOCOL_ERROR, "a payload length not in its shortest form")
         elif size == 127:
             if available < 10:
                 return None
             size = int.from_bytes(buffer[pos + 2 : pos + 10], "big")
             start = pos + 10
-        if opcode >= 8:
-            if size > 125 or not first & 0x80:
+            if size < 65536 or size >> 63:
                 raise ProtocolFailure(
-                    PROTOCOL_ERROR, "a control frame fragmented or over 125 bytes"
+                    PROTOCOL_ERROR,
+                    "a payload length not in its shortest form"
+                    if size < 65536
+                    else "a 64-bit payload length with its top bit set",
                 )
-        elif size > self.limit:
+        if first & 0x70:
+            raise ProtocolFailure(PROTOCOL_ERROR, "reserved bits set (no extension was agreed)")
+        masked = second & 0x80
+        if bool(masked) != self._masked:
+            raise ProtocolFailure(
+                PROTOCOL_ERROR, "a client frame not masked" if self._masked else "a masked frame"
+            )
+        if size > self.limit and opcode < 8:
             raise ProtocolFailure(TOO_BIG, "message too big")
         if masked:
             key = bytes(buffer[start : start + 4])

@@ -4,6 +4,7 @@ loopback."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -16,10 +17,10 @@ import trio
 import acp_trio
 from acp_trio import schema
 from acp_trio._cli import main
-from acp_trio.remote import open_remote_agent
-from acp_trio.testing import ScenarioClient
+from acp_trio.remote import RemoteApp, agent_app, open_remote_agent
+from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, until
+from .conftest import LIMIT, running, until
 
 SCENARIO_AGENT = [sys.executable, "-m", "acp_trio", "scenario-agent"]
 
@@ -145,3 +146,97 @@ def test_serve_needs_a_command_and_an_address(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main(["serve", "--http", "nowhere", "--", "x"])
     assert "HOST:PORT" in capsys.readouterr().err
+
+
+INIT_LINE = (
+    b'{"jsonrpc":"2.0","id":0,"method":"initialize",'
+    b'"params":{"protocolVersion":1,"clientCapabilities":{}}}\n'
+)
+PROFILES = ["websocket", "http", "http1"]
+
+
+async def run_connect(url: str, stdin: bytes, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, "-m", "acp_trio", "connect", *extra, url]
+    return await trio.run_process(
+        command, stdin=stdin, capture_stdout=True, capture_stderr=True, check=False
+    )
+
+
+def replies(stdout: bytes) -> list[dict[str, object]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_connect_delivers_the_replies_owed_when_stdin_closes(profile: str) -> None:
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            done = await run_connect(base + "/acp", INIT_LINE, "--profile", profile)
+    assert done.returncode == 0, done.stderr
+    [reply] = replies(done.stdout)  # (was none over WebSocket and h2c)
+    assert reply["id"] == 0
+    assert reply["result"]["protocolVersion"] == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_connect_answers_a_malformed_line_and_goes_on(profile: str) -> None:
+    stdin = b"this is not JSON\n[1, 2]\n" + INIT_LINE
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            done = await run_connect(base + "/acp", stdin, "--profile", profile)
+    assert done.returncode == 0, done.stderr  # (was 1 over HTTP: the server's 400)
+    parse_error, invalid, reply = replies(done.stdout)
+    assert parse_error["id"] is None
+    assert parse_error["error"]["code"] == -32700  # type: ignore[index]
+    assert invalid["id"] is None
+    assert invalid["error"]["code"] == -32600  # type: ignore[index]
+    assert reply["id"] == 0
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [(None, "a bearer token is required"), ("wrong", "the bearer token is not right")],
+    ids=["no token", "wrong token"],
+)
+async def test_connect_says_in_one_line_why_the_server_refused(
+    profile: str, token: str | None, said: str
+) -> None:
+    app = RemoteApp(agent_app(ScenarioAgent).handle, token="s3cret")
+    extra = ["--profile", profile] + (["--token", token] if token else [])
+    with trio.fail_after(LIMIT):
+        async with running(app) as base:
+            done = await run_connect(base + "/acp", INIT_LINE, *extra)
+    assert done.returncode == 1
+    assert done.stdout == b""
+    [line] = done.stderr.decode().splitlines()  # (was a traceback)
+    assert "401" in line
+    assert said in line
+
+
+async def test_connect_says_in_one_line_that_nothing_listens() -> None:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+    await listeners[0].aclose()  # (the port is free: nothing listens)
+    with trio.fail_after(LIMIT):
+        done = await run_connect(f"http://127.0.0.1:{port}/acp", INIT_LINE)
+    assert done.returncode == 1
+    [line] = done.stderr.decode().splitlines()
+    assert f"127.0.0.1:{port}" in line
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_check_agent_through_connect_conforms(profile: str) -> None:
+    """Issue 37's bar: a served scenario agent, reached through ``connect``
+    on each profile, CONFORMS (h2c used to stall, and ``connect`` to lose
+    replies when stdin closed)."""
+    with trio.fail_after(LIMIT * 3):
+        async with running(agent_app(ScenarioAgent)) as base:
+            connect = [sys.executable, "-m", "acp_trio", "connect", "--profile", profile]
+            done = await trio.run_process(
+                [sys.executable, "-m", "acp_trio", "check-agent", "--", *connect, base + "/acp"],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+    assert done.returncode == 0, done.stdout.decode()[-3000:]
+    assert b"\nCONFORMS\n" in done.stdout

@@ -51,12 +51,14 @@ def dumps(obj: Any) -> bytes:
 def upgrade(
     *,
     key: bytes | None = KEY,
-    version: bytes = b"13",
+    version: bytes | None = b"13",
     connection: bytes = b"Upgrade",
     host: bytes = b"127.0.0.1",
 ) -> bytes:
     lines = [b"GET /acp HTTP/1.1", b"Host: " + host, b"Upgrade: websocket"]
-    lines += [b"Connection: " + connection, b"Sec-WebSocket-Version: " + version]
+    lines.append(b"Connection: " + connection)
+    if version is not None:
+        lines.append(b"Sec-WebSocket-Version: " + version)
     if key is not None:
         lines.append(b"Sec-WebSocket-Key: " + key)
     return b"\r\n".join([*lines, b"", b""])
@@ -150,18 +152,62 @@ async def test_a_first_frame_in_the_upgrades_write_is_answered() -> None:
             await close(peer)
 
 
-@pytest.mark.parametrize(
-    "request_head",
-    [upgrade(key=None), upgrade(version=b"8"), upgrade(connection=b"keep-alive")],
-    ids=["no key", "version 8", "no Connection: Upgrade"],
-)
-async def test_an_upgrade_wsproto_refuses_is_answered_with_a_4xx(request_head: bytes) -> None:
+async def test_an_upgrade_wsproto_refuses_is_answered_with_a_4xx() -> None:
     with trio.fail_after(LIMIT):
         async with running(agent_app(ScenarioAgent)) as base, await connect(base) as stream:
-            await stream.send_all(request_head)
+            await stream.send_all(upgrade(connection=b"keep-alive"))  # no Connection: Upgrade
             status, headers, _ = await read_head(stream)
             assert re.fullmatch(rb"HTTP/1\.1 4\d\d .*", status)
             assert headers[b"server"] == b"hypercorn-h11"
+
+
+async def refused(base: str, request_head: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+    """The status line and headers of the answer to ``request_head``, after
+    which the server closes the connection."""
+    async with await connect(base) as stream:
+        await stream.send_all(request_head)
+        status, headers, rest = await read_head(stream)
+        while data := await stream.receive_some():
+            rest += data
+        assert len(rest) == int(headers[b"content-length"])  # then EOF
+        return status, headers
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        None,
+        b"",
+        b"abc=",
+        base64.b64encode(b"k" * 15),
+        base64.b64encode(b"k" * 17),
+        b"dGhlIHNhbXBsZSBub25jZQ",  # (16 bytes, unpadded)
+        b"dGhlIHNhbXBsZSBub25j!Q==",
+    ],
+    ids=["none", "empty", "short", "15 bytes", "17 bytes", "no padding", "not base64"],
+)
+async def test_a_key_not_16_bytes_in_base64_is_refused_400(key: bytes | None) -> None:
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            status, headers = await refused(base, upgrade(key=key))
+            assert status.startswith(b"HTTP/1.1 400 ")
+            assert headers[b"connection"] == b"close"
+
+
+@pytest.mark.parametrize(
+    ("version", "code"),
+    [(b"8", 426), (b"12", 426), (b"13, 8", 426), (b"", 426), (None, 400)],
+    ids=["8", "12", "two", "empty", "none"],
+)
+async def test_a_version_other_than_13_is_refused_naming_13(
+    version: bytes | None, code: int
+) -> None:
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            status, headers = await refused(base, upgrade(version=version))
+            assert status.startswith(b"HTTP/1.1 %d " % code)
+            assert headers[b"sec-websocket-version"] == b"13"
+            assert headers[b"connection"] == b"close"
 
 
 @pytest.mark.parametrize("http2", [False, True], ids=["http1", "h2c"])

@@ -227,3 +227,42 @@ async def test_an_h2c_connection_carries_more_than_a_thousand_posts() -> None:
                 result = await agent.prompt_text(session_id, "read 1100 /tmp/notes.txt")
                 assert result.stop_reason == "end_turn"
                 assert client.texts(session_id) == ["read 1100 70400"]
+
+
+@pytest.mark.parametrize("profile", ["http", "http1"], ids=["h2c", "http1"])
+async def test_two_sessions_on_one_connection_then_prompts_never_stall(profile: str) -> None:
+    """Issue 37: over h2c, two sessions (three SSE streams on one HTTP/2
+    connection) then a prompt used to hang in most runs: httpcore2 read a
+    stream's reply for it, and that stream then waited for the read lock
+    behind another stream blocked reading the socket. Repeated, since it
+    was a race (it hung within 8 rounds in every run seen)."""
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            for _ in range(12):
+                client = ScenarioClient()
+                async with open_remote_agent(client, base + "/acp", profile=profile) as agent:  # type: ignore[arg-type]
+                    await agent.initialize(client.initialize_request())
+                    new = schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                    first = await agent.new_session(new)
+                    second = await agent.new_session(new)
+                    for session in (first, second, first):
+                        result = await agent.prompt_text(session.session_id, "echo hi")
+                        assert result.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize("profile", ["http", "http1"], ids=["h2c", "http1"])
+async def test_leaving_with_a_full_queue_unread_raises_nothing(profile: str) -> None:
+    """Issue 37: a prompt streaming more than the client reads, cancelled,
+    then the block left: the SSE reader waiting for room in the full queue
+    used to raise trio.ClosedResourceError out of the block when the stream
+    was closed under it."""
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            for _ in range(3):
+                client = ScenarioClient()
+                async with open_remote_agent(client, base + "/acp", profile=profile) as agent:  # type: ignore[arg-type]
+                    await agent.initialize(client.initialize_request())
+                    new = schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                    session = await agent.new_session(new)
+                    with trio.move_on_after(0.3):
+                        await agent.prompt_text(session.session_id, "stream 1000000 1")

@@ -13,7 +13,13 @@ import trio
 import acp_trio
 from acp_trio import ConnectionConfig, schema
 from acp_trio.lowlevel import Handler, RequestContext
-from acp_trio.remote import RemoteApp, agent_app, open_http_stream, open_remote_agent
+from acp_trio.remote import (
+    RemoteApp,
+    agent_app,
+    hypercorn_config,
+    open_http_stream,
+    open_remote_agent,
+)
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
 from .conftest import LIMIT, running
@@ -80,3 +86,12 @@ async def test_a_prompt_one_byte_over_the_agents_cap_is_answered_32600(profile: 
                 # The connection goes on.
                 result = await agent.prompt_text(session_id, "echo fine")
                 assert result.stop_reason == "end_turn"
+
+
+def test_the_listen_backlog_has_room_for_bursts_of_connections() -> None:
+    """Issue 37 (1,000 clients, benchmarks/bench_scale.py): with hypercorn's
+    default backlog (100) the busy server's accept queue overflowed and the
+    connections it dropped were reset mid-request (225 to 436 of 1,000
+    clients failed over HTTP/1.1 and h2c); with 4,096, none."""
+    config = hypercorn_config(agent_app(ScenarioAgent), "127.0.0.1", 0)
+    assert config.backlog >= 4096

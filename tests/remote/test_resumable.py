@@ -149,6 +149,28 @@ async def test_a_cursor_no_longer_held_gets_409(http2: bool) -> None:
 
 
 @pytest.mark.parametrize("http2", [True, False], ids=["h2c", "http1"])
+async def test_a_refused_get_leaves_the_open_stream_alone(http2: bool) -> None:
+    app = agent_app(ScenarioAgent, resumable=True)
+    with trio.fail_after(LIMIT):
+        async with running(app) as base, raw_client(http2) as client:
+            url = base + "/acp"
+            connection_id = await initialize(client, url)
+            session_id = await start_session(client, url, connection_id)
+            scoped = {**JSON, "Acp-Connection-Id": connection_id, "Acp-Session-Id": session_id}
+            async with sse(client, url, connection_id, session_id) as events:
+                await client.post(url, content=prompt(2, session_id, "stream 1 1"), headers=scoped)
+                assert "params" in (await events.next())[1]
+                assert (await events.next())[1]["id"] == 2
+                # A second GET with a cursor never sent: refused, and the
+                # stream open goes on (it used to be cancelled first).
+                async with sse(client, url, connection_id, session_id, "999", status=409):
+                    pass
+                await client.post(url, content=prompt(3, session_id, "stream 1 1"), headers=scoped)
+                assert "params" in (await events.next())[1]
+                assert (await events.next())[1]["id"] == 3
+
+
+@pytest.mark.parametrize("http2", [True, False], ids=["h2c", "http1"])
 async def test_streams_are_not_resumable_unless_asked(http2: bool) -> None:
     app = agent_app(ScenarioAgent)
     with trio.fail_after(LIMIT):
