@@ -75,6 +75,9 @@ def functools_partial_run(command: list[str]):  # type: ignore[no-untyped-def]
 # 20 times, and 20 times again after a rebase, each beside two busy loops and
 # a full test run on this 2-core machine, load about 4) and two whole runs of
 # tests/remote: not skipped any more.
+NESTED = ("session/request_permission", "fs/read_text_file", "terminal/create")
+
+
 @pytest.mark.parametrize("profile", ["websocket", "http", "http1"])
 async def test_serve_exposes_a_stdio_agent(profile: str) -> None:
     with trio.fail_after(LIMIT):
@@ -94,8 +97,12 @@ async def test_serve_exposes_a_stdio_agent(profile: str) -> None:
                         await agent.prompt_text(session.session_id, "nested")
 
                     nursery.start_soon(run)
-                    await client.wait_for_requests("session/request_permission")
-                    await client.wait_for_requests("fs/read_text_file")
+                    # All three held before the cancel: one still on its way
+                    # when its $/cancel_request comes is answered -32800
+                    # without its handler ever running, and is never counted
+                    # as cancelled (this hung the test 1 run in 6 or 8).
+                    for method in NESTED:
+                        await client.wait_for_requests(method)
                     await agent.cancel(session.session_id)
                 await until(lambda: len(client.cancelled) >= 3)
 
