@@ -112,8 +112,11 @@ async def test_a_cancel_request_reaches_the_agent_which_cascades(profile: str) -
                 with trio.CancelScope() as scope:
 
                     async def cancel_when_held() -> None:
+                        # All three held: one still on its way when its cancel
+                        # comes never runs its handler, and is not counted.
                         await client.wait_for_requests("session/request_permission")
                         await client.wait_for_requests("fs/read_text_file")
+                        await client.wait_for_requests("terminal/create")
                         scope.cancel()
 
                     async with trio.open_nursery() as nursery:

@@ -145,8 +145,11 @@ async def test_a_cancelled_call_sends_cancel_request_and_the_agent_cascades() ->
                 with trio.CancelScope() as scope:
 
                     async def cancel_when_held() -> None:
+                        # All three held: one still on its way when its cancel
+                        # comes never runs its handler, and is not counted.
                         await client.wait_for_requests("session/request_permission")
                         await client.wait_for_requests("fs/read_text_file")
+                        await client.wait_for_requests("terminal/create")
                         scope.cancel()
 
                     async with trio.open_nursery() as nursery:
