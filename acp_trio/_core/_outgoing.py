@@ -200,8 +200,9 @@ class OutgoingCalls:
     async def _send_request(self, method: str, params: Any) -> PendingRequest:
         _check_params(params)
         self._check_open()
+        sent = None
         if self._instrument is not None:
-            return await self._send_instrumented(self._instrument, method, params)
+            params, sent = self._instrument.request_sending(method, params)
         entry, frame = self._peer.send_request(method, params)
         parent = current_request()
         pending = PendingRequest(self._owner, entry, parent)
@@ -213,29 +214,11 @@ class OutgoingCalls:
         except BaseException:
             # Not sent (cancelled while the queue was full).
             self._peer.forget(entry)
+            if sent is not None:
+                sent(None)
             raise
-        if parent is not None and pending._state == _WAITING:
-            parent._adopt(pending)
-        return pending
-
-    async def _send_instrumented(
-        self, instrument: ConnectionInstrument, method: str, params: Any
-    ) -> PendingRequest:
-        """:meth:`_send_request` with ``instrument`` told of the request."""
-        params, sent = instrument.request_sending(method, params)
-        entry, frame = self._peer.send_request(method, params)
-        parent = current_request()
-        pending = PendingRequest(self._owner, entry, parent)
-        entry.handle = pending
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-            if not self._outbox.try_put(frame):
-                await self._outbox.put(frame)
-        except BaseException:
-            self._peer.forget(entry)
-            sent(None)
-            raise
-        sent(pending)
+        if sent is not None:
+            sent(pending)
         if parent is not None and pending._state == _WAITING:
             parent._adopt(pending)
         return pending
