@@ -217,6 +217,13 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         """True once the connection started closing: calls now fail."""
         return self._closed
 
+    @property
+    def handler(self) -> Handler:
+        """The handler the connection hands requests and notifications to:
+        the one it was made with (made by the factory, if it was given one),
+        or, with tracing on, the instrument's handler wrapped around it."""
+        return self._handler
+
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
 

@@ -1,7 +1,7 @@
 """The public seams proxies, tools and the typed layer build on, each
 through the public API: ``Connection.send_request``,
 ``notify_past_limit_nowait``, ``run_in_notification_order_soon``,
-``serve``, ``start_soon``, ``closed_error``; ``PendingRequest.cancel``,
+``serve``, ``start_soon``, ``closed_error``, ``handler``; ``PendingRequest.cancel``,
 ``result_nowait``, ``add_done_callback``, ``detached``."""
 
 from __future__ import annotations
@@ -262,3 +262,18 @@ async def test_closed_error_is_what_calls_raise(autojump_clock: Any) -> None:
         assert first is not second
         assert isinstance(first, ConnectionClosed)
         assert str(first) == str(caught.value)
+
+
+async def test_handler_is_the_one_it_runs(autojump_clock: Any) -> None:
+    made: list[FnHandler] = []
+
+    def factory(conn: Connection) -> FnHandler:
+        made.append(FnHandler())
+        return made[-1]
+
+    with trio.fail_after(LIMIT):
+        handler = FnHandler()
+        async with raw_connection(handler) as (conn, _peer, _wire):
+            assert conn.handler is handler
+        ours, _theirs = trio.testing.memory_stream_pair()
+        assert Connection(ours, factory).handler is made[0]
