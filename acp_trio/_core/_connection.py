@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any, Final, final
 
@@ -217,6 +217,13 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         """True once the connection started closing: calls now fail."""
         return self._closed
 
+    @property
+    def handler(self) -> Handler:
+        """The handler the connection hands requests and notifications to:
+        the one it was made with (made by the factory, if it was given one),
+        or, with tracing on, the instrument's handler wrapped around it."""
+        return self._handler
+
     async def aclose(self) -> None:
         """Close the connection and wait until it is closed (idempotent).
 
@@ -295,9 +302,21 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
     # ------------------------------------------------------------------
     # Running
 
-    async def _run(
-        self, task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED
     ) -> None:
+        """Run this connection until it closes; report it started through
+        ``task_status`` (as :func:`serve_connection` does, for a connection
+        made beforehand: one whose object is needed before it runs, to close
+        it from a signal handler say). A connection runs once: a second
+        call raises ``RuntimeError``. Errors come out as one plain
+        exception, never an ``ExceptionGroup``.
+
+        Cancelling the call closes the connection: running handlers are
+        cancelled and answered ``-32800``, pending calls fail with
+        :class:`ConnectionClosed`, queued output is flushed (bounded by
+        ``close_timeout``), then ``trio.Cancelled`` propagates.
+        """
         if self._started:
             raise RuntimeError("a Connection can only be run once")
         self._started = True
@@ -343,7 +362,32 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         self._close_cause = cause
         self._shutdown.set()
 
-    def _closed_error(self) -> ConnectionClosed:
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[object]], *args: object, name: object = None
+    ) -> None:
+        """Start ``async_fn(*args)`` as a task of the connection's own, as
+        ``trio.Nursery.start_soon`` does: for work a callback must start
+        that may outlive its caller but not the connection (releasing what
+        a late answer brings, say). The task is cancelled when the
+        connection closes, with its handlers (bounded by ``close_timeout``);
+        an exception it raises ends the connection, so catch what you
+        expect.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        ``RuntimeError`` before it runs.
+        """
+        if self._closed:
+            raise self.closed_error()
+        if self._nursery is None:
+            raise RuntimeError("the connection is not running yet")
+        self._nursery.start_soon(async_fn, *args, name=name)
+
+    def closed_error(self) -> ConnectionClosed:
+        """The :class:`ConnectionClosed` that calls raise once the connection
+        is closing: a new one each time, with the reason, its cause and (for
+        a spawned process) its exit code and the tail of its stderr. For
+        code of one's own that fails the way the connection's calls do
+        (ending what waited for an answer that can no longer come)."""
         exit_code: int | None = None
         stderr_tail: bytes | None = None
         if self.config.exit_details is not None:
@@ -354,7 +398,7 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
 
     def _check_open(self) -> None:
         if self._closed:
-            raise self._closed_error()
+            raise self.closed_error()
 
     def _teardown(self) -> None:
         # Runs once, in the connection's task, when closing starts.
@@ -384,7 +428,7 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
             self._answer_unstarted(ctx)
         for out in outgoing:
             if out.handle is not None:
-                out.handle._settle(None, self._closed_error(), 0)
+                out.handle._settle(None, self.closed_error(), 0)
         self._reader_scope.cancel()
         self._interrupt_caller_reading()
         if self._local_close or not self._shutdown.is_set():

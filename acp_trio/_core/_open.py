@@ -36,7 +36,7 @@ async def serve_connection(
     ``close_timeout``), then ``trio.Cancelled`` propagates.
     """
     with plain_exceptions():
-        await Connection(stream, handler, config)._run(task_status)
+        await Connection(stream, handler, config).serve(task_status=task_status)
 
 
 async def connect_connection(
@@ -51,7 +51,7 @@ async def connect_connection(
     closes it as :meth:`Connection.aclose` does; cancelling this call while
     it starts the connection stops it again.
     """
-    conn: Connection = await nursery.start(Connection(stream, handler, config)._run)
+    conn: Connection = await nursery.start(Connection(stream, handler, config).serve)
     return conn
 
 

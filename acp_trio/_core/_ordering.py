@@ -31,7 +31,7 @@ _in_notification_handler: Final[ContextVar[bool]] = ContextVar(
 )
 
 # (number, method, params) of a notification read; (number, None, fn) for
-# work of our own run by the consumer in its place (see _call_in_consumer).
+# work of our own run by the consumer in its place (see run_in_notification_order_soon).
 _Queued = tuple[int, str | None, Any]
 
 
@@ -80,11 +80,19 @@ class NotificationOrdering:
         finally:
             self._wake_barrier_waiters(math.inf)
 
-    def _call_in_consumer(self, fn: Callable[[], Awaitable[None]]) -> bool:
-        """Have the notification consumer run ``await fn()`` after the
-        notifications queued so far, as if it were one of them (in order,
-        in the consumer's task; past the queue's limit). ``False`` if the
-        connection no longer handles notifications."""
+    def run_in_notification_order_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Have the task that handles notifications run ``await fn()`` after
+        the notifications read so far, as if it were one more of them: in
+        wire order, in that task (so a notification read later is handled
+        after it, and a reply or request read later waits for it as for a
+        notification read before it). Synchronous, never waits: it is queued
+        past the notification queue's limit.
+
+        For work that must be ordered with the peer's notifications, such as
+        updates a client buffered before it knew their session. An exception
+        ``fn`` raises is logged, as a notification handler's is. Returns
+        ``False`` (and does nothing) once the connection no longer handles
+        notifications."""
         # A number of its own, so that a reply read after now waits for it as
         # for a notification read before it (see _wait_for_barrier).
         self._notifications_received += 1

@@ -71,7 +71,7 @@ class OutgoingCalls:
         cancelled), one ``$/cancel_request`` is sent for the request, the
         cancellation goes on at once, and the peer's late answer is dropped.
         """
-        pending = await self._send_request(method, params)
+        pending = await self.send_request(method, params)
         consumer = _in_notification_handler.get()
         if consumer:
             self._consumer_call_started()
@@ -126,7 +126,7 @@ class OutgoingCalls:
         result, ``detach()`` to let it run). Leaving the block while the
         request is unanswered cancels it on the wire, unless detached.
         Entering is a checkpoint, as every async function of Trio's is."""
-        pending = await self._send_request(method, params)
+        pending = await self.send_request(method, params)
         try:
             # A schedule point (the request is sent: no cancel point here).
             await trio.lowlevel.cancel_shielded_checkpoint()
@@ -184,20 +184,49 @@ class OutgoingCalls:
                 raise ConnectionClosed("connection closed")
             raise trio.WouldBlock
 
-    def _notify_now(self, method: str, params: Any = None) -> bool:
-        """Queue a notification at once, past the output limit, as the
-        ``$/cancel_request`` frames are: for a cancel that must go out from
-        a task being cancelled, without waiting; also while the connection
-        closes, as long as its output is still being written (so it goes
-        out before the ``-32800`` replies of the handlers closing cancels).
-        ``False`` once nothing more is written (nothing is sent)."""
+    def notify_past_limit_nowait(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit, as the SDK
+        queues its own ``$/cancel_request`` frames: for a notification that
+        must go out from a task being cancelled, without waiting and without
+        a checkpoint (a ``session/cancel``, a tool call's final update).
+        Unlike :meth:`notify_nowait` it never raises ``trio.WouldBlock``: a
+        full output queue grows by one. It still goes out while the
+        connection closes, as long as its output is being written (before
+        the ``-32800`` replies of the handlers that closing cancels).
+
+        Returns ``False`` once nothing more is written (nothing is sent);
+        raises :class:`LocalProtocolError` for ``params`` that are not an
+        object, an array or ``None``. Use it for the few messages that must
+        not be lost to a cancellation; everything else should wait for room
+        (:meth:`notify`), which is what bounds the output queue.
+        """
+        if params is not None and type(params) is not dict and type(params) is not list:
+            _check_params(params)
         if self._outbox.closed:
             return False
         if self._instrument is not None:
             params = self._instrument.notification_sending(method, params)
         return self._outbox.put_nowait(self._peer.notify(method, params))
 
-    async def _send_request(self, method: str, params: Any) -> PendingRequest:
+    async def send_request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send a request and return its :class:`PendingRequest` without
+        waiting for the answer: for a caller that keeps the request beyond
+        one block (a proxy forwarding it, a handle that cancels it later).
+        Waits only while the output queue is full.
+
+        Cancelled while waiting for room, nothing is sent and the
+        cancellation goes on. Once this returns the request is on its way
+        and nothing cancels it by itself: the caller owns it, and ends it
+        with :meth:`PendingRequest.result` (which, cancelled, leaves the
+        request running), :meth:`PendingRequest.cancel` (sends
+        ``$/cancel_request``) or :meth:`PendingRequest.cancel_and_wait`. Use
+        :meth:`call` or :meth:`open_request` where a cancelled caller should
+        cancel the request on the wire by itself.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object,
+        an array or ``None``.
+        """
         _check_params(params)
         self._check_open()
         sent = None

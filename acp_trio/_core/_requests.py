@@ -327,10 +327,40 @@ class PendingRequest:
         """Let the peer finish; ignore its answer; never send a cancel."""
         self._detached = True
 
-    def _when_done(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once the request is settled (now, if it is).
-        It runs wherever the answer is read (the reader task, the connection
-        closing): keep it quick and synchronous, and do not raise."""
+    @property
+    def detached(self) -> bool:
+        """Whether :meth:`detach` was called."""
+        return self._detached
+
+    def cancel(self) -> None:
+        """Send ``$/cancel_request`` for the request now, without waiting
+        and without a checkpoint (queued past the output limit, so it works
+        from a task being cancelled). Idempotent: at most one is ever sent,
+        and none once the answer is in. The request stays pending: its
+        answer (``-32800``, or a partial result) still comes, to
+        :meth:`result` or :meth:`add_done_callback`. The synchronous form
+        of :meth:`cancel_and_wait`."""
+        self._conn.send_cancel(self)
+
+    def result_nowait(self) -> Any:
+        """The answer, if it is in: return the result, or raise what
+        :meth:`result` would raise (a fresh exception each time). Raises
+        ``trio.WouldBlock`` while the request is pending. Unlike
+        :meth:`result` it does not wait for the notifications read before
+        the answer to be handled, and any task may call it, also while
+        another waits in :meth:`result`."""
+        if self._state == _WAITING:
+            raise trio.WouldBlock
+        return self._outcome()
+
+    def add_done_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the request is settled: answered, failed,
+        abandoned or cut by the connection closing (at once, if it is
+        already). Read the answer there with :meth:`result_nowait`. It runs
+        wherever the answer is read (the reader task, the connection
+        closing), outside any task of yours: keep it quick and synchronous,
+        and do not raise (start a task with :meth:`Connection.start_soon`
+        for more)."""
         if self._state != _WAITING:
             callback()
         elif self._callbacks is None:

@@ -189,7 +189,7 @@ class _ConnectionTracing:
             span.set_attribute("rpc.jsonrpc.request_id", pending.id)
             if session is not None:
                 self.turns[session] = turn
-            pending._when_done(lambda: self._sent_request_done(turn, pending, session))
+            pending.add_done_callback(lambda: self._sent_request_done(turn, pending, session))
 
         return params, _guard(sent)
 
@@ -199,12 +199,16 @@ class _ConnectionTracing:
             del self.turns[session]
         if pending.cancel_sent:
             turn.event("$/cancel_request sent")
-        error = pending._error
-        if error is None:
-            _end(turn, pending._value, None)
-        elif isinstance(error, RequestError):
+        try:
+            value = pending.result_nowait()
+        except BaseException as exc:  # the request's failure, not ours
+            error: BaseException = exc
+        else:
+            _end(turn, value, None)
+            return
+        if isinstance(error, RequestError):
             _end(turn, None, error)
-        elif pending.cancel_sent or pending._detached:
+        elif pending.cancel_sent or pending.detached:
             # Abandoned (its caller was cancelled, or it was detached).
             _end(turn, None, None, cancelled=pending.cancel_sent)
         else:

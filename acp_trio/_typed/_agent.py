@@ -376,7 +376,7 @@ async def run_agent(
                 async with trio.open_nursery() as nursery:
                     if handle_signals and threading.current_thread() is threading.main_thread():
                         await nursery.start(_close_on_signal, connection, received)
-                    await connection._run()
+                    await connection.serve()
                     nursery.cancel_scope.cancel()
     if signal.SIGINT in received:
         raise KeyboardInterrupt

@@ -170,7 +170,8 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         return result
 
     def _caps(self, method: str) -> AgentCapabilities:
-        self.connection._check_open()  # ConnectionClosed, e.g. after a version mismatch
+        if self.connection.closed:  # e.g. after a version mismatch
+            raise self.connection.closed_error()
         if self.capabilities is None:
             raise LocalProtocolError(f"call initialize() before {method}")
         return self.capabilities
@@ -358,7 +359,7 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
             # The session was cancelled while this prompt waited to be sent:
             # its turn is cancelled before it started, and never sent.
             return PromptResponse(stop_reason="cancelled")
-        pending = await self.connection._send_request(
+        pending = await self.connection.send_request(
             "session/prompt", self.converter.unstructure(params)
         )
         turn = _Turn(pending)
@@ -393,7 +394,8 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         turn to end (see :meth:`cancel_turn`). The notification is queued at
         once, never waiting for room in the output queue."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.connection._check_open()
+        if self.connection.closed:
+            raise self.connection.closed_error()
         self._cancel_now(params.session_id, params)
         await trio.lowlevel.cancel_shielded_checkpoint()
 
@@ -414,7 +416,8 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         same answer.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.connection._check_open()
+        if self.connection.closed:
+            raise self.connection.closed_error()
         turns = list(self._turns.get(session_id, ()))
         self._cancel_now(session_id, grace=grace)
         if not turns:
@@ -422,10 +425,9 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
             return None
         for turn in turns:
             await self._wait_for_turn(session_id, turn)
-        last = turns[-1].pending
-        if last._barrier > self.connection._notifications_handled:
-            await self.connection._wait_for_notifications(last._barrier)
-        raw = last._outcome()
+        # Answered, so no task waits in result() any more (and it waits only
+        # for the notifications read before the answer).
+        raw = await turns[-1].pending.result()
         result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
         return result
 
@@ -447,7 +449,7 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
                 if not cancelled:
                     del self._handler.cancelled_turns[session_id]
 
-        turn.pending._when_done(answered)
+        turn.pending.add_done_callback(answered)
 
     def _cancel_now(
         self,
@@ -477,7 +479,8 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         self._handler.cancel_permissions(session_id)
         if params is None:
             params = CancelNotification(session_id=session_id)
-        self.connection._notify_now("session/cancel", self.converter.unstructure(params))
+        cancel = self.converter.unstructure(params)
+        self.connection.notify_past_limit_nowait("session/cancel", cancel)
 
     async def _wait_for_cancelled_turns(self, session_id: str) -> bool:
         """Before a prompt is sent: wait for the session's cancelled turns

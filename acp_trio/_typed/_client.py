@@ -301,7 +301,7 @@ class _ClientHandler(TypedHandler):
         self, client: Client, schema_converter: SchemaConverter, connection: Connection
     ) -> None:
         self.client = client
-        self.early = EarlyUpdates(client.session_update, connection._call_in_consumer)
+        self.early = EarlyUpdates(client.session_update, connection.run_in_notification_order_soon)
         self.permissions = SessionScopes()
         # The request behind each pending permission handler's scope.
         self._permission_requests: dict[trio.CancelScope, RequestContext] = {}

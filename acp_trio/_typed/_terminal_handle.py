@@ -140,18 +140,18 @@ def _release_when_answered(
 
     def answered() -> None:
         try:
-            raw = pending._outcome()
+            raw = pending.result_nowait()
         except BaseException:
             return  # -32800, an error, the connection closing: no terminal
         terminal_id = raw.get("terminalId") if isinstance(raw, dict) else None
-        nursery = client.connection._nursery
-        if isinstance(terminal_id, str) and nursery is not None and not client.connection._closed:
+        if isinstance(terminal_id, str) and not client.connection.closed:
             _log.debug(
                 "releasing terminal %r, created after its request was cancelled", terminal_id
             )
-            nursery.start_soon(_release, client, session_id, terminal_id, timeout)
+            # Open, and running: an answer was read.
+            client.connection.start_soon(_release, client, session_id, terminal_id, timeout)
 
-    pending._when_done(answered)
+    pending.add_done_callback(answered)
 
 
 @asynccontextmanager
@@ -179,9 +179,7 @@ async def open_terminal(
         output_byte_limit=output_byte_limit,
     )
     connection = client.connection
-    pending = await connection._send_request(
-        "terminal/create", client.converter.unstructure(params)
-    )
+    pending = await connection.send_request("terminal/create", client.converter.unstructure(params))
     try:
         raw = await pending.result()
     except BaseException:
@@ -189,7 +187,7 @@ async def open_terminal(
         # was read but before it was handed over: a terminal it brings, now
         # or later, is released.
         if not pending.done:
-            connection._send_cancel(pending)
+            pending.cancel()
         _release_when_answered(client, pending, session_id, release_timeout)
         raise
     try:

@@ -290,7 +290,7 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
             return
         self._status = status
         params = self._params(ToolCallUpdate(tool_call_id=self.id, status=status))
-        self._client.connection._notify_now("session/update", params)
+        self._client.connection.notify_past_limit_nowait("session/update", params)
 
 
 @asynccontextmanager

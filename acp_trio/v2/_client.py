@@ -315,7 +315,7 @@ async def open_client(
 async def _end_turns_on_close(connection: Connection, proxy: AgentProxy) -> None:
     # A prompt waiting for an idle that can no longer come gets ConnectionClosed.
     await connection.wait_closed()
-    proxy.turns.close(connection._closed_error)
+    proxy.turns.close(connection.closed_error)
 
 
 @asynccontextmanager

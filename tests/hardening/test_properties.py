@@ -232,11 +232,11 @@ async def run(program: list[tuple[Any, ...]]) -> None:
                 assert stats.notifications_queued == 0, stats
                 assert stats.read_buffer_bytes == 0, stats
                 assert conn.request_tree() == []
-            agent_handler: Any = agent_conn._handler
+            agent_handler: Any = agent_conn.handler
             assert agent_handler._turn_of == {}
             assert agent_handler.turns._scopes == {}
             assert agent_handler._queues == {}
-            client_handler: Any = client_conn._handler
+            client_handler: Any = client_conn.handler
             assert client_handler.permissions._scopes == {}
             assert client_handler._permission_requests == {}
             assert client_handler.cancelled_turns == {}

@@ -1,0 +1,133 @@
+"""No module outside ``acp_trio/_core/`` uses a ``_``-name of ``Connection``,
+``PendingRequest`` or ``RequestContext``: what the typed layer, the handles,
+v2, the proxies and the conductor need of the core has a public name (which
+proxies and tools written by users can use too).
+
+The check reads the source: it collects the ``_``-names the three classes
+(and the parts ``Connection`` is made of) define, then looks for an
+attribute access of one of them on anything but ``self``/``cls`` outside
+``_core``. A module whose own classes define the same name (a
+``self._closed`` of its own) is not checked for that name, so that its own
+attributes are not taken for the core's."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import acp_trio
+
+PACKAGE = Path(acp_trio.__file__).parent
+CORE = PACKAGE / "_core"
+
+#: Connection and the parts it is made of, and the per-request objects.
+CLASSES = {
+    "Connection",
+    "OutgoingCalls",
+    "IncomingRequests",
+    "NotificationOrdering",
+    "CallerReads",
+    "PendingRequest",
+    "RequestContext",
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_names(tree: ast.AST, classes: set[str] | None) -> set[str]:
+    """The ``_``-names the classes of ``tree`` (those in ``classes``, or all)
+    define: methods, class attributes, slots and ``self._x = ...``."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef) or (classes is not None and node.name not in classes):
+            continue
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(item.name)
+            elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                names.add(item.target.id)
+            elif isinstance(item, ast.Assign):
+                for target in item.targets:
+                    if isinstance(target, ast.Name):
+                        names.add(target.id)
+                        if target.id == "__slots__" and isinstance(item.value, ast.Tuple):
+                            names.update(
+                                e.value
+                                for e in item.value.elts
+                                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                            )
+            elif isinstance(item, ast.If):  # if TYPE_CHECKING: declarations
+                names |= _defined_names(ast.Module(body=item.body, type_ignores=[]), None)
+        for sub in ast.walk(node):
+            if (
+                isinstance(sub, ast.Attribute)
+                and isinstance(sub.ctx, ast.Store)
+                and isinstance(sub.value, ast.Name)
+                and sub.value.id == "self"
+            ):
+                names.add(sub.attr)
+    return {name for name in names if _private(name)}
+
+
+def core_private_names() -> set[str]:
+    names: set[str] = set()
+    for path in CORE.glob("*.py"):
+        names |= _defined_names(ast.parse(path.read_text(encoding="utf-8")), CLASSES)
+    return names
+
+
+def uses(tree: ast.AST, names: set[str]) -> list[ast.Attribute]:
+    """Attribute accesses in ``tree`` of ``names`` its own classes do not
+    define, on anything but ``self``/``cls``."""
+    checked = names - _defined_names(tree, None)
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in checked
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+
+
+def uses_outside_core(names: set[str]) -> list[str]:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if CORE in path.parents:
+            continue
+        for node in uses(ast.parse(path.read_text(encoding="utf-8")), names):
+            where = path.relative_to(PACKAGE.parent)
+            found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_scan_knows_the_core_names() -> None:
+    names = core_private_names()
+    # A few of each class, so that a change in how they are defined (slots,
+    # mixins) does not empty the check silently.
+    assert {"_send_cancel", "_check_open", "_closed", "_nursery", "_peer"} <= names
+    assert {"_outcome", "_barrier", "_entry", "_settle", "_detached"} <= names
+    assert {"_scope", "_adopt", "_cause"} <= names
+
+
+def test_the_scan_finds_a_use_and_leaves_a_module_its_own_names() -> None:
+    names = core_private_names()
+    source = """
+async def forward(conn, pending):
+    conn._send_cancel(pending)
+    return pending._outcome()
+
+class Session:
+    def __init__(self):
+        self._closed = False
+
+def done(session):
+    return session._closed
+"""
+    found = [ast.unparse(node) for node in uses(ast.parse(source), names)]
+    assert found == ["conn._send_cancel", "pending._outcome"]
+
+
+def test_no_module_outside_core_uses_a_private_name_of_the_core() -> None:
+    assert uses_outside_core(core_private_names()) == []
