@@ -79,7 +79,7 @@ class Tracing:
         propagate: bool = True,
         notification_spans: bool = False,
     ) -> None:
-        from acp_trio import __version__
+        from acp_trio._version import __version__
 
         self.tracer: Tracer = trace.get_tracer(
             _TRACER_NAME, __version__, tracer_provider=tracer_provider
