@@ -33,6 +33,7 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._queries import _WireQueries
+from acp_trio.testing._check._running import run_check
 from acp_trio.testing._check_report import CheckResult, Level
 from acp_trio.testing._check_wire import (
     AgentSession,
@@ -565,8 +566,6 @@ class _Runner(_WireQueries):
 
     async def run(self, info: CheckInfo, func: CheckFunc) -> CheckResult:
         """Run one check; every outcome is a verdict (see ``_running``)."""
-        from acp_trio.testing._check._running import run_check
-
         return await run_check(self, info, func)
 
 

@@ -4,6 +4,7 @@ stderr the agent wrote while it ran), whatever the check raised."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import trio
 
@@ -17,9 +18,22 @@ from acp_trio.testing._check._base import (
     _Skip,
     _wire_line,
 )
-from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check_report import CheckResult, Verdict
-from acp_trio.testing._check_wire import WireEntry
+from acp_trio.testing._check_wire import AgentSession, Transcript, WireEntry
+
+
+class _Runner(Protocol):
+    """What running a check reads of the runner (``_runner._Runner``)."""
+
+    main: AgentSession | None
+    sessions: list[AgentSession]
+    stderr_marks: dict[int, int]
+    transcript: Transcript
+    timeout: float
+    init_timeout: float
+    prompt_timeout: float
+
+    def diagnose(self, session: AgentSession | None) -> str: ...
 
 
 def stderr_tail(r: _Runner) -> str:
