@@ -24,7 +24,7 @@ from acp_trio import schema
 from acp_trio.remote import RemoteApp, agent_app, open_remote_agent
 from acp_trio.testing import ScenarioAgent, ScenarioClient
 
-from .conftest import LIMIT, drive_scenario_server, running, server_process, ws_url
+from .conftest import LIMIT, drive_scenario_server, running, server_process, until, ws_url
 
 INTEROP = Path(__file__).resolve().parents[1] / "interop"
 VENV = INTEROP / ".venv-official-rc"
@@ -119,7 +119,10 @@ async def test_the_official_client_talks_to_our_server(profile: str, seen: tuple
             if events is None:
                 stalled = True
             elif profile != "websocket":
-                # The client sent DELETE when it closed.
+                # The client sent DELETE when it closed (the server may read
+                # it after the client's process is gone).
+                with trio.move_on_after(10):
+                    await until(lambda: not app.http.connections)
                 assert not app.http.connections
     assert recorder.seen == {seen}
     if stalled:
