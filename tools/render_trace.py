@@ -44,8 +44,10 @@ def _recording() -> tuple[Tracing, InMemorySpanExporter]:
     return Tracing(provider), exporter
 
 
-async def cancelled_turn() -> list[tuple[str, ReadableSpan]]:
-    """The spans of one cancelled ``nested`` turn, as ``(side, span)``."""
+async def cancelled_turn(pause: float = 0.2) -> list[tuple[str, ReadableSpan]]:
+    """The spans of one ``nested`` turn cancelled ``pause`` seconds after
+    its three requests reached the editor, as ``(side, span)``
+    (``tests/otel/test_memory_trace.py`` checks the same run)."""
     agent_tracing, agent_spans = _recording()
     client_tracing, client_spans = _recording()
     client = ScenarioClient()
@@ -60,8 +62,10 @@ async def cancelled_turn() -> list[tuple[str, ReadableSpan]]:
                 nursery.start_soon(pair.to_agent.prompt_text, session, "nested")
                 for method in NESTED:
                     await client.wait_for_requests(method)
-                await trio.sleep(0.2)
-                await pair.to_agent.cancel_turn(session)
+                await trio.sleep(pause)
+                answer = await pair.to_agent.cancel_turn(session)
+    if answer is None or answer.stop_reason != "cancelled":
+        raise RuntimeError(f"the turn was not cancelled: {answer}")
     spans = [("agent", s) for s in agent_spans.get_finished_spans()]
     spans += [("editor", s) for s in client_spans.get_finished_spans()]
     return [(side, s) for side, s in spans if s.name in TURN]

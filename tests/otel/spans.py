@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import ModuleType
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -36,3 +40,15 @@ def parent_of(span: ReadableSpan) -> int | None:
 
 def trace_ids(*groups: Sequence[ReadableSpan]) -> set[int]:
     return {s.context.trace_id for group in groups for s in group}
+
+
+def load_render_trace() -> ModuleType:
+    """``tools/render_trace.py``, loaded by path (``tools/`` is no package)."""
+    path = Path(__file__).resolve().parents[2] / "tools" / "render_trace.py"
+    spec = importlib.util.spec_from_file_location("render_trace", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["render_trace"] = module
+    spec.loader.exec_module(module)
+    return module

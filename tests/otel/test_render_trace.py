@@ -3,31 +3,18 @@ turn on both sides, in one trace, with the cancel marks."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from types import ModuleType
 
 import trio
+
+from .spans import load_render_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "render_trace", ROOT / "tools" / "render_trace.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["render_trace"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 async def test_the_picture_shows_the_whole_cancelled_turn() -> None:
-    tool = load()
+    tool = load_render_trace()
     with trio.fail_after(60):
         spans = await tool.cancelled_turn()
     assert len({span.context.trace_id for _, span in spans}) == 1
