@@ -26,7 +26,7 @@ OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-remote bench-scale fuzz-websocket regen clean
+.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,7 +76,7 @@ demo: $(STAMP)
 $(BENCH_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[fast]' agent-client-protocol==0.12.1
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[bench]'
 	touch $(BENCH_STAMP)
 
 bench: bench-framing bench-connection bench-schema bench-sdks
@@ -109,6 +109,11 @@ bench-schema: $(BENCH_STAMP)
 # floor, client x agent over OS pipes (stream, read, cancel latency).
 bench-sdks: $(BENCH_STAMP) $(INTEROP_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_sdks.py
+
+# The public ACP benchmark: the whole matrix in one run (about 20 minutes on
+# 2 cores), written to docs/benchmarks.md with its charts (docs/benchmarks/).
+bench-report: $(BENCH_STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/bench_report.py
 
 # Regenerate acp_trio/schema/_generated_*.py from ../shared/acp-schema.
 regen: $(STAMP)

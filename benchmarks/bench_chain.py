@@ -19,6 +19,7 @@ Run: ``.venv/bin/python benchmarks/bench_chain.py`` (``--reads N``,
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -69,12 +70,23 @@ LABELS: dict[int | None, str] = {
 }
 
 
-async def main(reads: int, repeats: int) -> list[str]:
-    results: dict[int | None, list[float]] = {key: [] for key in LABELS}
+async def measure(reads: int, repeats: int) -> dict[str, list[float]]:
+    """Round trips per second of each run, by chain label (runs interleaved)."""
+    results: dict[str, list[float]] = {label: [] for label in LABELS.values()}
     for _ in range(repeats):
-        for key in LABELS:
+        for key, label in LABELS.items():
             with trio.fail_after(120):
-                results[key].append(await reads_per_second(key, reads))
+                results[label].append(await reads_per_second(key, reads))
+    return results
+
+
+async def main(reads: int, repeats: int) -> list[str]:
+    """Measure and format: the table's lines."""
+    return table(reads, repeats, await measure(reads, repeats))
+
+
+def table(reads: int, repeats: int, by_label: dict[str, list[float]]) -> list[str]:
+    results = {key: by_label[label] for key, label in LABELS.items()}
     base = statistics.median(results[None])
     relay = 1 / statistics.median(results[-1]) - 1 / base
     lines = [
@@ -99,6 +111,13 @@ if __name__ == "__main__":
     parser.add_argument("--reads", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a smoke run")
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write every run's figures to FILE (bench_report.py)"
+    )
     args = parser.parse_args()
     reads, repeats = (50, 1) if args.quick else (args.reads, args.repeats)
-    print("\n".join(trio.run(main, reads, repeats)))
+    by_label = trio.run(measure, reads, repeats)
+    print("\n".join(table(reads, repeats, by_label)))
+    if args.json:
+        record = {"reads": reads, "repeats": repeats, "runs": by_label}
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")

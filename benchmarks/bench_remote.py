@@ -133,7 +133,7 @@ async def with_server_process(command: list[str], run: Any) -> list[float]:
             nursery.cancel_scope.cancel()
 
 
-async def main(n_stream: int, n_read: int, runs: int) -> None:
+async def main(n_stream: int, n_read: int, runs: int, json_path: str | None = None) -> None:
     commands = [f"stream {n_stream} 16", f"read {n_read} /x"]
     cells: list[tuple[str, list[float]]] = []
     for profile, name in (
@@ -180,6 +180,14 @@ async def main(n_stream: int, n_read: int, runs: int) -> None:
     print("| --- | ---: | ---: |")
     for name, (stream_ms, read_ms) in cells:
         print(f"| {name} | {stream_ms:.1f} | {read_ms:.1f} |")
+    if json_path:
+        record = {
+            "stream": n_stream,
+            "read": n_read,
+            "runs": runs,
+            "cells": {name: {"stream_ms": s, "read_ms": r} for name, (s, r) in cells},
+        }
+        await trio.Path(json_path).write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":
@@ -192,6 +200,9 @@ if __name__ == "__main__":
         action="store_true",
         help="run acp_trio's server in the benchmark's process (default: a process of its own)",
     )
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the cells to FILE (bench_report.py)"
+    )
     args = parser.parse_args()
     IN_PROCESS = args.in_process
-    trio.run(main, args.stream, args.read, args.runs)
+    trio.run(main, args.stream, args.read, args.runs, args.json)

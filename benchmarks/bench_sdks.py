@@ -565,6 +565,11 @@ def main() -> None:
         help="where the two processes of a pair run: any (the kernel decides), same "
         "(both on CPU 0), split (client on CPU 0, agent on CPU 1)",
     )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write every run's figures to FILE (read by bench_report.py)",
+    )
     args = parser.parse_args()
     if args.cpus != "any" and not hasattr(os, "sched_setaffinity"):
         parser.error("--cpus needs os.sched_setaffinity (Linux)")
@@ -590,6 +595,15 @@ def main() -> None:
 
     rates: dict[str, dict[Pair, float]] = {}
     cancel: dict[Pair, tuple[float, float]] = {}
+    record: dict[str, Any] = {
+        "machine": _cores(),
+        "versions": _versions(),
+        "repeats": repeats,
+        "placement": args.cpus,
+        "sizes": {w: sizes[w] for w in ("stream", "read", "cancel")},
+        "skipped": {sdk: reason for sdk, reason in why.items() if reason},
+        "runs": {},
+    }
     for workload in ("stream", "read", "cancel"):
         if workload not in workloads:
             continue
@@ -604,6 +618,7 @@ def main() -> None:
                     results[pair] = [{"error": f"skipped: {reason}"}]
                     continue
                 results[pair].append(run_pair(clients, agents, pair, workload, n, args.cpus))
+        record["runs"][workload] = {_name(pair): runs for pair, runs in results.items()}
         if workload == "cancel":
             cancel = print_cancel_table(n, chosen, results)
         else:
@@ -615,8 +630,22 @@ def main() -> None:
     if "connection" in workloads and not why["acp_trio"]:
         conn = run_connection(args.quick)
         print_connection(conn)
+        record["connection"] = connection_record(conn)
 
     print_targets(rates, cancel, conn)
+    if args.json:
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def connection_record(conn: dict[str, Any]) -> dict[str, Any]:
+    """``run_connection``'s figures with string keys, for ``--json``."""
+    out: dict[str, Any] = {}
+    for key, value in conn.items():
+        if isinstance(key, tuple):
+            out.setdefault(key[0], {})[key[1]] = value
+        else:
+            out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 if __name__ == "__main__":

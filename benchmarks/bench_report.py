@@ -1,0 +1,384 @@
+"""The public ACP benchmark: run the whole matrix once and write
+``docs/benchmarks.md`` with its charts.
+
+``make bench-report`` runs, one after the other on this machine:
+
+- ``bench_sdks.py`` (default pairs): every SDK with itself and with
+  acp_trio on the other side, every agent behind the raw client beside the
+  two floors (the stdlib floor and the Trio floor), ``stream``, ``read`` and
+  cancel latency, and acp_trio's connection figures (the cancel cascade of
+  1,000 requests beside bare Trio, memory per request in flight, churn);
+- ``bench_chain.py``: the latency a proxy hop adds (the stdlib relay, the
+  conductor, one and two proxies);
+- ``bench_remote.py``: remote ACP over loopback (WebSocket, h2c, HTTP/1.1),
+  acp_trio's server and client beside the TypeScript and official ones;
+
+then writes the report (``docs/benchmarks.md``), its charts
+(``docs/benchmarks/*.svg``, made with matplotlib: the ``bench`` extra), the
+raw output of each script (``docs/benchmarks/*.txt``) and every figure as
+JSON (``docs/benchmarks/results.json``). ``--render-only`` writes the report
+again from that JSON without running anything.
+
+Run: ``make bench-report`` (``.venv-bench/bin/python benchmarks/bench_report.py``;
+``--quick`` for a smoke run, ``--out DIR`` to write elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+
+sys.path.insert(0, str(HERE))
+
+from report_charts import charts  # noqa: E402
+from report_figures import (  # noqa: E402
+    SDK_NAMES,
+    cancel_latency,
+    chain_added_us,
+    fmt,
+    median,
+    pair_errors,
+    pair_rates,
+    span,
+    targets,
+)
+
+# ----------------------------------------------------------------------
+# Running the matrix
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on, and how fast it was at the time."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    started = time.perf_counter()
+    sum(range(10**7))
+    loop_s = time.perf_counter() - started
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "usable": usable,
+        "system": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "loop_s": loop_s,
+        "load": list(load),
+    }
+
+
+def run_script(name: str, args: list[str], out: Path, timeout: float) -> dict[str, Any] | None:
+    """Run one benchmark script with ``--json``; keep its output beside the report."""
+    data = out / f"{Path(name).stem}.json"
+    data.unlink(missing_ok=True)
+    command = [PY, str(HERE / name), *args, "--json", str(data)]
+    print(f"$ {' '.join(command)}", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        text, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, code = f"{exc.stdout or ''}\ntimed out after {timeout:.0f} s", -1
+    (out / f"{Path(name).stem}.txt").write_text(text)
+    print(f"  exit {code} in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    if code != 0 or not data.is_file():
+        print(text[-2000:], file=sys.stderr)
+        return None
+    record: dict[str, Any] = json.loads(data.read_text())
+    record["seconds"] = time.perf_counter() - started
+    data.unlink()
+    return record
+
+
+def run_matrix(quick: bool, out: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "quick": quick,
+        "machine_before": machine(),
+    }
+    sdks = ["--quick"] if quick else []
+    results["sdks"] = run_script("bench_sdks.py", sdks, out, 3600)
+    results["chain"] = run_script("bench_chain.py", ["--quick"] if quick else [], out, 1800)
+    remote = ["--stream", "200", "--read", "20", "--runs", "1"] if quick else []
+    results["remote"] = run_script("bench_remote.py", remote, out, 1800)
+    results["machine_after"] = machine()
+    return results
+
+
+# ----------------------------------------------------------------------
+# The report
+
+
+def render(results: dict[str, Any], drawn: list[tuple[str, str]], charts_dir: str) -> str:
+    lines: list[str] = []
+    add = lines.append
+    sdks = results.get("sdks") or {}
+    before, after = results["machine_before"], results["machine_after"]
+    add("# Benchmarks")
+    add("")
+    add(
+        "The ACP SDKs side by side, measured in one run of `make bench-report` on one machine."
+        " This page is written by that command (`benchmarks/bench_report.py`); do not edit it"
+        " by hand. The history of earlier runs, how each benchmark works and what was learned"
+        " from them is in [benchmark-history.md](benchmark-history.md)."
+    )
+    add("")
+    quick = " **(a `--quick` smoke run: small sizes, one run each; not figures to quote)**"
+    add(f"Run of {results['date']}{quick if results.get('quick') else ''}.")
+    add("")
+    add(
+        f"Machine: {before['cpu']}, {before['cores']} cores ({before['usable']} usable), "
+        f"{before['system']}, Python {before['python']}. How busy it was: a plain Python loop "
+        f"(`sum(range(10**7))`) took {before['loop_s']:.2f} s before the run and "
+        f"{after['loop_s']:.2f} s after; load average {before['load'][0]:.1f} before, "
+        f"{after['load'][0]:.1f} after."
+    )
+    if sdks.get("versions"):
+        add(f"Versions: {sdks['versions']}.")
+    add("")
+    add("Reproduce: `make bench-report` (it installs the `bench` extra and the peers in")
+    add("`.venv-bench`, runs every benchmark below and rewrites this page and")
+    add(f"`{charts_dir}/`). Ratios within one run are what to compare; absolute figures follow")
+    add("the machine.")
+    add("")
+    add("## Standings at a glance")
+    add("")
+    for name, caption in drawn:
+        add(f"![{caption}]({charts_dir}/{name})")
+        add("")
+    add("## Targets")
+    add("")
+    add("| target | this run | |")
+    add("| --- | ---: | --- |")
+    for what, value, ok in targets(results):
+        verdict = {True: "met", False: "**missed**", None: "—"}[ok]
+        add(f"| {what} | {value} | {verdict} |")
+    add("")
+    lines += sdk_section(sdks)
+    lines += chain_section(results.get("chain"))
+    lines += remote_section(results.get("remote"))
+    add("## Raw output")
+    add("")
+    add(
+        f"Each script's own output of this run: [bench_sdks]({charts_dir}/bench_sdks.txt), "
+        f"[bench_chain]({charts_dir}/bench_chain.txt), "
+        f"[bench_remote]({charts_dir}/bench_remote.txt); every figure as JSON: "
+        f"[results.json]({charts_dir}/results.json)."
+    )
+    add("")
+    return "\n".join(lines)
+
+
+def _missing(what: str) -> list[str]:
+    return [f"## {what}", "", "Not measured in this run (the script failed or was skipped).", ""]
+
+
+def sdk_section(sdks: dict[str, Any]) -> list[str]:
+    if not sdks:
+        return _missing("SDK pairs")
+    lines = ["## SDK pairs over OS pipes", ""]
+    add = lines.append
+    sizes = sdks["sizes"]
+    add(
+        f"`benchmarks/bench_sdks.py`: each client spawns its agent and runs the scenario "
+        f"vocabulary's `stream {sizes['stream']}` (session/update chunks per second, agent → "
+        f"client) and `read {sizes['read']}` (`fs/read_text_file` round trips per second, "
+        f"agent → client). Medians of {sdks['repeats']} interleaved runs, fresh processes each "
+        "run, with the range. The floors: a blocking standard-library agent and client with no "
+        "framework, and the same agent on Trio's I/O with one `await send_all` per message."
+    )
+    for sdk, reason in sdks.get("skipped", {}).items():
+        add(f"Skipped: {sdk} ({reason}).")
+    add("")
+    stream, read = pair_rates(sdks, "stream"), pair_rates(sdks, "read")
+    latency = cancel_latency(sdks)
+    base_s, base_r = stream.get("official x official"), read.get("official x official")
+    add(
+        "| client x agent | `stream` chunks/s | vs official | `read` round trips/s | vs official"
+        " | cancel p50 / p90 ms |"
+    )
+    add("| --- | ---: | ---: | ---: | ---: | ---: |")
+    pairs = list(dict.fromkeys([*stream, *read, *latency]))
+    errors = {**pair_errors(sdks, "stream"), **pair_errors(sdks, "read")}
+    for pair in pairs:
+        cells = [f"`{pair}`"]
+        for rates, base in ((stream, base_s), (read, base_r)):
+            if pair in rates:
+                cells.append(f"{fmt(median(rates[pair]))} ({span(rates[pair])})")
+                cells.append(f"{median(rates[pair]) / median(base):.2f}x" if base else "—")
+            else:
+                cells += ["—", "—"]
+        p = latency.get(pair)
+        cells.append(f"{p[0]:.2f} / {p[1]:.2f}" if p else "—")
+        add("| " + " | ".join(cells) + " |")
+    for pair, error in errors.items():
+        if pair not in pairs:
+            add(f"| `{pair}` | failed: {error} | | | | |")
+    add("")
+    add(
+        "Cancel latency: the client's `session/cancel` to the prompt's answer, on a prompt whose"
+        " three nested requests the client holds; acp_trio and the TypeScript SDK cancel them on"
+        " the wire, the official SDK 0.12.1 abandons them."
+    )
+    add("")
+    for workload, rates in (("stream", stream), ("read", read)):
+        floor, stdlib = rates.get("floor x trio-floor"), rates.get("floor x floor")
+        agents = sorted(
+            ((p.split(" x ")[1], median(v)) for p, v in rates.items() if p.startswith("floor x ")),
+            key=lambda item: -item[1],
+        )
+        if not floor or not stdlib:
+            continue
+        add(f"**`{workload}`, every agent behind the raw client**, as a share of the floors:")
+        add("")
+        add("| agent | per second | of the Trio floor | of the stdlib floor |")
+        add("| --- | ---: | ---: | ---: |")
+        for agent, value in agents:
+            name = SDK_NAMES.get(agent, agent)
+            add(
+                f"| {name} | {fmt(value)} | {value / median(floor):.0%} | "
+                f"{value / median(stdlib):.0%} |"
+            )
+        add("")
+    conn = sdks.get("connection")
+    if conn:
+        add("## Cancellation and memory (acp_trio)")
+        add("")
+        add(
+            "The cancel cascade: a tree of 1,000 requests in flight between two connections,"
+            " cancelled at its root, timed until every request has answered; as a fan-out (one"
+            " handler waiting on 1,000 calls) and as a chain (1,000 deep). Over OS pipes in one"
+            " process beside the same work in bare Trio (`benchmarks/cascade_floor.py`), and"
+            " between a client and the agent process it spawned. Medians (range)."
+        )
+        add("")
+        add("| shape | acp_trio, one process | bare Trio | acp_trio, two processes |")
+        add("| --- | ---: | ---: | ---: |")
+        for kind, name in (("fan", "fan-out of 1,000"), ("chain", "chain of 1,000")):
+            add(
+                f"| {name} | {fmt(median(conn['pipes'][kind]), 1)} ms "
+                f"({span(conn['pipes'][kind], 1)}) | {fmt(median(conn['floor'][kind]), 1)} ms "
+                f"| {fmt(median(conn['procs'][kind]), 1)} ms ({span(conn['procs'][kind], 1)}) |"
+            )
+        add("")
+        serving, calling, both = conn["memory"]
+        add(
+            f"Memory per request in flight ({fmt(conn['n_mem'])} in flight): serving side "
+            f"{fmt(serving)} B, calling side {fmt(calling)} B, both sides with a caller task each"
+            f" {fmt(both)} B. After {fmt(conn['n_churn'])} requests with random cancellation, "
+            f"memory grew {conn['churn_slope']:+.2f} B per request (slope through ten samples)."
+        )
+        add("")
+    return lines
+
+
+def chain_section(chain: dict[str, Any] | None) -> list[str]:
+    if not chain:
+        return _missing("Proxy hops")
+    added = chain_added_us(chain)
+    relay = added["relay"]
+    lines = ["## Proxy hops", ""]
+    add = lines.append
+    add(
+        f"`benchmarks/bench_chain.py`: acp_trio's client runs `read {chain['reads']} /x` against"
+        " the scenario agent spawned directly, behind the stdlib relay (one process copying lines"
+        " both ways: the limit of one more process on the path), and through `python -m acp_trio"
+        " conduct` with 0, 1 and 2 pass-through proxies. Medians of"
+        f" {chain['repeats']} interleaved runs."
+    )
+    add("")
+    add("| path | round trips/s | range | µs added per round trip | x relay |")
+    add("| --- | ---: | ---: | ---: | ---: |")
+    for label, values in chain["runs"].items():
+        times = f"{added[label] / relay:.1f}x" if label != "agent" and relay > 0 else ""
+        extra = fmt(added[label]) if label != "agent" else "—"
+        add(f"| {label} | {fmt(median(values))} | {span(values)} | {extra} | {times} |")
+    add("")
+    return lines
+
+
+def remote_section(remote: dict[str, Any] | None) -> list[str]:
+    if not remote:
+        return _missing("Remote ACP")
+    lines = ["## Remote ACP over loopback", ""]
+    add = lines.append
+    add(
+        f"`benchmarks/bench_remote.py`: `stream {remote['stream']} 16` and `read {remote['read']}"
+        f" /x` on one warm connection, median of {remote['runs']} prompts, in milliseconds"
+        " (lower is better)."
+    )
+    add("")
+    add(
+        f"| server + client, profile | stream {remote['stream']} (ms)"
+        f" | read {remote['read']} (ms) |"
+    )
+    add("| --- | ---: | ---: |")
+    for name, cell in remote["cells"].items():
+        add(f"| {name} | {cell['stream_ms']:.1f} | {cell['read_ms']:.1f} |")
+    add("")
+    return lines
+
+
+def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> None:
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    (charts_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    drawn = charts(results, charts_dir)
+    relative = os.path.relpath(charts_dir, out_md.parent)
+    out_md.write_text(render(results, drawn, relative))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: small sizes, one run each"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where benchmarks.md goes")
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite the report from OUT/benchmarks/results.json without running anything",
+    )
+    args = parser.parse_args(argv)
+    out_md, charts_dir = args.out / "benchmarks.md", args.out / "benchmarks"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        parser.error(
+            "the charts need matplotlib: install the bench extra (pip install -e '.[bench]')"
+        )
+    if args.render_only:
+        results = json.loads((charts_dir / "results.json").read_text())
+    else:
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        results = run_matrix(args.quick, charts_dir)
+    write_report(results, out_md, charts_dir)
+    print(f"wrote {out_md} and {charts_dir}/", file=sys.stderr)
+    missing = [key for key in ("sdks", "chain", "remote") if not results.get(key)]
+    if missing:
+        print(f"not measured: {', '.join(missing)} (see the raw output)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""``make bench-report``: the report reads what the benchmark scripts write
+(``--json``), judges every target from it, and writes the page. Small sizes:
+not a timing test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_report  # noqa: E402
+import report_figures  # noqa: E402
+
+LIMIT = 300  # real seconds: real processes
+
+
+def _script(name: str, *args: str, tmp: Path) -> dict[str, Any]:
+    out = tmp / f"{name}.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / name), *args, "--json", str(out)]
+    subprocess.run(command, cwd=ROOT, capture_output=True, timeout=LIMIT, check=True)
+    record: dict[str, Any] = json.loads(out.read_text())
+    return record
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpu": "test CPU",
+        "cores": 2,
+        "usable": 2,
+        "system": "Linux",
+        "python": "3.11",
+        "loop_s": 0.15,
+        "load": [1.0, 1.0, 1.0],
+    }
+
+
+def _results(**parts: Any) -> dict[str, Any]:
+    return {
+        "date": "2026-12-06 00:00 UTC",
+        "quick": False,
+        "machine_before": _machine(),
+        "machine_after": _machine(),
+        **parts,
+    }
+
+
+def _sdks(runs: dict[str, dict[str, list[float]]], **extra: Any) -> dict[str, Any]:
+    return {
+        "machine": "2 cores",
+        "versions": "test",
+        "repeats": 3,
+        "placement": "any",
+        "sizes": {"stream": 20000, "read": 5000, "cancel": 50},
+        "skipped": {},
+        "runs": {
+            workload: {pair: [{"per_second": x} for x in xs] for pair, xs in pairs.items()}
+            for workload, pairs in runs.items()
+        },
+        **extra,
+    }
+
+
+def _verdicts(results: dict[str, Any]) -> dict[str, tuple[str, bool | None]]:
+    return {what: (value, ok) for what, value, ok in report_figures.targets(results)}
+
+
+def test_the_targets_are_judged_from_the_medians() -> None:
+    sdks = _sdks(
+        {
+            "stream": {
+                "floor x trio-floor": [100.0, 100.0, 100.0],
+                "floor x acp_trio": [96.0, 80.0, 99.0],  # median 96: met
+                "floor x floor": [300.0, 300.0, 300.0],
+                "acp_trio x acp_trio": [310.0, 300.0, 290.0],
+                "official x official": [100.0, 100.0, 100.0],
+            },
+            "read": {
+                "floor x trio-floor": [100.0, 100.0, 100.0],
+                "floor x acp_trio": [94.0, 99.0, 90.0],  # median 94: missed
+            },
+            "stream-nowait": {"floor x acp_trio": [271.0, 260.0, 280.0]},  # 271 / 300
+        }
+    )
+    # 1,000 round trips/s direct: 1,000 µs; the relay adds 100, the conductor
+    # 150 (1.5x: met), the first proxy 250 more (2.5x: missed).
+    chain = {
+        "reads": 2000,
+        "repeats": 3,
+        "runs": {
+            "agent": [1000.0],
+            "relay": [1e6 / 1100],
+            "conductor": [1e6 / 1150],
+            "1 proxy": [1e6 / 1400],
+            "2 proxies": [1e6 / 1650],
+        },
+    }
+    verdicts = _verdicts(_results(sdks=sdks, chain=chain))
+    assert verdicts["`stream`: acp_trio's agent at least 95% of the Trio floor"] == ("96%", True)
+    assert verdicts["`read`: acp_trio's agent at least 95% of the Trio floor"] == ("94%", False)
+    nowait = "`stream` through `notify_nowait` bursts at least 90% of the stdlib floor"
+    assert verdicts[nowait] == ("90%", True)
+    conductor = verdicts["the conductor adds at most 1.5x what the stdlib relay adds"]
+    assert conductor == ("150 µs = 1.5x the relay's 100 µs", True)
+    assert verdicts["each proxy behind it at most 2x the relay"] == ("250 µs = 2.5x", False)
+    assert verdicts["`stream`: the acp_trio pair at least 3.0x the official pair"] == (
+        "3.00x",
+        True,
+    )
+
+
+def test_what_was_not_measured_is_said_and_not_judged() -> None:
+    results = _results(sdks=None, chain=None, remote=None)
+    verdicts = _verdicts(results)
+    assert verdicts["`stream`: acp_trio's agent at least 95% of the Trio floor"] == (
+        "not measured",
+        None,
+    )
+    page = bench_report.render(results, [], "benchmarks")
+    assert page.count("Not measured in this run") == 3
+    row = "| `stream`: acp_trio's agent at least 95% of the Trio floor | not measured | — |"
+    assert row in page
+
+
+def test_the_page_is_written_from_what_the_scripts_write(tmp_path: Path) -> None:
+    """bench_sdks.py and bench_chain.py at small sizes, their ``--json`` read
+    by the report: every pair run is in its table, every chain in its own."""
+    sdks = _script(
+        "bench_sdks.py",
+        "--quick",
+        "--only",
+        "stream,read,floor,floor:trio-floor,floor:acp_trio",
+        tmp=tmp_path,
+    )
+    chain = _script("bench_chain.py", "--quick", tmp=tmp_path)
+    assert set(chain["runs"]) == {"agent", "relay", "conductor", "1 proxy", "2 proxies"}
+    results = _results(sdks=sdks, chain=chain, remote=None)
+    page = bench_report.render(results, [("floors.svg", "the floors")], "benchmarks")
+    for pair in ("floor x floor", "floor x trio-floor", "floor x acp_trio"):
+        assert f"| `{pair}` |" in page
+    for label in ("relay", "conductor", "1 proxy", "2 proxies"):
+        assert f"| {label} |" in page
+    assert "![the floors](benchmarks/floors.svg)" in page
+    verdicts = _verdicts(results)
+    share = verdicts["`stream`: acp_trio's agent at least 95% of the Trio floor"]
+    assert share[0].endswith("%")
+    assert share[1] is not None
+    assert verdicts["the conductor adds at most 1.5x what the stdlib relay adds"][1] is not None
+
+
+def test_the_charts_are_svg_files_named_in_the_page(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the charts need the bench extra")
+    sdks = _sdks(
+        {
+            "stream": {"floor x trio-floor": [100.0], "floor x acp_trio": [96.0]},
+            "read": {"floor x trio-floor": [100.0], "floor x acp_trio": [97.0]},
+        }
+    )
+    results = _results(sdks=sdks, chain=None, remote=None)
+    bench_report.write_report(results, tmp_path / "benchmarks.md", tmp_path / "benchmarks")
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert "(benchmarks/floors.svg)" in page
+    assert (tmp_path / "benchmarks" / "floors.svg").read_text().lstrip().startswith("<?xml")
+    again = json.loads((tmp_path / "benchmarks" / "results.json").read_text())
+    assert again == results
