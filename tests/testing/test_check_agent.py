@@ -25,7 +25,7 @@ from acp_trio.testing import (
 )
 from acp_trio.testing import _schema_check as schema_check
 from acp_trio.testing._check import _brief, promoted_levels
-from acp_trio.testing._check_report import Status
+from acp_trio.testing._check._report import Status
 from acp_trio.testing._schema_check import MessageValidator, TypedValidator
 
 from .conftest import CHECK_TIMEOUT, FAULTS, REAL_LIMIT, REPO, agent_command

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import (
+    Callable,
     Iterable,
     Iterator,
     Mapping,
@@ -44,7 +45,12 @@ import trio
 from acp_trio._core._groups import plain_exceptions
 
 # The check modules register their checks when imported.
-from acp_trio.testing._check import _cancellation, _lifecycle, _robustness, _transcript  # noqa: F401
+from acp_trio.testing._check import (  # noqa: F401
+    _cancellation,
+    _lifecycle,
+    _robustness,
+    _transcript,
+)
 from acp_trio.testing._check._base import (
     _REGISTRY,
     _SETUP,
@@ -52,9 +58,9 @@ from acp_trio.testing._check._base import (
     CheckInfo,
 )
 from acp_trio.testing._check._base import _brief as _brief
+from acp_trio.testing._check._report import CheckReport, CheckResult, Level
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check_report import CheckReport, CheckResult, Level
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._wire import (
     PERMISSION_POLICIES,
     EditorPolicy,
 )
@@ -113,6 +119,29 @@ def _workspace() -> Iterator[str]:
         with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as file:
             file.write("A temporary workspace of acp_trio check-agent.\n")
         yield os.path.realpath(path)
+
+
+async def run_selected(
+    selected: Iterable[tuple[CheckInfo, CheckFunc]],
+    cwd: str | os.PathLike[str] | None,
+    make_runner: Callable[[trio.Nursery, str], _Runner],
+) -> tuple[_Runner, tuple[CheckResult, ...], float]:
+    """Run the ``selected`` checks in order with the runner ``make_runner``
+    makes (given its nursery and a fresh workspace), every agent process
+    closed at the end: the runner, the results and the seconds it took. The
+    agent's working directory (``cwd``, ours by default) must exist."""
+    start = trio.current_time()
+    results: list[CheckResult] = []
+    with plain_exceptions(), _workspace() as workspace:
+        os.stat(cwd if cwd is not None else os.getcwd())
+        async with trio.open_nursery() as nursery:
+            runner = make_runner(nursery, workspace)
+            try:
+                for info, func in selected:
+                    results.append(await runner.run(info, func))
+            finally:
+                await runner.close_all()
+    return runner, tuple(results), trio.current_time() - start
 
 
 #: The levels ``require`` may name.
@@ -216,48 +245,40 @@ async def check_agent(
             f"permissions must be one of {', '.join(PERMISSION_POLICIES)}, not {permissions!r}"
         )
     validator = load_validator(schema)
-    start = trio.current_time()
-    results: list[CheckResult] = []
-    with plain_exceptions(), _workspace() as workspace:
-        # The agent's working directory (ours by default) must exist.
-        os.stat(cwd if cwd is not None else os.getcwd())
-        policy = EditorPolicy(permissions, os.fspath(workspace), terminals)
-        async with trio.open_nursery() as nursery:
-            runner = _Runner(
-                nursery,
-                command,
-                timeout=timeout,
-                scenario=scenario,
-                schema=schema,
-                cwd=cwd,
-                env=env,
-                cancel_prompt=cancel_prompt,
-                promoted=promoted,
-                policy=policy,
-                validator=validator,
-                init_timeout=init_timeout,
-                hold_prompt=hold_prompt,
-                hold_deadline=hold_deadline,
-                prompt_timeout=prompt_timeout,
-                cancel_within=cancel_within,
-            )
-            try:
-                for info, func in selected:
-                    results.append(await runner.run(info, func))
-            finally:
-                await runner.close_all()
+
+    def make_runner(nursery: trio.Nursery, workspace: str) -> _Runner:
+        return _Runner(
+            nursery,
+            command,
+            timeout=timeout,
+            scenario=scenario,
+            schema=schema,
+            cwd=cwd,
+            env=env,
+            cancel_prompt=cancel_prompt,
+            promoted=promoted,
+            policy=EditorPolicy(permissions, workspace, terminals),
+            validator=validator,
+            init_timeout=init_timeout,
+            hold_prompt=hold_prompt,
+            hold_deadline=hold_deadline,
+            prompt_timeout=prompt_timeout,
+            cancel_within=cancel_within,
+        )
+
+    runner, results, duration = await run_selected(selected, cwd, make_runner)
     init = runner.init_result if isinstance(runner.init_result, dict) else {}
     other = runner.other_version if isinstance(runner.other_version, dict) else {}
     if not init and other:
         init = {"agentInfo": other.get("agentInfo") or other.get("info"), **other}
     return CheckReport(
         command=tuple(command),
-        results=tuple(results),
+        results=results,
         scenario=bool(runner.scenario),
         scenario_reason=runner.scenario_reason,
         agent_info=init.get("agentInfo"),
         protocol_version=init.get("protocolVersion"),
-        duration=trio.current_time() - start,
+        duration=duration,
         promoted=promoted,
         allow_skips=allow_skips,
         auth_required=runner.auth_required,
