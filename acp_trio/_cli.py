@@ -43,7 +43,7 @@ from acp_trio._cli_kit import (
     finish,
     selected,
 )
-from acp_trio.testing._check_report import Level
+from acp_trio.testing._check._report import Level
 
 __all__ = ["main"]
 
@@ -329,8 +329,8 @@ def _client_parser(
 
 
 def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from acp_trio.testing._check_client import run_agent_side
-    from acp_trio.testing._check_client_run import check_client, read_report
+    from acp_trio.testing._check._client import run_agent_side
+    from acp_trio.testing._check._client_run import check_client, read_report
 
     if args.timeout <= 0 or args.limit <= 0:
         parser.error("--timeout and --limit must be positive")
@@ -439,7 +439,7 @@ def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> i
 
 def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from acp_trio.testing._check import promoted_levels
-    from acp_trio.v2._check import V2_CHECKS, check_agent_v2
+    from acp_trio.testing._check._v2 import V2_CHECKS, check_agent_v2
 
     if args.list:
         width = max(len(info.name) for info in V2_CHECKS)

@@ -1,6 +1,6 @@
 """The command line's CI options, shared by check-agent, check-agent-v2 and
 check-client: ``--suite``, ``--only``, ``--results DIR`` and
-``--expected-failures FILE`` (see :mod:`acp_trio.testing._check_kit`)."""
+``--expected-failures FILE`` (see :mod:`acp_trio.testing._check._kit`)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from acp_trio.testing._check_kit import (
+from acp_trio.testing._check._kit import (
     Baseline,
     judge,
     load_baseline,
     suite_names,
     write_results,
 )
-from acp_trio.testing._check_report import CheckResult
+from acp_trio.testing._check._report import CheckResult
 
 #: The checks of check-agent that need no session (no credentials).
 AGENT_NO_SESSION = (

@@ -4,20 +4,27 @@
 were read, and keeps the ``session/cancel`` bookkeeping; also what an
 agent's ``initialize`` answer advertises of the methods it implements.
 Split from ``_agent.py`` (the :class:`Agent` base class and the serving
-functions), which passes the ``Agent`` class in.
+functions), which passes the ``Agent`` class in; this module knows an agent
+only as a :class:`ServedAgent`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import trio
 
 from acp_trio._core._requests import RequestContext, current_request
 from acp_trio._typed._client_proxy import ClientProxy
-from acp_trio._typed._dispatch import Route, SessionScopes, TypedHandler, implemented
+from acp_trio._typed._dispatch import (
+    ExtensionHandlers,
+    Route,
+    SessionScopes,
+    TypedHandler,
+    implemented,
+)
 from acp_trio._typed._sessions import AgentSessions, keep_sessions
 from acp_trio.schema import (
     METHODS,
@@ -36,15 +43,33 @@ from acp_trio.schema import (
 )
 from acp_trio.schema._generated_proxies import AGENT_METHOD_NAMES
 
-if TYPE_CHECKING:
-    from acp_trio._typed._agent import Agent
+
+class ServedAgent(Protocol):
+    """What the handler calls on an agent by name; the other methods it
+    routes are looked up with ``getattr`` (those its class overrides).
+    :class:`~acp_trio.Agent` is one."""
+
+    async def initialize(self, params: InitializeRequest, /) -> InitializeResponse: ...
+
+    async def prompt(self, params: PromptRequest, /) -> PromptResponse: ...
+
+    async def close_session(
+        self, params: CloseSessionRequest, /
+    ) -> CloseSessionResponse | None: ...
+
+    async def ext_method(self, method: str, params: Any, /) -> Any: ...
+
+    async def ext_notification(self, method: str, params: Any, /) -> None: ...
+
+    def _extension_handlers(self) -> ExtensionHandlers: ...
+
 
 #: Wire name -> :class:`Agent` method name, for every method an agent handles.
 AGENT_METHODS: Final[dict[str, str]] = dict(AGENT_METHOD_NAMES)
 
 
 def advertise_implemented(
-    agent: Agent, caps: AgentCapabilities, base: type[Agent]
+    agent: ServedAgent, caps: AgentCapabilities, base: type
 ) -> AgentCapabilities:
     """``caps`` (what the agent's ``initialize`` answered) with the methods
     its class overrides added: ``loadSession``, ``sessionCapabilities``
@@ -92,7 +117,7 @@ class AgentHandler(TypedHandler):
     """Routes client→agent messages to an :class:`Agent`, with the
     ``session/cancel`` bookkeeping."""
 
-    def __init__(self, agent: Agent, proxy: ClientProxy, base: type[Agent]) -> None:
+    def __init__(self, agent: ServedAgent, proxy: ClientProxy, base: type) -> None:
         self.agent = agent
         # The Agent class (passed in: that module imports this one).
         self._base = base

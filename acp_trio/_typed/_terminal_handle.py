@@ -29,6 +29,7 @@ import trio
 
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._public import NoPublicConstructor
+from acp_trio._typed._handle_client import HandleClient
 from acp_trio.schema import (
     CreateTerminalRequest,
     CreateTerminalResponse,
@@ -43,7 +44,6 @@ from acp_trio.schema import (
 
 if TYPE_CHECKING:
     from acp_trio._core._requests import PendingRequest
-    from acp_trio._typed._client_proxy import ClientProxy
 
 __all__ = ["TerminalHandle", "open_terminal"]
 
@@ -54,7 +54,7 @@ class TerminalHandle(metaclass=NoPublicConstructor):
     """A terminal the client runs for a session, made by
     :meth:`ClientProxy.terminal`."""
 
-    def __init__(self, client: ClientProxy, session_id: str, terminal_id: str) -> None:
+    def __init__(self, client: HandleClient, session_id: str, terminal_id: str) -> None:
         self._client = client
         #: The session it belongs to.
         self.session_id = session_id
@@ -117,7 +117,7 @@ class TerminalHandle(metaclass=NoPublicConstructor):
         )
 
 
-async def _release(client: ClientProxy, session_id: str, terminal_id: str, bound: float) -> None:
+async def _release(client: HandleClient, session_id: str, terminal_id: str, bound: float) -> None:
     with trio.CancelScope(shield=True), trio.move_on_after(bound) as scope:
         try:
             await client.release_terminal(
@@ -133,7 +133,7 @@ async def _release(client: ClientProxy, session_id: str, terminal_id: str, bound
 
 
 def _release_when_answered(
-    client: ClientProxy, pending: PendingRequest, session_id: str, timeout: float
+    client: HandleClient, pending: PendingRequest, session_id: str, timeout: float
 ) -> None:
     """After a cancelled ``terminal/create``: release the terminal its late
     answer may still bring."""
@@ -156,7 +156,7 @@ def _release_when_answered(
 
 @asynccontextmanager
 async def open_terminal(
-    client: ClientProxy,
+    client: HandleClient,
     session_id: str,
     command: str,
     args: Sequence[str] = (),

@@ -33,13 +33,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 import trio
 
 from acp_trio._exceptions import RemoteProtocolError
 from acp_trio._public import NoPublicConstructor
+from acp_trio._typed._handle_client import HandleClient
 from acp_trio.build import content as content_of
 from acp_trio.build import tool_call_start, tool_call_update
 from acp_trio.schema import (
@@ -58,9 +59,6 @@ from acp_trio.schema import (
     ToolCallUpdate,
 )
 from acp_trio.schema._generated_types import ToolCallStatus, ToolKind, UnknownToolCallContent
-
-if TYPE_CHECKING:
-    from acp_trio._typed._client_proxy import ClientProxy
 
 __all__ = ["ToolCallHandle", "ask_permission", "open_tool_call"]
 
@@ -90,7 +88,7 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
 
     def __init__(
         self,
-        client: ClientProxy,
+        client: HandleClient,
         session_id: str,
         start: ToolCall,
     ) -> None:
@@ -295,7 +293,7 @@ class ToolCallHandle(metaclass=NoPublicConstructor):
 
 @asynccontextmanager
 async def open_tool_call(
-    client: ClientProxy,
+    client: HandleClient,
     session_id: str,
     title: str,
     *,
@@ -332,7 +330,7 @@ async def open_tool_call(
 
 
 async def ask_permission(
-    client: ClientProxy,
+    client: HandleClient,
     session_id: str,
     tool_call: ToolCallHandle | ToolCallUpdate | str,
     options: Sequence[PermissionOption],

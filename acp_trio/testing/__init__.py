@@ -24,17 +24,23 @@ This module only re-exports.
 """
 
 from acp_trio._public import fix_module_names as _fix_module_names
+from acp_trio._scenario import HOLD_PATH as HOLD_PATH
+from acp_trio._scenario import SCENARIO_AGENT_COMMAND as SCENARIO_AGENT_COMMAND
+from acp_trio._scenario import SCENARIO_CLIENT_CAPABILITIES as SCENARIO_CLIENT_CAPABILITIES
+from acp_trio._scenario import ScenarioAgent as ScenarioAgent
+from acp_trio._scenario import ScenarioClient as ScenarioClient
+from acp_trio._scenario import run_scenario_agent as run_scenario_agent
 from acp_trio.testing._check import CHECKS as CHECKS
 from acp_trio.testing._check import CheckInfo as CheckInfo
 from acp_trio.testing._check import check_agent as check_agent
-from acp_trio.testing._check_client_report import CLIENT_CHECKS as CLIENT_CHECKS
-from acp_trio.testing._check_client_report import ClientCheckInfo as ClientCheckInfo
-from acp_trio.testing._check_client_report import ClientCheckReport as ClientCheckReport
-from acp_trio.testing._check_client_run import check_client as check_client
-from acp_trio.testing._check_report import CheckReport as CheckReport
-from acp_trio.testing._check_report import CheckResult as CheckResult
-from acp_trio.testing._check_report import Level as Level
-from acp_trio.testing._check_report import Verdict as Verdict
+from acp_trio.testing._check._client_checks import CLIENT_CHECKS as CLIENT_CHECKS
+from acp_trio.testing._check._client_checks import ClientCheckInfo as ClientCheckInfo
+from acp_trio.testing._check._client_run import check_client as check_client
+from acp_trio.testing._check._report import CheckReport as CheckReport
+from acp_trio.testing._check._report import CheckResult as CheckResult
+from acp_trio.testing._check._report import ClientCheckReport as ClientCheckReport
+from acp_trio.testing._check._report import Level as Level
+from acp_trio.testing._check._report import Verdict as Verdict
 from acp_trio.testing._fake_agent import AskPermission as AskPermission
 from acp_trio.testing._fake_agent import Call as Call
 from acp_trio.testing._fake_agent import EndTurn as EndTurn
@@ -64,12 +70,6 @@ from acp_trio.testing._peer import ScriptedPeer as ScriptedPeer
 from acp_trio.testing._peer import open_scripted_agent as open_scripted_agent
 from acp_trio.testing._peer import open_scripted_client as open_scripted_client
 from acp_trio.testing._peer import open_scripted_process as open_scripted_process
-from acp_trio.testing._scenario import HOLD_PATH as HOLD_PATH
-from acp_trio.testing._scenario import SCENARIO_AGENT_COMMAND as SCENARIO_AGENT_COMMAND
-from acp_trio.testing._scenario import SCENARIO_CLIENT_CAPABILITIES as SCENARIO_CLIENT_CAPABILITIES
-from acp_trio.testing._scenario import ScenarioAgent as ScenarioAgent
-from acp_trio.testing._scenario import ScenarioClient as ScenarioClient
-from acp_trio.testing._scenario import run_scenario_agent as run_scenario_agent
 from acp_trio.testing._schema_check import find_schema as find_schema
 
 _fix_module_names("acp_trio.testing", globals())

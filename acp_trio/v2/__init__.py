@@ -17,7 +17,6 @@ shared with v1.
 
 from acp_trio.v2._agent import AGENT_METHODS as AGENT_METHODS
 from acp_trio.v2._agent import Agent as Agent
-from acp_trio.v2._agent import ClientProxy as ClientProxy
 from acp_trio.v2._agent import open_agent as open_agent
 from acp_trio.v2._agent import run_agent as run_agent
 from acp_trio.v2._agent import serve_agent as serve_agent
@@ -26,6 +25,7 @@ from acp_trio.v2._client import Client as Client
 from acp_trio.v2._client import TurnResult as TurnResult
 from acp_trio.v2._client import open_client as open_client
 from acp_trio.v2._client import open_spawned_agent as open_spawned_agent
+from acp_trio.v2._client_proxy import ClientProxy as ClientProxy
 from acp_trio.v2._router import UNSUPPORTED_PROTOCOL_VERSION as UNSUPPORTED_PROTOCOL_VERSION
 from acp_trio.v2._router import Negotiated as Negotiated
 from acp_trio.v2._router import choose_version as choose_version

@@ -36,14 +36,11 @@ from acp_trio._core._groups import collapse_group, plain_exceptions
 from acp_trio._core._open import open_connection, serve_connection
 from acp_trio._core._requests import RequestContext, current_request
 from acp_trio._exceptions import RequestError
-from acp_trio._public import NoPublicConstructor
 from acp_trio._transports import open_stdio_stream
 from acp_trio._typed._dispatch import (
     Extensible,
-    ProxyBase,
     Route,
     TypedHandler,
-    adopt_hook_docs,
     implemented,
     one_connection,
 )
@@ -58,7 +55,6 @@ from acp_trio.schema.v2 import (
     CancelTerminalResponse,
     CancelToolCallRequest,
     CancelToolCallResponse,
-    ClientCapabilities,
     CloseSessionRequest,
     CloseSessionResponse,
     DeleteSessionRequest,
@@ -85,7 +81,7 @@ from acp_trio.schema.v2 import (
     UserMessage,
     converter,
 )
-from acp_trio.v2._generated_proxies import ClientProxyMethods
+from acp_trio.v2._client_proxy import ClientProxy
 from acp_trio.v2._turn import Session, Turn, _shielded, error_of
 
 __all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
@@ -109,15 +105,6 @@ AGENT_METHODS: Final[dict[str, str]] = {
     "session/prompt": "prompt",
     "session/cancel": "cancel",
 }
-
-
-@adopt_hook_docs
-class ClientProxy(ClientProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
-    """Typed v2 calls from the agent to its client (object or keyword form).
-    Cancelling a call cancels its request on the wire (``$/cancel_request``)."""
-
-    #: The client's capabilities, from its ``initialize``.
-    capabilities: ClientCapabilities | None = None
 
 
 def _not_found(method: str) -> RequestError:

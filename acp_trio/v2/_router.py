@@ -32,13 +32,18 @@ from typing import Any
 import attrs
 import trio
 
-import acp_trio
 from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._groups import plain_exceptions
-from acp_trio._exceptions import ErrorCode
+from acp_trio._exceptions import ErrorCode, UnsupportedProtocolVersion
 from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._transports import open_agent_process, open_stdio_stream
+from acp_trio._typed._agent import Agent as V1AgentClass
+from acp_trio._typed._agent import serve_agent as serve_agent_v1
+from acp_trio._typed._agent_proxy import AgentProxy as V1AgentProxy
+from acp_trio._typed._client import Client as V1Client
+from acp_trio._typed._client import open_client as open_client_v1
 from acp_trio._version import __version__
+from acp_trio.schema import InitializeResponse as V1InitializeResponse
 from acp_trio.schema import v2 as schema_v2
 from acp_trio.v2 import _agent as agent_v2
 from acp_trio.v2 import _client as client_v2
@@ -55,7 +60,7 @@ __all__ = [
 ]
 
 
-V1Agent = acp_trio.Agent | Callable[[], acp_trio.Agent]
+V1Agent = V1AgentClass | Callable[[], V1AgentClass]
 V2Agent = agent_v2.Agent | Callable[[], agent_v2.Agent]
 
 
@@ -223,7 +228,7 @@ async def serve_router(
         await agent_v2.serve_agent(v2, replay, config=config, task_status=task_status)
     else:
         assert v1 is not None
-        await acp_trio.serve_agent(v1, replay, config=config, task_status=task_status)
+        await serve_agent_v1(v1, replay, config=config, task_status=task_status)
 
 
 async def run_router(
@@ -288,15 +293,15 @@ class Negotiated:
     answer."""
 
     version: int
-    agent: client_v2.AgentProxy | acp_trio.AgentProxy
-    initialize: schema_v2.InitializeResponse | acp_trio.schema.InitializeResponse
+    agent: client_v2.AgentProxy | V1AgentProxy
+    initialize: schema_v2.InitializeResponse | V1InitializeResponse
 
 
 @asynccontextmanager
 async def open_any_client(
     connect: Callable[[], AbstractAsyncContextManager[trio.abc.Stream]],
     v2: client_v2.Client,
-    v1: acp_trio.Client | None = None,
+    v1: V1Client | None = None,
     *,
     info: schema_v2.Implementation | None = None,
     config: ConnectionConfig | None = None,
@@ -317,14 +322,14 @@ async def open_any_client(
     async with connect() as stream, client_v2.open_client(v2, stream, config=config) as agent:
         try:
             result = await agent.initialize(params)
-        except acp_trio.UnsupportedProtocolVersion as exc:
+        except UnsupportedProtocolVersion as exc:
             answered = exc.version
         else:
             yield Negotiated(2, agent, result)
             return
     if answered != 1 or v1 is None:
-        raise acp_trio.UnsupportedProtocolVersion(answered, schema_v2.PROTOCOL_VERSION)
-    async with connect() as stream, acp_trio.open_client(v1, stream, config=config) as agent1:
+        raise UnsupportedProtocolVersion(answered, schema_v2.PROTOCOL_VERSION)
+    async with connect() as stream, open_client_v1(v1, stream, config=config) as agent1:
         result1 = await agent1.initialize()
         yield Negotiated(1, agent1, result1)
 
@@ -333,7 +338,7 @@ async def open_any_client(
 async def open_any_spawned_agent(
     command: Sequence[str],
     v2: client_v2.Client,
-    v1: acp_trio.Client | None = None,
+    v1: V1Client | None = None,
     *,
     cwd: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,

@@ -38,6 +38,7 @@ import uuid
 import trio
 
 from acp_trio._exceptions import RequestError
+from acp_trio._scenario import ScenarioAgent as V1ScenarioAgent
 from acp_trio._version import __version__
 from acp_trio.schema.v2 import (
     PROTOCOL_VERSION,
@@ -164,6 +165,4 @@ async def run_scenario_router() -> None:
     """Serve the v1 and the v2 scenario agents on this process's stdio,
     behind the version router; cancelling it closes the connection (running
     requests answered ``-32800``)."""
-    from acp_trio.testing import ScenarioAgent as V1ScenarioAgent
-
     await run_router(v1=V1ScenarioAgent, v2=ScenarioAgent)

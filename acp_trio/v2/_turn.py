@@ -16,7 +16,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -44,9 +44,7 @@ from acp_trio.schema.v2 import (
     ToolCallUpdate,
     UpdateSessionNotification,
 )
-
-if TYPE_CHECKING:
-    from acp_trio.v2._agent import ClientProxy
+from acp_trio.v2._client_proxy import ClientProxy
 
 __all__ = ["Session", "TerminalHandle", "ToolCallHandle", "Turn"]
 

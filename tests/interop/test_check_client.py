@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_trio.testing._check_client_run import check_client
+from acp_trio.testing._check._client_run import check_client
 
 HERE = Path(__file__).resolve().parent
 SDK_DIR = HERE / "node_modules" / "@agentclientprotocol" / "sdk"

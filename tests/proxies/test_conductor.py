@@ -219,7 +219,7 @@ async def test_two_proxies_and_the_scenario_agent_conform_as_one_agent() -> None
     # vocabulary, errors passed back unchanged (-32601, -32602, -32800 of a
     # deadline), session/cancel and $/cancel_request cancelled hop by hop.
     from acp_trio.testing import Verdict, check_agent
-    from acp_trio.testing._check_report import Status
+    from acp_trio.testing._check._report import Status
 
     quiet = [*PROXY, "--quiet"]
     command = [sys.executable, "-m", "acp_trio", "conduct", "--", *quiet, "--", *quiet, "--"]

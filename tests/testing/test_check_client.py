@@ -18,12 +18,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from acp_trio.testing._check_client_report import (
-    CLIENT_CHECKS,
-    ClientCheckReport,
-    results_from_json,
-)
-from acp_trio.testing._check_client_run import agent_side_command, check_client, client_command
+from acp_trio.testing._check._client_checks import CLIENT_CHECKS, results_from_json
+from acp_trio.testing._check._client_run import agent_side_command, check_client, client_command
+from acp_trio.testing._check._report import ClientCheckReport
 from tests.testing.conftest import REAL_LIMIT, REPO
 
 CLIENTS = Path(__file__).resolve().parent / "clients"

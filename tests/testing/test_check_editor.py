@@ -18,8 +18,8 @@ from acp_trio.contrib._terminals import open_terminal_manager
 from acp_trio.lowlevel import Connection, open_connection
 from acp_trio.testing import check_agent
 from acp_trio.testing._check import promoted_levels
-from acp_trio.testing._check_report import Status
-from acp_trio.testing._check_wire import CheckerClient, EditorPolicy, choose_permission
+from acp_trio.testing._check._report import Status
+from acp_trio.testing._check._wire import CheckerClient, EditorPolicy, choose_permission
 
 from .conftest import CHECK_TIMEOUT, REAL_LIMIT, agent_command
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from acp_trio.testing import Verdict, check_agent
-from acp_trio.testing._check_report import Status
+from acp_trio.testing._check._report import Status
 
 from .conftest import CHECK_TIMEOUT, REAL_LIMIT, REPO, agent_command
 

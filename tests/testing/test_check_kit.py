@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from acp_trio.testing import CHECKS
-from acp_trio.testing._check_kit import Baseline, judge, load_baseline, suite_names
-from acp_trio.testing._check_report import CheckResult, Level, Verdict
+from acp_trio.testing._check._kit import Baseline, judge, load_baseline, suite_names
+from acp_trio.testing._check._report import CheckResult, Level, Verdict
 
 from .conftest import AGENTS, REAL_LIMIT, REPO, agent_command
 

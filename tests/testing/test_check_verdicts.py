@@ -11,7 +11,7 @@ from __future__ import annotations
 import trio
 
 from acp_trio.testing import CheckReport, Verdict, check_agent
-from acp_trio.testing._check_report import Status
+from acp_trio.testing._check._report import Status
 
 from .conftest import CHECK_TIMEOUT, REAL_LIMIT, agent_command
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import trio
 
-from acp_trio.testing._check_report import Level, Status
-from acp_trio.v2._check import V2_CHECKS, check_agent_v2
+from acp_trio.testing._check._report import Level, Status
+from acp_trio.testing._check._v2 import V2_CHECKS, check_agent_v2
 
 from .conftest import PIPE_LIMIT
 

@@ -4,6 +4,7 @@ a turn the agent can no longer end does not leave ``prompt`` waiting."""
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -18,21 +19,18 @@ from .conftest import LIMIT, RecordingClient, memory_pair, text
 from .v2_test_agent import V2TestAgent
 
 
-async def test_an_error_in_the_open_agent_block_comes_out_plain(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize("side", ["agent", "client"])
+async def test_an_error_in_the_open_block_comes_out_plain(
+    side: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    left, _right = trio.testing.memory_stream_pair()
+    left, right = trio.testing.memory_stream_pair()
+    opened: AbstractAsyncContextManager[object] = (
+        v2.open_agent(V2TestAgent(), left)
+        if side == "agent"
+        else v2.open_client(RecordingClient(), right)
+    )
     with trio.fail_after(LIMIT), pytest.raises(ValueError, match="mine"):
-        async with v2.open_agent(V2TestAgent(), left):
-            raise ValueError("mine")
-
-
-async def test_an_error_in_the_open_client_block_comes_out_plain(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    _left, right = trio.testing.memory_stream_pair()
-    with trio.fail_after(LIMIT), pytest.raises(ValueError, match="mine"):
-        async with v2.open_client(RecordingClient(), right):
+        async with opened:
             raise ValueError("mine")
 
 

@@ -12,8 +12,8 @@ from typing import Any, Final
 import attrs
 
 from acp_trio._exceptions import RequestError
-from acp_trio.testing._check_report import Level
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._report import Level
+from acp_trio.testing._check._wire import (
     WireEntry,
 )
 

@@ -8,6 +8,7 @@ from collections.abc import (
 
 import trio
 
+from acp_trio._scenario import HOLD_PATH
 from acp_trio.testing._check._base import (
     CANCELLATION,
     CANCELLED,
@@ -17,11 +18,10 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._wire import (
     IncomingRequest,
     same_id,
 )
-from acp_trio.testing._scenario import HOLD_PATH
 
 
 @_check(

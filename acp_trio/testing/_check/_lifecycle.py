@@ -17,7 +17,7 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check_wire import WireEntry
+from acp_trio.testing._check._wire import WireEntry
 
 
 @_check("initialize", REQUIRED, "initialize asking protocol version 1 is answered with 1")

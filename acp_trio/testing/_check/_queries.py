@@ -9,7 +9,7 @@ from typing import Any
 import trio
 
 from acp_trio.testing._check._base import GRACE
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._wire import (
     AgentSession,
     IncomingRequest,
     Transcript,

@@ -33,9 +33,9 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._queries import _WireQueries
+from acp_trio.testing._check._report import CheckResult, Level
 from acp_trio.testing._check._running import run_check
-from acp_trio.testing._check_report import CheckResult, Level
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._wire import (
     AgentSession,
     EditorPolicy,
     IncomingRequest,

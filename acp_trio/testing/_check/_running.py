@@ -18,8 +18,8 @@ from acp_trio.testing._check._base import (
     _Skip,
     _wire_line,
 )
-from acp_trio.testing._check_report import CheckResult, Verdict
-from acp_trio.testing._check_wire import AgentSession, Transcript, WireEntry
+from acp_trio.testing._check._report import CheckResult, Verdict
+from acp_trio.testing._check._wire import AgentSession, Transcript, WireEntry
 
 
 class _Runner(Protocol):

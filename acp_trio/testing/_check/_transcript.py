@@ -16,7 +16,7 @@ from acp_trio.testing._check._base import (
     _Skip,
 )
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check_wire import (
+from acp_trio.testing._check._wire import (
     AgentSession,
     WireEntry,
     same_id,

@@ -1,5 +1,8 @@
-"""The verdicts of ``check_agent``: one :class:`CheckResult` per check, in a
-:class:`CheckReport` that prints as a table or as one JSON document."""
+"""The verdicts of the checkers: one :class:`CheckResult` per check, in a
+report that prints as a table or as one JSON document: a :class:`CheckReport`
+for ``check_agent`` and ``check_agent_v2``, a :class:`ClientCheckReport` for
+``check_client`` (read back from the agent side's file). Both share what
+:class:`_Results` does with the results."""
 
 from __future__ import annotations
 
@@ -9,7 +12,15 @@ from typing import Any, Final
 
 import attrs
 
-__all__ = ["EXIT_STATUS", "CheckReport", "CheckResult", "Level", "Status", "Verdict"]
+__all__ = [
+    "EXIT_STATUS",
+    "CheckReport",
+    "CheckResult",
+    "ClientCheckReport",
+    "Level",
+    "Status",
+    "Verdict",
+]
 
 
 class Level(enum.Enum):
@@ -126,8 +137,64 @@ def table_lines(results: Iterable[CheckResult], level: Callable[[CheckResult], s
     return lines
 
 
+def failure_lines(results: Iterable[CheckResult], peer: str) -> list[str]:
+    """The evidence of each failed check (and the ``peer``'s stderr tail
+    kept with it), a block per check, each after a blank line."""
+    lines: list[str] = []
+    for r in results:
+        if not r.failed or not (r.evidence or r.stderr):
+            continue
+        lines.append("")
+        lines.append(f"{r.name}:")
+        lines.extend(f"  {line}" for line in r.evidence)
+        if r.stderr:
+            lines.append(f"  {peer} stderr (tail):")
+            lines.extend(f"    {line}" for line in r.stderr.splitlines())
+    return lines
+
+
+class _Results:
+    """What a report does with its results, whichever checker made it: look
+    a check up by name, list the failures, and turn :attr:`status` into
+    :attr:`ok` and :attr:`exit_code`."""
+
+    __slots__ = ()
+
+    results: tuple[CheckResult, ...]
+
+    def __iter__(self) -> Iterator[CheckResult]:
+        return iter(self.results)
+
+    def __getitem__(self, name: str) -> CheckResult:
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return any(result.name == name for result in self.results)
+
+    @property
+    def status(self) -> Status:
+        raise NotImplementedError
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run CONFORMS."""
+        return self.status is Status.CONFORMS
+
+    @property
+    def exit_code(self) -> int:
+        """0 CONFORMS, 1 DOES NOT CONFORM, 3 INCOMPLETE."""
+        return EXIT_STATUS[self.status]
+
+    def failures(self, level: Level | None = None) -> list[CheckResult]:
+        """The failed checks, of every level or of ``level`` only."""
+        return [r for r in self.results if r.failed and level in (None, r.level)]
+
+
 @attrs.frozen
-class CheckReport:
+class CheckReport(_Results):
     """All verdicts of one run, and the :attr:`status` they add up to.
 
     A check counts as required when its level is :attr:`Level.REQUIRED` or
@@ -157,18 +224,6 @@ class CheckReport:
     #: it speaks only that one (2: check it with ``check-agent-v2``).
     only_version: Any = None
 
-    def __iter__(self) -> Iterator[CheckResult]:
-        return iter(self.results)
-
-    def __getitem__(self, name: str) -> CheckResult:
-        for result in self.results:
-            if result.name == name:
-                return result
-        raise KeyError(name)
-
-    def __contains__(self, name: object) -> bool:
-        return any(result.name == name for result in self.results)
-
     def counts(self, result: CheckResult) -> bool:
         """Whether ``result`` is counted as required in this run."""
         return result.level is Level.REQUIRED or result.level in self.promoted
@@ -191,20 +246,6 @@ class CheckReport:
         if self.required_skips() and not self.allow_skips:
             return Status.INCOMPLETE
         return Status.CONFORMS
-
-    @property
-    def ok(self) -> bool:
-        """Whether the run CONFORMS."""
-        return self.status is Status.CONFORMS
-
-    @property
-    def exit_code(self) -> int:
-        """0 CONFORMS, 1 DOES NOT CONFORM, 3 INCOMPLETE."""
-        return EXIT_STATUS[self.status]
-
-    def failures(self, level: Level | None = None) -> list[CheckResult]:
-        """The failed checks, of every level or of ``level`` only."""
-        return [r for r in self.results if r.failed and level in (None, r.level)]
 
     def summary(self) -> str:
         """One line: the status, the counts of each verdict and who was checked."""
@@ -250,15 +291,7 @@ class CheckReport:
                 r.level.value + ("*" if self.counts(r) and r.level is not Level.REQUIRED else "")
             ),
         )
-        for r in self.results:
-            if not r.failed or not (r.evidence or r.stderr):
-                continue
-            lines.append("")
-            lines.append(f"{r.name}:")
-            lines.extend(f"  {line}" for line in r.evidence)
-            if r.stderr:
-                lines.append("  agent stderr (tail):")
-                lines.extend(f"    {line}" for line in r.stderr.splitlines())
+        lines.extend(failure_lines(self.results, "agent"))
         lines.append("")
         lines.append(self.summary())
         return "\n".join(lines)
@@ -282,4 +315,84 @@ class CheckReport:
             "scenario_reason": self.scenario_reason,
             "duration_s": round(self.duration, 3),
             "checks": [dict(r.to_json(), required=self.counts(r)) for r in self.results],
+        }
+
+
+@attrs.frozen
+class ClientCheckReport(_Results):
+    """All verdicts of one run against a client. :attr:`ok` (and
+    :attr:`exit_code`) depend on the required checks only."""
+
+    command: tuple[str, ...]
+    results: tuple[CheckResult, ...]
+    client_info: Any = None
+    protocol_version: Any = None
+    client_capabilities: Any = None
+    #: The client's exit status (None: still running when it was stopped).
+    client_exit: int | None = None
+    #: The last lines the client wrote to stdout and stderr.
+    client_output: str = ""
+    duration: float = 0.0
+
+    @property
+    def status(self) -> Status:
+        """FAILS if a required check failed; INCOMPLETE if none failed but a
+        required one could not run (a capability the client does not
+        advertise is not checked, and does not count); else CONFORMS (as
+        ``check-agent``)."""
+        if any(r.failed and r.level is Level.REQUIRED for r in self.results):
+            return Status.FAILS
+        if any(
+            r.skipped and r.level is Level.REQUIRED and not r.reason.endswith("not advertised")
+            for r in self.results
+        ):
+            return Status.INCOMPLETE
+        return Status.CONFORMS
+
+    def summary(self) -> str:
+        """One line: the verdict, the counts of each verdict, and the client's
+        name, version, exit and protocol version.
+        """
+        counts = {v: sum(r.verdict is v for r in self.results) for v in Verdict}
+        required = len(self.failures(Level.REQUIRED))
+        client = "unknown client"
+        if isinstance(self.client_info, dict):
+            client = f"{self.client_info.get('name', '?')} {self.client_info.get('version', '?')}"
+        verdict = self.status.value
+        exit_ = "still running" if self.client_exit is None else f"exit {self.client_exit}"
+        return (
+            f"{verdict}: {counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed "
+            f"({required} required), {counts[Verdict.SKIP]} skipped in {self.duration:.1f} s; "
+            f"client: {client} ({exit_}), protocol version {self.protocol_version}"
+        )
+
+    def format_table(self) -> str:
+        """A plain-text table, one row per check, then a summary line."""
+        lines = table_lines(self.results, lambda r: r.level.value)
+        lines.extend(failure_lines(self.results, "client"))
+        if self.failures() or self.client_exit not in (0, None):
+            # Why a failing client failed: its exit status and last output.
+            exit_ = "still running, stopped" if self.client_exit is None else self.client_exit
+            lines.append("")
+            lines.append(f"client exit status: {exit_}; its output (tail):")
+            tail = self.client_output.strip().splitlines()[-12:]
+            lines.extend(f"  {line[:300]}" for line in tail or ["(none)"])
+        lines.append("")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The whole report as one JSON-ready dict, every check included."""
+        return {
+            "command": list(self.command),
+            "ok": self.ok,
+            "verdict": self.status.value,
+            "exit_code": self.exit_code,
+            "client_info": self.client_info,
+            "protocol_version": self.protocol_version,
+            "client_capabilities": self.client_capabilities,
+            "client_exit": self.client_exit,
+            "client_output": self.client_output,
+            "duration_s": round(self.duration, 3),
+            "checks": [r.to_json() for r in self.results],
         }

@@ -6,6 +6,9 @@ prompt picks what the agent does (``echo``, ``stream``, ``read``, ``write``,
 ``sleep``), and the test client holds the requests a scenario needs held
 until they are cancelled. Neither contains any cancellation code: the SDK
 cancels nested requests on the wire and answers cancelled turns.
+
+Public in :mod:`acp_trio.testing`; it sits below both the test kit and
+:mod:`acp_trio.v2` (whose scenario router serves this agent for v1).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from acp_trio.testing._check_report import CheckResult, Level
+from acp_trio.testing._check._report import CheckResult, Level
 
 __all__ = ["Baseline", "BaselineOutcome", "load_baseline", "suite_names", "write_results"]
 

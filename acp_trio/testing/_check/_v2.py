@@ -1,6 +1,6 @@
 """``check-agent-v2``: conformance checks for a stdio ACP v2 (Preview) agent.
 
-The same machinery as ``check-agent`` (:mod:`acp_trio.testing._check`): one
+The same machinery as ``check-agent`` (:mod:`acp_trio.testing._check._agent`): one
 runner speaking version 2, every line kept in one transcript, levels,
 authentication-aware SKIPs, INCOMPLETE, a per-wait ``timeout`` and its own
 ``prompt_timeout``. Every check that needs no credentials runs on any agent:
@@ -32,9 +32,8 @@ from typing import Any, Final
 
 import trio
 
-from acp_trio._core._groups import plain_exceptions
 from acp_trio._exceptions import RequestError
-from acp_trio.testing._check import _workspace, promoted_levels
+from acp_trio.testing._check._agent import promoted_levels, run_selected
 from acp_trio.testing._check._base import (
     _REGISTRY,
     CANCELLATION,
@@ -50,11 +49,11 @@ from acp_trio.testing._check._base import (
     _Reply,
     _Skip,
 )
+from acp_trio.testing._check._report import CheckReport, Level
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check_report import CheckReport, CheckResult, Level
-from acp_trio.testing._check_wire import EditorPolicy, WireEntry
+from acp_trio.testing._check._v2_scenario import run_scenario_check
+from acp_trio.testing._check._wire import EditorPolicy, WireEntry
 from acp_trio.testing._schema_check import load_validator
-from acp_trio.v2._check_scenario import run_scenario_check
 
 __all__ = ["V2_CHECKS", "check_agent_v2"]
 
@@ -427,42 +426,36 @@ async def check_agent_v2(
         selected = [(info, func) for info, func in _V2 if info.name in wanted]
     promoted = promoted_levels(strict, require)
     validator = load_validator(schema, 2)
-    start = trio.current_time()
-    results: list[CheckResult] = []
-    with plain_exceptions(), _workspace() as workspace:
-        os.stat(cwd if cwd is not None else os.getcwd())
-        async with trio.open_nursery() as nursery:
-            runner = _Runner(
-                nursery,
-                command,
-                timeout=timeout,
-                scenario=None,
-                schema=schema,
-                cwd=cwd,
-                env=env,
-                policy=EditorPolicy("allow", workspace, False),
-                validator=validator,
-                init_timeout=init_timeout,
-                prompt_timeout=prompt_timeout,
-                protocol=2,
-                hold_prompt=hold_prompt,
-            )
-            try:
-                for info, func in selected:
-                    results.append(await runner.run(info, func))
-            finally:
-                await runner.close_all()
+
+    def make_runner(nursery: trio.Nursery, workspace: str) -> _Runner:
+        return _Runner(
+            nursery,
+            command,
+            timeout=timeout,
+            scenario=None,
+            schema=schema,
+            cwd=cwd,
+            env=env,
+            policy=EditorPolicy("allow", workspace, False),
+            validator=validator,
+            init_timeout=init_timeout,
+            prompt_timeout=prompt_timeout,
+            protocol=2,
+            hold_prompt=hold_prompt,
+        )
+
+    runner, results, duration = await run_selected(selected, cwd, make_runner)
     init = runner.init_result if isinstance(runner.init_result, dict) else {}
     other = runner.other_version if isinstance(runner.other_version, dict) else {}
     agent = init.get("info") or other.get("agentInfo")
     return CheckReport(
         command=tuple(command),
-        results=tuple(results),
+        results=results,
         scenario=runner.v2_vocabulary,
         scenario_reason=runner.scenario_reason,
         agent_info=agent,
         protocol_version=(init or other).get("protocolVersion"),
-        duration=trio.current_time() - start,
+        duration=duration,
         promoted=promoted,
         allow_skips=allow_skips,
         auth_required=runner.auth_required,

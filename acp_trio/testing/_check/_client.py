@@ -1,6 +1,6 @@
 """The agent side of ``check-client``: a scripted ACP agent on stdio, written
 on raw JSON lines (so it sees every byte the client sends; the wire and the
-report file are in ``_check_client_wire``), that checks what an agent relies
+report file are in ``_client_wire``), that checks what an agent relies
 on in a client and writes its verdicts to a file.
 
 The driving protocol (what a client under test must do):
@@ -46,8 +46,8 @@ from typing import Any
 
 import trio
 
-from acp_trio.testing._check_client_wire import Wire, describe, error_code
-from acp_trio.testing._check_report import Verdict
+from acp_trio.testing._check._client_wire import Wire, describe, error_code
+from acp_trio.testing._check._report import Verdict
 
 __all__ = ["CUE", "PERMISSION_TITLES", "run_agent_side"]
 

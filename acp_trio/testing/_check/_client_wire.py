@@ -1,6 +1,6 @@
 """The wire and the bookkeeping of ``check-client``'s agent side: raw JSON
 lines in and out, every request the agent sent and each reply it got, the
-verdicts and the report file. The script is in ``_check_client``."""
+verdicts and the report file. The script is in ``_client``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import trio
 
-from acp_trio.testing._check_client_report import CLIENT_CHECKS, result
-from acp_trio.testing._check_report import CheckResult, Verdict
+from acp_trio.testing._check._client_checks import CLIENT_CHECKS, result
+from acp_trio.testing._check._report import CheckResult, Verdict
 
 EVIDENCE_LINES = 12
 EVIDENCE_WIDTH = 300
@@ -297,4 +297,4 @@ class Wire:
         out.first.set()
 
     async def handle_request(self, message: dict[str, Any]) -> None:
-        raise NotImplementedError  # the agent: _check_client
+        raise NotImplementedError  # the agent: _client

@@ -24,8 +24,8 @@ from typing import Any
 import attrs
 import trio
 
-from acp_trio.testing._check_client_report import ClientCheckReport, result, results_from_json
-from acp_trio.testing._check_report import Verdict
+from acp_trio.testing._check._client_checks import result, results_from_json
+from acp_trio.testing._check._report import ClientCheckReport, Verdict
 
 __all__ = [
     "AGENT_ENV",
