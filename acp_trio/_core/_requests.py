@@ -14,7 +14,6 @@ that is the request tree.
 from __future__ import annotations
 
 import enum
-import logging
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
@@ -27,9 +26,15 @@ from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 if TYPE_CHECKING:
     from acp_trio._core._connection import Connection
 
-__all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
-
-_log = logging.getLogger("acp_trio.connection")
+__all__ = [
+    "WAITING",
+    "CancelCause",
+    "PendingRequest",
+    "RequestContext",
+    "RequestOwner",
+    "current_request",
+    "handler_tasks",
+]
 
 
 class RequestOwner(Protocol):
@@ -48,11 +53,6 @@ class RequestOwner(Protocol):
         those read before it)."""
         ...
 
-    @property
-    def writes_directly(self) -> bool:
-        """Whether a frame queued now is written now (a pipe, the writer idle)."""
-        ...
-
     def scope_exposed(self, scope: trio.CancelScope) -> None:
         """A handler took ``scope`` (it may be the reader's, while the handler
         runs eagerly: then the reader moves to a fresh one after it)."""
@@ -66,8 +66,10 @@ class RequestOwner(Protocol):
     def send_cancel(self, pending: PendingRequest) -> None:
         """Send ``$/cancel_request`` for ``pending`` (at most once)."""
 
-    def cancel_not_sent(self, pending: PendingRequest) -> None:
-        """The cancel :meth:`send_cancel` began could not go out: allow it again."""
+    def cancel_due(self, pending: PendingRequest) -> None:
+        """``pending``'s waiting call was cancelled: its ``$/cancel_request``
+        is due. Called from an abort function: it only records it (whoever
+        runs next sends it: the reader, or the call as it unwinds)."""
 
 
 class CancelCause(enum.Enum):
@@ -85,7 +87,7 @@ class CancelCause(enum.Enum):
 # Cheaper than a contextvar (which costs every handler task a new context
 # mapping), and it follows the nursery tree: a task started in a nursery of
 # the handler belongs to the request, one started elsewhere does not.
-_handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
+handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
 
 
 def current_request() -> RequestContext | None:
@@ -96,7 +98,7 @@ def current_request() -> RequestContext | None:
     except RuntimeError:  # not in a Trio task
         return None
     while task is not None:
-        ctx = _handler_tasks.get(task)
+        ctx = handler_tasks.get(task)
         if ctx is not None:
             return ctx
         nursery = task.parent_nursery
@@ -228,7 +230,7 @@ class RequestContext:
         return f"<RequestContext {self.method} id={self.id!r} phase={self._entry.phase.value}>"
 
 
-_WAITING: Final = 0
+WAITING: Final = 0
 _VALUE: Final = 1
 _ERROR: Final = 2
 
@@ -265,7 +267,7 @@ class PendingRequest:
         self._entry = entry
         self._parent = parent
         self._task: trio.lowlevel.Task | None = None
-        self._state = _WAITING
+        self._state = WAITING
         self._value: Any = None
         self._error: BaseException | None = None
         self._barrier = 0
@@ -285,7 +287,7 @@ class PendingRequest:
     @property
     def done(self) -> bool:
         """Whether the answer (or a failure) has arrived."""
-        return self._state != _WAITING
+        return self._state != WAITING
 
     @property
     def cancel_sent(self) -> bool:
@@ -349,7 +351,7 @@ class PendingRequest:
         :meth:`result` it does not wait for the notifications read before
         the answer to be handled, and any task may call it, also while
         another waits in :meth:`result`."""
-        if self._state == _WAITING:
+        if self._state == WAITING:
             raise trio.WouldBlock
         return self._outcome()
 
@@ -361,7 +363,7 @@ class PendingRequest:
         closing), outside any task of yours: keep it quick and synchronous,
         and do not raise (start a task with :meth:`Connection.start_soon`
         for more)."""
-        if self._state != _WAITING:
+        if self._state != WAITING:
             callback()
         elif self._callbacks is None:
             self._callbacks = [callback]
@@ -376,27 +378,18 @@ class PendingRequest:
         # The task in call() is cancelled. Trio runs this at once, inside
         # whatever cancelled it (a peer's cancel read by the reader, a
         # deadline), and only when the cancel reaches this task through any
-        # shields. Where a frame put now is written now (a pipe, with the
-        # writer idle), the cancel is sent from here, so a cascade goes down
-        # the request tree without waiting for each level's handler to be
-        # scheduled. Elsewhere it would only wait for the writer task, which
-        # runs no sooner than this one, and split one write in two: call()
-        # sends it as the task unwinds. (Either way once: _send_cancel is
-        # idempotent.)
+        # shields. It runs no user code and writes nothing: it records that
+        # the cancel is due, and the reader sends it right after the frame
+        # that caused it (so a cascade goes down the request tree without
+        # waiting for each level's handler to be scheduled), or call() as
+        # the task unwinds, whichever comes first (once: sending is
+        # idempotent).
         self._task = None
-        conn = self._conn
-        if conn.writes_directly:
-            try:
-                conn.send_cancel(self)
-            except Exception:
-                # Nothing may raise into Trio's cancellation (a trace hook
-                # might, outside any task): call() tries again as it unwinds.
-                _log.debug("cancel of request %d not sent at abort", self.id, exc_info=True)
-                conn.cancel_not_sent(self)
+        self._conn.cancel_due(self)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:
-        if self._state != _WAITING:
+        if self._state != WAITING:
             return
         if error is None:
             self._state = _VALUE
@@ -437,5 +430,5 @@ class PendingRequest:
         raise error
 
     def __repr__(self) -> str:
-        state = {_WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]
+        state = {WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]
         return f"<PendingRequest {self.method} id={self.id} {state}>"
