@@ -123,21 +123,27 @@ class OutgoingCalls:
         consumer = in_notification_handler.get()
         if consumer:
             self._ordering.call_started()
+        # (Without callers reading, the reader never parks.)
+        parks = right.enabled
         try:
-            if right.free:
-                if call and right.take():
-                    try:
-                        await self._reader.read_for(pending)
-                    finally:
-                        right.give_back()
-                if pending._state == WAITING:
-                    right.wake()
+            if parks and call and right.take():
+                try:
+                    await self._reader.read_for(pending)
+                finally:
+                    right.give_back()
             if pending._state == WAITING:
+                # Whoever finds the read right free and does not read wakes
+                # the parked reader: before waiting, and after.
+                if parks:
+                    right.wake()
                 pending._task = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(
                     pending._abort_call if call else pending._abort
                 )
+                if parks:
+                    right.wake()
         except BaseException:
+            right.wake()
             if call and pending._state == WAITING:
                 if self._reader.cancels_due:
                     self._reader.flush_cancels()
@@ -147,7 +153,6 @@ class OutgoingCalls:
         finally:
             if consumer:
                 self._ordering.call_ended()
-            right.wake()
 
     def send_cancel(self, pending: PendingRequest) -> None:
         """Queue ``$/cancel_request`` for ``pending`` (at most once)."""

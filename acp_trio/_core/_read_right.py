@@ -94,11 +94,6 @@ class ReadRight:
 
     # The caller's side
 
-    @property
-    def free(self) -> bool:
-        """Whether nobody reads now (the reader is parked)."""
-        return self._state == _FREE
-
     def take(self) -> bool:
         """A caller about to wait for its reply takes the right, if it is
         free and nothing read waits to be acted on; ``True`` if it did (it
@@ -116,7 +111,9 @@ class ReadRight:
     def give_back(self) -> None:
         """A reading caller stops reading: the reader reads again."""
         self._state = _FREE
-        self.wake()
+        if (task := self._parked) is not None:
+            self._parked = None
+            trio.lowlevel.reschedule(task)
 
     def wake(self) -> None:
         """If the right is free, the parked reader takes it back (whoever
