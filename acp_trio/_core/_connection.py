@@ -93,6 +93,7 @@ class Connection:
         self._handler: Handler = handler
         # The sans-IO peer: every protocol rule and the request table.
         self._peer: Peer[RequestContext, PendingRequest] = Peer()
+        self._table = self._peer.table
         trace = config.trace
         self._outbox = Outbox(
             config.outbox_limit,
@@ -182,8 +183,8 @@ class Connection:
         """
         ordering = self._ordering
         return ConnectionStatistics(
-            incoming_in_flight=len(self._peer.table.incoming),
-            outgoing_pending=len(self._peer.table.outgoing),
+            incoming_in_flight=len(self._table.incoming),
+            outgoing_pending=len(self._table.outgoing),
             outbox_frames=len(self._outbox),
             notifications_queued=ordering.received - ordering.handled,
             notifications_received=ordering.received,
@@ -196,8 +197,7 @@ class Connection:
         """The live requests: each incoming request with the outgoing requests
         its handler is waiting on, then the outgoing requests made outside any
         handler."""
-        table = self._peer.table
-        return request_nodes(list(table.incoming.values()), list(table.outgoing.values()))
+        return request_nodes(self._table.incoming.values(), self._table.outgoing.values())
 
     def dump_request_tree(self) -> str:
         """:meth:`request_tree` as indented text, for debuggers and logs."""

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, Protocol
 
 import attrs
@@ -214,13 +214,14 @@ class RequestNode:
 
 
 def request_nodes(
-    incoming: list[IncomingRequest[RequestContext]],
-    outgoing: list[OutgoingRequest[PendingRequest]],
+    incoming: Iterable[IncomingRequest[RequestContext]],
+    outgoing: Iterable[OutgoingRequest[PendingRequest]],
 ) -> list[RequestNode]:
     """The request tree of a connection whose requests in flight are these:
     each incoming request with the outgoing requests its handler is waiting
     on, then the outgoing requests made outside any handler."""
     nodes: list[RequestNode] = []
+    incoming, outgoing = list(incoming), list(outgoing)  # (a snapshot)
     for entry in incoming:
         ctx = entry.handle
         state = entry.phase.value

@@ -160,13 +160,13 @@ class Reader:
         """Send the cancels that abort functions recorded as due (outside
         any abort function: sending runs the trace hook and may write)."""
         due = self.cancels_due
-        while due:
-            pending = due.pop(0)
+        for pending in due:  # (sending may make more due: they come last)
             try:
                 self._send_cancel(pending)
             except Exception:
                 # (A trace hook that raised: the call tries again as it unwinds.)
                 _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
+        due.clear()
 
     # The reader task
 
