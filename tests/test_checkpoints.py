@@ -61,6 +61,22 @@ async def _websockets() -> AsyncIterator[tuple[WebSocket, WebSocket]]:
         nursery.cancel_scope.cancel()
 
 
+async def _in_a_task(
+    run: Callable[[], Awaitable[object]], stop: Callable[[trio.Nursery], object]
+) -> None:
+    """``await run()`` in a task of its own, checked there, until ``stop``
+    (called once every task waits) ends it."""
+
+    async def checked() -> None:
+        with trio.testing.assert_checkpoints():
+            await run()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(checked)
+        await trio.testing.wait_all_tasks_blocked()
+        stop(nursery)
+
+
 # Connection
 
 
@@ -111,15 +127,7 @@ async def connection_wait_closed() -> None:
 async def connection_serve() -> None:
     ours, _theirs = trio.testing.memory_stream_pair()
     conn = Connection(ours)
-
-    async def serve() -> None:
-        with trio.testing.assert_checkpoints():
-            await conn.serve()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(serve)
-        await trio.testing.wait_all_tasks_blocked()
-        conn.close_soon()
+    await _in_a_task(conn.serve, lambda _: conn.close_soon())
 
 
 # PendingRequest
@@ -151,15 +159,7 @@ async def pending_request_cancel_and_wait() -> None:
 async def websocket_run_writer() -> None:
     ours, _theirs = trio.testing.memory_stream_pair()
     ws = WebSocket(ours, client=True, max_message_size=1 << 20)
-
-    async def run() -> None:
-        with trio.testing.assert_checkpoints():
-            await ws.run_writer()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.cancel_scope.cancel()
+    await _in_a_task(ws.run_writer, lambda nursery: nursery.cancel_scope.cancel())
 
 
 async def websocket_send_message() -> None:
