@@ -1,61 +1,35 @@
 """The Trio connection: a symmetric JSON-RPC peer over a frame transport.
 
 The protocol itself (what a frame is, which ones are answered, the request
-table) is the sans-IO :class:`~acp_trio._jsonrpc.Peer`; this class runs it
-with Trio. The parts live beside it: :mod:`acp_trio._core._incoming` (running
-incoming requests), :mod:`acp_trio._core._ordering` (notifications and their
-ordering), :mod:`acp_trio._core._outgoing` (calls and cancels). See
-``docs/architecture.md`` for the picture and the invariants.
+table) is the sans-IO :class:`~acp_trio._jsonrpc.Peer`; :class:`Connection`
+runs it with Trio. It is a facade over parts that each own their state and
+get what they need when they are made:
 
-The request tree is the nursery tree
-====================================
+- :class:`~acp_trio._core._ordering.NotificationOrdering`: notifications in
+  wire order, and the barriers that order replies and requests after them;
+- :class:`~acp_trio._core._read_right.ReadRight`: who reads now (someone
+  always does);
+- :class:`~acp_trio._core._reader.Reader`: the reader task, and the one
+  function that acts on each frame read;
+- :class:`~acp_trio._core._incoming.IncomingRequests`: running incoming
+  requests, one reply each;
+- :class:`~acp_trio._core._outgoing.OutgoingCalls`: sending requests,
+  waiting for their replies, cancelling them.
 
-A :class:`Connection` owns one nursery. Its tasks:
-
-- one **reader**, a loop over the peer's events: it hands each frame to
-  ``Peer.receive`` (which registers an incoming request *before* its
-  handler starts), acts on ``$/cancel_request`` at once (never queued
-  behind handlers), hands replies to the waiting callers, and queues
-  notifications;
-- one **writer**, which takes whole frames from the :class:`Outbox` in FIFO
-  order and writes them; it is shielded, so no write is ever cut halfway
-  through a frame (only a close deadline stops a peer that stopped reading);
-- one **notification consumer**, which handles notifications one at a time in
-  wire order while requests run concurrently;
-- one **handler task per incoming request**, each in its own cancel scope.
-  The reader starts each handler itself, in its own task and scope (see
-  :mod:`acp_trio._core._eager`): a handler that answers without waiting costs no
-  task at all, and at a handler's first wait the reader hands reading over to
-  a new reader task, so the handler's task (with its scope) is then simply
-  the old reader's. Either way each request has a task and a scope of its
-  own whenever it can wait, and reading never waits on a handler.
-
-An outgoing request made by a handler runs in that handler's task, inside its
-scope: cancelling the scope (``$/cancel_request``, ``session/cancel``, a
-deadline, shutdown) cancels every nested wait, and each cancelled wait sends
-its own ``$/cancel_request``. A registry of handler tasks (see
-:func:`current_request`) records which incoming request made which outgoing
-one, for :meth:`Connection.request_tree`.
-
-Every incoming request gets exactly one reply: the handler's result, its
-:class:`RequestError`, ``-32603`` for any other exception (no traceback
-leaves the process), or ``-32800`` when it was cancelled before producing a
-result. Replies and ``$/cancel_request`` frames never wait for queue space, so
-a cancelled task can always send them.
+The connection itself owns its life (running, closing) and the writer task
+(:class:`~acp_trio._core._writer.Writer`). ``docs/architecture.md`` has the
+picture and the invariants.
 """
 
 from __future__ import annotations
 
-import logging
-import math
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
-from typing import Any, Final, final
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any, final
 
 import trio
 
-from acp_trio._core._caller_reads import CallerReads
-from acp_trio._core._framed import FramedStream, FrameTransport
+from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._handler import (
     DEFAULTS,
@@ -63,28 +37,21 @@ from acp_trio._core._handler import (
     ConnectionStatistics,
     Handler,
     RequestNode,
+    dump_nodes,
+    request_nodes,
 )
-from acp_trio._core._incoming import IncomingRequests, _Role
-from acp_trio._core._message_stream import MessageStream, MessageTransport
-from acp_trio._core._ordering import NotificationOrdering, _Queued
-from acp_trio._core._outbox import Inbox, Outbox
-from acp_trio._core._outgoing import OutgoingCalls
-from acp_trio._core._requests import (
-    CancelCause,
-    PendingRequest,
-    RequestContext,
-)
-from acp_trio._exceptions import ConnectionClosed
-from acp_trio._jsonrpc import (
-    CANCEL_REQUEST_METHOD,
-    CancelReceived,
-    NotificationReceived,
-    Peer,
-    ReplyReceived,
-    RequestId,
-    RequestReceived,
-    SendFrame,
-)
+from acp_trio._core._incoming import IncomingRequests
+from acp_trio._core._message_stream import MessageStream
+from acp_trio._core._ordering import NotificationOrdering
+from acp_trio._core._outbox import Outbox
+from acp_trio._core._outgoing import OutgoingCalls, check_params
+from acp_trio._core._read_right import ReadRight
+from acp_trio._core._reader import Reader
+from acp_trio._core._requests import PendingRequest, RequestContext
+from acp_trio._core._status import Status
+from acp_trio._core._writer import Writer, frame_transport, readable_by_callers
+from acp_trio._exceptions import ACPError, ConnectionClosed
+from acp_trio._jsonrpc import CANCEL_REQUEST_METHOD, Peer, RequestId
 
 __all__ = [
     "CANCEL_REQUEST_METHOD",
@@ -96,19 +63,13 @@ __all__ = [
     "RequestNode",
 ]
 
-_log = logging.getLogger("acp_trio.connection")
-
-# The reader yields after queueing this many notifications in a row.
-_HANDOVER: Final = 128
-
-
 #: A handler, or a function that makes one for the new connection (for
 #: handlers that need the connection itself, like the typed APIs).
 HandlerArg = Handler | Callable[["Connection"], Handler] | None
 
 
 @final
-class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerReads):
+class Connection:
     """A JSON-RPC 2.0 peer connection. Make one with :func:`open_connection`,
     :func:`connect_connection` or :func:`serve_connection`."""
 
@@ -119,103 +80,70 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         config: ConnectionConfig | None = None,
     ) -> None:
         self.config = config = config or ConnectionConfig()
-        self._stream: FrameTransport
-        if isinstance(stream, FramedStream | MessageTransport):
-            self._stream = stream
-        elif isinstance(stream, MessageStream):
-            self._stream = MessageTransport(stream)
-        else:
-            self._stream = FramedStream(stream, stream, max_message_size=config.max_message_size)
+        self._stream = transport = frame_transport(stream, config.max_message_size)
         if handler is None:
             handler = Handler()
         elif not isinstance(handler, Handler):
             handler = handler(self)
         # Tracing, if any: it watches through a handler of its own.
-        self._instrument = None
         instrument = config.instrument if config.instrument is not None else DEFAULTS.instrument
-        if instrument is not None:
-            self._instrument = instrument.instrument(handler)
-            handler = self._instrument.handler
+        tracer = None if instrument is None else instrument.instrument(handler)
+        if tracer is not None:
+            handler = tracer.handler
         self._handler: Handler = handler
-        # The per-request hooks, unless they are Handler's own no-ops.
-        cls = type(handler)
-        self._on_received = (
-            None if cls.request_received is Handler.request_received else handler.request_received
-        )
-        self._on_finished = (
-            None if cls.request_finished is Handler.request_finished else handler.request_finished
-        )
-        self._trace = config.trace
         # The sans-IO peer: every protocol rule and the request table.
         self._peer: Peer[RequestContext, PendingRequest] = Peer()
         self._table = self._peer.table
-        # What the per-request objects may ask of us (see RequestOwner).
-        self._owner = _Owner(self)
         trace = config.trace
         self._outbox = Outbox(
             config.outbox_limit,
-            direct_write=self._stream.direct_writer(),
+            direct_write=transport.direct_writer(),
             trace=None if trace is None else lambda frame: trace("send", frame[:-1]),
         )
-        self._inbox: Inbox[_Queued] = Inbox(config.max_queued_notifications)
-        self._notifications_received = 0
-        self._notifications_handled = 0
-        self._barrier_waiters: list[tuple[int, trio.Event]] = []
-        self._running_handlers = 0
-        # Registered requests waiting for a free handler slot, in order.
-        self._queued: dict[RequestContext, Any] = {}
-        # Requests refused because too many waited (logged the first time).
-        self._refused = 0
-        # Outgoing calls waited on by notification handlers (and tasks they
-        # started): while there are any, nothing waits for notifications to be
-        # handled (see _wait_for_barrier).
-        self._consumer_calls = 0
-        self._nursery: trio.Nursery | None = None
-        self._reader_scope = trio.CancelScope()
-        # Set when a handler running eagerly asks for its scope (which is the
-        # reader's until the handler first waits): see _read.
-        self._reader_scope_exposed = False
-        # Frames already decoded are taken without a coroutine per frame,
-        # unless a subclass of FramedStream reads its own way; eager
-        # handlers need that too (they trust frames_pending).
-        transport = self._stream
-        self._stock_stream = type(transport) is MessageTransport or (
-            type(transport).receive_frame is FramedStream.receive_frame
-            and type(transport).receive_frame_nowait is FramedStream.receive_frame_nowait
+        self._status = status = Status()
+        owner = _Owner(self)
+        self._ordering = ordering = NotificationOrdering(handler, config.max_queued_notifications)
+        self._incoming = IncomingRequests(
+            config, handler, self._peer, owner, self._outbox, ordering, status
         )
-        self._eager = config.eager_handlers and self._stock_stream
         # Over a pipe (or a message stream that reads in bursts, such as
-        # our WebSocket), a caller waiting for its reply may read it itself
-        # (see _caller_reads).
-        readable_by_callers = (
-            isinstance(transport, FramedStream) and self._stock_stream and transport.reads_pipe
-        ) or (type(transport) is MessageTransport and transport.callers_may_read)
-        self._init_caller_reads(
-            transport
-            if config.callers_read_replies
-            and readable_by_callers
-            and isinstance(transport, FramedStream | MessageTransport)
-            else None
+        # our WebSocket), a caller waiting for its reply may read it itself.
+        right = ReadRight(readable_by_callers(transport) if config.callers_read_replies else None)
+        self._reader = Reader(
+            transport,
+            self._peer,
+            trace,
+            config.eager_handlers,
+            ordering,
+            self._incoming,
+            right,
+            status,
+            self._request_shutdown,
+            owner.send_cancel,
         )
-        # Methods whose handlers recently waited -> requests left to start
-        # in tasks before the next eager try (see _hand_over_reading).
-        self._eager_skips: dict[str, int] = {}
-        self._writer_scope = trio.CancelScope(shield=True)
+        self._calls = OutgoingCalls(
+            self._peer,
+            self._outbox,
+            owner,
+            ordering,
+            self._reader,
+            right,
+            status,
+            tracer,
+            self.closed_error,
+        )
+        self._writer = Writer(transport, self._outbox, self._request_shutdown)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
         self._started = False
-        self._closed = False
         self._local_close = False
         self._close_reason = "connection closed"
         self._close_cause: BaseException | None = None
 
-    # ------------------------------------------------------------------
-    # Public API
-
     @property
     def closed(self) -> bool:
         """True once the connection started closing: calls now fail."""
-        return self._closed
+        return self._status.closed
 
     @property
     def handler(self) -> Handler:
@@ -253,54 +181,27 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         """A snapshot of the connection's counters (requests in flight, queued
         output and notifications, buffered input); cheap, never blocks.
         """
+        ordering = self._ordering
         return ConnectionStatistics(
             incoming_in_flight=len(self._table.incoming),
             outgoing_pending=len(self._table.outgoing),
             outbox_frames=len(self._outbox),
-            notifications_queued=self._notifications_received - self._notifications_handled,
-            notifications_received=self._notifications_received,
-            notifications_handled=self._notifications_handled,
+            notifications_queued=ordering.received - ordering.handled,
+            notifications_received=ordering.received,
+            notifications_handled=ordering.handled,
             read_buffer_bytes=self._stream.buffered,
-            closed=self._closed,
+            closed=self._status.closed,
         )
 
     def request_tree(self) -> list[RequestNode]:
         """The live requests: each incoming request with the outgoing requests
         its handler is waiting on, then the outgoing requests made outside any
         handler."""
-        nodes: list[RequestNode] = []
-        for entry in list(self._table.incoming.values()):
-            ctx = entry.handle
-            state = entry.phase.value
-            children: tuple[RequestNode, ...] = ()
-            if ctx is not None:
-                if ctx.cancel_cause is not None:
-                    state += f", cancelled ({ctx.cancel_cause.value})"
-                children = tuple(
-                    self._outgoing_node(p) for p in sorted(ctx.children, key=lambda p: p.id)
-                )
-            nodes.append(RequestNode("incoming", entry.id, entry.method, state, children))
-        for out in list(self._table.outgoing.values()):
-            if out.handle is not None and out.handle.parent is None:
-                nodes.append(self._outgoing_node(out.handle))
-        return nodes
+        return request_nodes(self._table.incoming.values(), self._table.outgoing.values())
 
     def dump_request_tree(self) -> str:
         """:meth:`request_tree` as indented text, for debuggers and logs."""
-        lines: list[str] = []
-
-        def walk(node: RequestNode, depth: int) -> None:
-            arrow = "<-" if node.direction == "incoming" else "->"
-            lines.append(f"{'  ' * depth}{arrow} {node.method} id={node.id!r} [{node.state}]")
-            for child in node.children:
-                walk(child, depth + 1)
-
-        for node in self.request_tree():
-            walk(node, 0)
-        return "\n".join(lines) if lines else "(no requests in flight)"
-
-    # ------------------------------------------------------------------
-    # Running
+        return dump_nodes(self.request_tree())
 
     async def serve(
         self, *, task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED
@@ -325,43 +226,6 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         with plain_exceptions():
             await self._run_tasks(task_status)
 
-    async def _run_tasks(self, task_status: trio.TaskStatus[Connection]) -> None:
-        try:
-            async with trio.open_nursery() as outer:
-                outer.start_soon(self._writer, name="acp writer")
-                try:
-                    async with trio.open_nursery() as inner:
-                        self._nursery = inner
-                        inner.start_soon(self._reader, name="acp reader")
-                        inner.start_soon(self._consumer, name="acp notifications")
-                        task_status.started(self)
-                        try:
-                            await self._shutdown.wait()
-                        finally:
-                            self._teardown()
-                            inner.cancel_scope.deadline = min(
-                                inner.cancel_scope.deadline,
-                                trio.current_time() + self.config.close_timeout,
-                            )
-                finally:
-                    self._outbox.close()
-                    self._writer_scope.deadline = trio.current_time() + self.config.close_timeout
-        finally:
-            self._wake_barrier_waiters(math.inf)
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + self.config.close_timeout
-                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    await self._stream.aclose()
-            self._finished.set()
-
-    def _request_shutdown(self, reason: str, cause: BaseException | None) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._close_reason = reason
-        self._close_cause = cause
-        self._shutdown.set()
-
     def start_soon(
         self, async_fn: Callable[..., Awaitable[object]], *args: object, name: object = None
     ) -> None:
@@ -376,11 +240,11 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         Raises :class:`ConnectionClosed` once the connection is closing and
         ``RuntimeError`` before it runs.
         """
-        if self._closed:
+        if self._status.closed:
             raise self.closed_error()
-        if self._nursery is None:
+        if self._status.nursery is None:
             raise RuntimeError("the connection is not running yet")
-        self._nursery.start_soon(async_fn, *args, name=name)
+        self._status.nursery.start_soon(async_fn, *args, name=name)
 
     def closed_error(self) -> ConnectionClosed:
         """The :class:`ConnectionClosed` that calls raise once the connection
@@ -396,216 +260,207 @@ class Connection(OutgoingCalls, IncomingRequests, NotificationOrdering, CallerRe
         exc.__cause__ = self._close_cause
         return exc
 
-    def _check_open(self) -> None:
-        if self._closed:
+    # Calls and notifications
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result.
+
+        Raises :class:`RequestError` for the peer's error reply,
+        :class:`ConnectionClosed` if the connection ends first, and
+        :class:`RemoteProtocolError` for a malformed reply. If the calling
+        task is cancelled (its scope, a deadline, an enclosing handler being
+        cancelled), one ``$/cancel_request`` is sent for the request, the
+        cancellation goes on at once, and the peer's late answer is dropped.
+        """
+        calls = self._calls
+        pending = await calls.send_request(method, params)
+        await calls.wait(pending, True)
+        if pending._barrier > self._ordering.handled:
+            await self._ordering.wait_for_notifications(pending._barrier)
+        return pending._outcome()
+
+    async def send_request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send a request and return its :class:`PendingRequest` without
+        waiting for the answer: for a caller that keeps the request beyond
+        one block (a proxy forwarding it, a handle that cancels it later).
+        Waits only while the output queue is full; a checkpoint either
+        way, as every async function of Trio's is.
+
+        Cancelled while waiting for room, nothing is sent and the
+        cancellation goes on. Once this returns the request is on its way
+        and nothing cancels it by itself: the caller owns it, and ends it
+        with :meth:`PendingRequest.result` (which, cancelled, leaves the
+        request running), :meth:`PendingRequest.cancel` (sends
+        ``$/cancel_request``) or :meth:`PendingRequest.cancel_and_wait`. Use
+        :meth:`call` or :meth:`open_request` where a cancelled caller should
+        cancel the request on the wire by itself.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object,
+        an array or ``None``.
+        """
+        pending = await self._calls.send_request(method, params)
+        # A schedule point (the request is sent: no cancel point here).
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return pending
+
+    @asynccontextmanager
+    async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
+        """Send a request and hand back its :class:`PendingRequest`, for the
+        graceful forms of cancellation (``cancel_and_wait()`` for a partial
+        result, ``detach()`` to let it run). Leaving the block while the
+        request is unanswered cancels it on the wire, unless detached.
+        Entering is a checkpoint, as every async function of Trio's is."""
+        pending = await self._calls.send_request(method, params)
+        try:
+            # A schedule point (the request is sent: no cancel point here).
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            yield pending
+        finally:
+            if not pending.done:
+                if not pending.detached:
+                    self._calls.send_cancel(pending)
+                self._calls.abandon(pending)
+
+    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
+        """Settle our pending request ``request_id`` with ``error``, as if its
+        reply had come: for a transport that knows the reply is lost (a
+        reconnecting one). ``False`` if no such request is pending."""
+        return self._calls.fail(request_id, error)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification. Waits while the output queue is full; a
+        checkpoint either way, as every async function of Trio's is.
+
+        Raises :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object, an
+        array or ``None``. Cancelled while waiting for room, nothing is sent.
+        """
+        # check_params, inline: notifications are the bulk of the traffic.
+        if params is not None and type(params) is not dict and type(params) is not list:
+            check_params(params)
+        frame = self._calls.notification(method, params)
+        if self._status.closed:
             raise self.closed_error()
+        await self._outbox.put(frame, checkpoint=True)
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Send a notification without waiting and without a checkpoint:
+        the synchronous form of :meth:`notify`, for bursts (as
+        ``MemorySendChannel.send_nowait`` is to ``send``).
+
+        Raises ``trio.WouldBlock`` when the output queue is at its limit
+        (nothing is sent: wait with :meth:`notify`, or drop),
+        :class:`ConnectionClosed` once the connection is closing and
+        :class:`LocalProtocolError` for ``params`` that are not an object, an
+        array or ``None``. Not being a checkpoint, it is never cancelled: a
+        loop of these stops at its own checkpoints, and if the output never
+        fills (a peer that keeps up) it has none: add one (``await
+        trio.lowlevel.checkpoint()``) every so many messages. Call it from
+        the connection's Trio thread, as every method of the connection.
+        """
+        if params is not None and type(params) is not dict and type(params) is not list:
+            check_params(params)
+        if self._status.closed:
+            raise self.closed_error()
+        outbox = self._outbox
+        if outbox.full and not outbox.closed:
+            raise trio.WouldBlock  # before encoding: the caller will send it again
+        if not outbox.try_put(self._calls.notification(method, params)):
+            if outbox.closed:
+                raise ConnectionClosed("connection closed")
+            raise trio.WouldBlock
+
+    def notify_past_limit_nowait(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit, as the SDK
+        queues its own ``$/cancel_request`` frames: for a notification that
+        must go out from a task being cancelled, without waiting and without
+        a checkpoint (a ``session/cancel``, a tool call's final update).
+        Unlike :meth:`notify_nowait` it never raises ``trio.WouldBlock``: a
+        full output queue grows by one. It still goes out while the
+        connection closes, as long as its output is being written (before
+        the ``-32800`` replies of the handlers that closing cancels).
+
+        Returns ``False`` once nothing more is written (nothing is sent);
+        raises :class:`LocalProtocolError` for ``params`` that are not an
+        object, an array or ``None``. Use it for the few messages that must
+        not be lost to a cancellation; everything else should wait for room
+        (:meth:`notify`), which is what bounds the output queue.
+        """
+        if params is not None and type(params) is not dict and type(params) is not list:
+            check_params(params)
+        if self._outbox.closed:
+            return False
+        return self._outbox.put_nowait(self._calls.notification(method, params))
+
+    def run_in_notification_order_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Have the task that handles notifications run ``await fn()`` after
+        the notifications read so far, as if it were one more of them: in
+        wire order, in that task (so a notification read later is handled
+        after it, and a reply or request read later waits for it as for a
+        notification read before it). Synchronous, never waits: it is queued
+        past the notification queue's limit.
+
+        For work that must be ordered with the peer's notifications, such as
+        updates a client buffered before it knew their session. An exception
+        ``fn`` raises is logged, as a notification handler's is. Returns
+        ``False`` (and does nothing) once the connection no longer handles
+        notifications."""
+        return self._ordering.run_soon(fn)
+
+    # Running and closing
+
+    async def _run_tasks(self, task_status: trio.TaskStatus[Connection]) -> None:
+        close_timeout = self.config.close_timeout
+        try:
+            async with trio.open_nursery() as outer:
+                outer.start_soon(self._writer.run, name="acp writer")
+                try:
+                    async with trio.open_nursery() as inner:
+                        self._status.nursery = inner
+                        inner.start_soon(self._reader.run, name="acp reader")
+                        inner.start_soon(self._ordering.consume, name="acp notifications")
+                        task_status.started(self)
+                        try:
+                            await self._shutdown.wait()
+                        finally:
+                            self._teardown()
+                            inner.cancel_scope.deadline = min(
+                                inner.cancel_scope.deadline, trio.current_time() + close_timeout
+                            )
+                finally:
+                    self._outbox.close()
+                    self._writer.scope.deadline = trio.current_time() + close_timeout
+        finally:
+            self._ordering.close()
+            with trio.CancelScope(shield=True) as scope:
+                scope.deadline = trio.current_time() + close_timeout
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await self._stream.aclose()
+            self._finished.set()
+
+    def _request_shutdown(self, reason: str, cause: BaseException | None) -> None:
+        if self._status.closed:
+            return
+        self._status.closed = True
+        self._close_reason = reason
+        self._close_cause = cause
+        self._shutdown.set()
 
     def _teardown(self) -> None:
         # Runs once, in the connection's task, when closing starts.
-        self._closed = True
-        # The handlers are answered -32800 below: their calls are cancelled
-        # on the wire first, while we can still write (after the peer's end
-        # of stream it may still read), so that a request reported cancelled
-        # has cascaded. When writing failed, the outbox is closed and neither
-        # goes out.
-        nested = [
-            out
-            for out in self._table.outgoing.values()
-            if out.handle is not None and out.handle.parent is not None
-        ]
-        if not self._outbox.closed:
-            for out in nested:
-                if (frame := self._peer.cancel(out)) is not None:
-                    self._outbox.put_nowait(frame)
+        self._status.closed = True
+        self._calls.cancel_nested()
         incoming, outgoing = self._peer.close()
         # Cancel the handlers first: a handler waiting on an outgoing call
         # then sees Cancelled (and answers -32800), not the ConnectionClosed
         # that settling its call would hand it (answered -32603).
-        for entry in incoming:
-            if entry.handle is not None:
-                entry.handle.request_cancel(CancelCause.SHUTDOWN)
-        for ctx in list(self._queued):
-            self._answer_unstarted(ctx)
-        for out in outgoing:
-            if out.handle is not None:
-                out.handle._settle(None, self.closed_error(), 0)
-        self._reader_scope.cancel()
-        self._interrupt_caller_reading()
-        if self._local_close or not self._shutdown.is_set():
-            # We are leaving (aclose, or our nursery was cancelled): nobody
-            # wants the notifications still queued.
-            dropped = self._inbox.clear()
-            if dropped:
-                _log.debug("closing: %d queued notifications dropped", dropped)
-        # The consumer handles what is still queued (after the peer closed:
-        # nothing is lost), then stops.
-        self._inbox.close()
-
-    # ------------------------------------------------------------------
-    # Writer
-
-    async def _writer(self) -> None:
-        stream = self._stream
-        # A stock FramedStream's send_batch joins and calls send_frames: do
-        # that here (one coroutine less per write, on the hot path).
-        send_joined = (
-            stream.send_frames
-            if isinstance(stream, FramedStream)
-            and type(stream).send_batch is FramedStream.send_batch
-            else None
-        )
-        with self._writer_scope:
-            while (batch := await self._outbox.get_batch()) is not None:
-                try:
-                    if send_joined is not None:
-                        await send_joined(b"".join(batch))
-                    else:
-                        await stream.send_batch(batch)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    self._request_shutdown(f"connection lost while writing: {exc!r}", exc)
-                    self._outbox.close()
-                    dropped = self._outbox.discard()
-                    if dropped:
-                        _log.debug("dropped %d queued frames after a write failure", dropped)
-                    return
-        if self._writer_scope.cancelled_caught:
-            dropped = self._outbox.discard()
-            _log.warning("output not flushed within close_timeout; %d frames dropped", dropped)
-
-    # ------------------------------------------------------------------
-    # Reader
-
-    async def _reader(self) -> None:
-        """The reader task. It reads until the stream ends, or until a
-        handler it started eagerly waits: then a new reader task has taken
-        over, and this task goes on as that request's handler task."""
-        scope = self._reader_scope
-        role = _Role(self)
-        while True:
-            with scope:
-                await self._read(role)
-            if not role.reading or self._closed:
-                return
-            # A handler run eagerly cancelled its scope (ours) or took it, and
-            # answered at once: read on in a fresh scope.
-            scope = self._reader_scope = trio.CancelScope()
-
-    async def _read(self, role: _Role) -> None:
-        """Read and act on frames; return at the end of the stream, when this
-        task stops being the reader, or when its scope must be replaced."""
-        reason = "the peer closed the connection"
-        cause: BaseException | None = None
-        stream = self._stream
-        nowait = stream.receive_frame_nowait if self._stock_stream else _no_frame
-        receive = self._peer.receive
-        trace = self._trace
-        eager = self._eager
-        inbox = self._inbox
-        # Locals, for the checks made on every frame.
-        notification_received = NotificationReceived
-        reply_received = ReplyReceived
-        queued = 0
-        item: _Queued | None = None
-        give_up = self._give_up
-        try:
-            while True:
-                if (event := self._handed_back) is not None:
-                    # Read by a caller, for us to act on (a request).
-                    self._handed_back = None
-                else:
-                    frame = nowait()
-                    if frame is None and (frame := await stream.receive_frame()) is None:
-                        break
-                    if self._closed:
-                        break
-                    if trace is not None and type(frame) is bytes:
-                        trace("recv", frame)
-                    event = receive(frame)
-                    # A handler run eagerly that waits keeps this frame
-                    # alive: let go of it.
-                    del frame
-                    if event is None:
-                        continue
-                if type(event) is notification_received:
-                    item = self._on_notification(event.method, event.params)
-                    if item is not None:
-                        if not inbox.put_nowait(item):
-                            await inbox.put(item)
-                            queued = 0
-                        elif (queued := queued + 1) >= _HANDOVER:
-                            # Let the consumer handle them while they are
-                            # still in the CPU cache.
-                            queued = 0
-                            await trio.lowlevel.cancel_shielded_checkpoint()
-                    continue
-                if type(event) is reply_received:
-                    pending = event.entry.handle
-                    if pending is not None:
-                        woke = pending._task is not None
-                        pending._settle(event.result, event.error, self._notifications_received)
-                        # We woke a caller and have nothing else to do: it
-                        # may read its next reply itself (_caller_reads).
-                        # Decided in this very step, before it can run.
-                        if (
-                            woke
-                            and give_up
-                            and not stream.frames_pending
-                            and not await self._give_up_reading()
-                        ):
-                            break
-                    continue
-                if type(event) is CancelReceived:
-                    self._on_cancel_request(event.entry)
-                    continue
-                if type(event) is SendFrame:
-                    self._put_reply(event.request_id, event.data)
-                    continue
-                assert type(event) is RequestReceived
-                params = event.params
-                ctx = self._on_request(event.entry, params)
-                del event
-                item = None
-                if ctx is not None:
-                    # Eagerly only when no frame read after this one
-                    # waits: a cancel right behind a request finds it
-                    # not yet started, as it would with a task.
-                    if (
-                        eager
-                        and not stream.frames_pending
-                        # Not if request_received cancelled it or made
-                        # its scope (to set a deadline), nor when its
-                        # deadline has already passed: then a task
-                        # answers it without running the handler.
-                        and ctx._cause is None
-                        and ctx._scope is None
-                        # Nor when notifications read before it wait to be
-                        # handled: its task waits for them first.
-                        and ctx._barrier == 0
-                        and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
-                        and self._eager_allowed(ctx._entry.method)
-                    ):
-                        if not await self._run_eagerly(ctx, params, role):
-                            return  # a new reader has taken over
-                        scope = self._reader_scope
-                        if scope.cancel_called or self._reader_scope_exposed:
-                            # The handler cancelled our scope, or took it
-                            # (ctx.cancel_scope) and may cancel it later:
-                            # read on in a fresh one.
-                            self._reader_scope_exposed = False
-                            return
-                        if scope.deadline != math.inf or scope.shield:
-                            scope.deadline, scope.shield = math.inf, False
-                    else:
-                        self._start_handler(ctx, params)
-                del params
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            reason = f"connection lost while reading: {exc!r}"
-            cause = exc
-        self._request_shutdown(reason, cause)
-
-    def _put_reply(self, request_id: RequestId, frame: bytes) -> None:
-        if not self._outbox.put_nowait(frame):
-            _log.debug("connection closed; reply to %r not sent", request_id)
+        self._incoming.close(incoming)
+        self._calls.close(outgoing)
+        self._reader.close()
+        # Leaving (aclose, or our nursery was cancelled), nobody wants the
+        # notifications still queued; after the peer closed, nothing is lost.
+        self._ordering.stop(drop=self._local_close or not self._shutdown.is_set())
 
 
 @final
@@ -620,29 +475,25 @@ class _Owner:
 
     @property
     def notifications_handled(self) -> int:
-        return self.connection._notifications_handled
-
-    @property
-    def writes_directly(self) -> bool:
-        return self.connection._outbox.writes_directly
+        return self.connection._ordering.handled
 
     def scope_exposed(self, scope: trio.CancelScope) -> None:
-        conn = self.connection
-        if scope is conn._reader_scope:
-            conn._reader_scope_exposed = True
+        reader = self.connection._reader
+        if scope is reader.scope:
+            reader.scope_exposed = True
 
     async def await_reply(self, pending: PendingRequest) -> None:
-        await self.connection._await_reply(pending)
+        await self.connection._calls.wait(pending, False)
 
     async def wait_for_notifications(self, barrier: int) -> None:
-        await self.connection._wait_for_notifications(barrier)
+        await self.connection._ordering.wait_for_notifications(barrier)
 
     def send_cancel(self, pending: PendingRequest) -> None:
-        self.connection._send_cancel(pending)
+        self.connection._calls.send_cancel(pending)
 
-    def cancel_not_sent(self, pending: PendingRequest) -> None:
-        self.connection._peer.cancel_not_sent(pending._entry)
-
-
-def _no_frame() -> None:
-    return None
+    def cancel_due(self, pending: PendingRequest) -> None:
+        # Only where a frame queued now is written now (a pipe, the writer idle):
+        # elsewhere the cancelled call sends it, and no write is split in two.
+        conn = self.connection
+        if conn._outbox.writes_directly:
+            conn._reader.cancels_due.append(pending)

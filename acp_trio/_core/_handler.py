@@ -5,14 +5,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, Protocol
 
 import attrs
 
 from acp_trio._core._requests import PendingRequest, RequestContext
 from acp_trio._exceptions import RequestError
-from acp_trio._jsonrpc import DEFAULT_MAX_MESSAGE_SIZE, RequestId
+from acp_trio._jsonrpc import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    IncomingRequest,
+    OutgoingRequest,
+    RequestId,
+)
 
 __all__ = [
     "ConnectionConfig",
@@ -22,6 +27,8 @@ __all__ = [
     "Instrumentation",
     "RequestNode",
     "TraceHook",
+    "dump_nodes",
+    "request_nodes",
 ]
 
 _log = logging.getLogger("acp_trio.connection")
@@ -204,3 +211,47 @@ class RequestNode:
     method: str
     state: str
     children: tuple[RequestNode, ...] = ()
+
+
+def request_nodes(
+    incoming: Iterable[IncomingRequest[RequestContext]],
+    outgoing: Iterable[OutgoingRequest[PendingRequest]],
+) -> list[RequestNode]:
+    """The request tree of a connection whose requests in flight are these:
+    each incoming request with the outgoing requests its handler is waiting
+    on, then the outgoing requests made outside any handler."""
+    nodes: list[RequestNode] = []
+    incoming, outgoing = list(incoming), list(outgoing)  # (a snapshot)
+    for entry in incoming:
+        ctx = entry.handle
+        state = entry.phase.value
+        children: tuple[RequestNode, ...] = ()
+        if ctx is not None:
+            if ctx.cancel_cause is not None:
+                state += f", cancelled ({ctx.cancel_cause.value})"
+            children = tuple(_node(p) for p in sorted(ctx.children, key=lambda p: p.id))
+        nodes.append(RequestNode("incoming", entry.id, entry.method, state, children))
+    for out in outgoing:
+        if out.handle is not None and out.handle.parent is None:
+            nodes.append(_node(out.handle))
+    return nodes
+
+
+def _node(pending: PendingRequest) -> RequestNode:
+    state = "cancel sent" if pending.cancel_sent else "pending"
+    return RequestNode("outgoing", pending.id, pending.method, state)
+
+
+def dump_nodes(nodes: list[RequestNode]) -> str:
+    """A request tree as indented text."""
+    lines: list[str] = []
+
+    def walk(node: RequestNode, depth: int) -> None:
+        arrow = "<-" if node.direction == "incoming" else "->"
+        lines.append(f"{'  ' * depth}{arrow} {node.method} id={node.id!r} [{node.state}]")
+        for child in node.children:
+            walk(child, depth + 1)
+
+    for node in nodes:
+        walk(node, 0)
+    return "\n".join(lines) if lines else "(no requests in flight)"

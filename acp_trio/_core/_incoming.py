@@ -1,16 +1,16 @@
-"""The incoming-request runner: each request the peer sends runs in its own
-task and cancel scope, or eagerly in the reader (see :mod:`acp_trio._core._eager`),
-and gets exactly one reply.
+"""The incoming-request part of a connection: each request the peer sends
+runs in its own task and cancel scope, or eagerly in the reader's (see
+:mod:`acp_trio._core._eager`), and gets exactly one reply.
 
 Invariants kept here:
 
-- one reply per request: every path ends in :meth:`_send_reply` or
-  :meth:`_answer_unstarted`, and the sans-IO peer gives a reply's bytes
-  only the first time (``Peer.reply``);
+- one reply per request: every path ends in :meth:`IncomingRequests.send_reply`
+  or :meth:`IncomingRequests.answer_unstarted`, and the sans-IO peer gives a
+  reply's bytes only the first time (``Peer.reply``);
 - a request refused for lack of room is answered at once, so reading never
   waits for a handler slot;
 - a handler started eagerly runs in the reader's task and scope until its
-  first wait; then a new reader takes over (:meth:`_hand_over_reading`).
+  first wait; then ``on_block`` hands reading to a new reader task.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
-from typing import TYPE_CHECKING, Any, Final, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, final
 
 import trio
 
 from acp_trio._core._eager import run_eagerly
 from acp_trio._core._groups import single_leaf
-from acp_trio._core._requests import CancelCause, PendingRequest, RequestContext, _handler_tasks
+from acp_trio._core._handler import Handler
+from acp_trio._core._requests import CancelCause, RequestContext, handler_tasks
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
@@ -36,56 +38,77 @@ from acp_trio._jsonrpc import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from acp_trio._core._handler import ConnectionConfig, Handler
+    from acp_trio._core._handler import ConnectionConfig
+    from acp_trio._core._ordering import NotificationOrdering
     from acp_trio._core._outbox import Outbox
-    from acp_trio._core._requests import RequestOwner
+    from acp_trio._core._requests import PendingRequest, RequestOwner
+    from acp_trio._core._status import Status
 
 __all__ = ["IncomingRequests"]
 
 _log = logging.getLogger("acp_trio.connection")
 
-# After a handler run eagerly waits, this many requests of its method start
-# in tasks of their own before the next eager try; methods remembered at most.
-_EAGER_SKIP: Final = 64
-_EAGER_SKIP_METHODS: Final = 256
 
-
+@final
 class IncomingRequests:
-    """The connection's incoming-request side (a part of :class:`Connection`)."""
+    """The incoming-request part of a connection: the requests running, those
+    waiting for a handler slot, and the one reply of each."""
 
-    if TYPE_CHECKING:
-        config: ConnectionConfig
-        _handler: Handler
-        _peer: Peer[RequestContext, PendingRequest]
-        _owner: RequestOwner
-        _outbox: Outbox
-        _nursery: trio.Nursery | None
-        _closed: bool
-        _reader_scope: trio.CancelScope
-        _running_handlers: int
-        _queued: dict[RequestContext, Any]
-        _refused: int
-        _eager_skips: dict[str, int]
-        _on_received: Callable[[RequestContext, Any], None] | None
-        _on_finished: Callable[[RequestContext], None] | None
-        _notifications_received: int
-        _notifications_handled: int
+    __slots__ = (
+        "_config",
+        "_handler",
+        "_on_finished",
+        "_on_received",
+        "_ordering",
+        "_outbox",
+        "_owner",
+        "_peer",
+        "_queued",
+        "_refused",
+        "_status",
+        "running",
+    )
 
-        def _put_reply(self, request_id: RequestId, frame: bytes) -> None: ...
-        async def _wait_for_barrier(self, barrier: int) -> None: ...
-        async def _reader(self) -> None: ...
+    def __init__(
+        self,
+        config: ConnectionConfig,
+        handler: Handler,
+        peer: Peer[RequestContext, PendingRequest],
+        owner: RequestOwner,
+        outbox: Outbox,
+        ordering: NotificationOrdering,
+        status: Status,
+    ) -> None:
+        self._config = config
+        self._handler = handler
+        # The per-request hooks, unless they are Handler's own no-ops.
+        cls = type(handler)
+        self._on_received: Callable[[RequestContext, Any], None] | None = (
+            None if cls.request_received is Handler.request_received else handler.request_received
+        )
+        self._on_finished: Callable[[RequestContext], None] | None = (
+            None if cls.request_finished is Handler.request_finished else handler.request_finished
+        )
+        # What requests are answered with, and through.
+        self._peer, self._owner, self._outbox = peer, owner, outbox
+        self._ordering = ordering
+        self._status = status
+        #: Handlers running (in tasks, or eagerly).
+        self.running = 0
+        # Registered requests waiting for a free handler slot, in order.
+        self._queued: dict[RequestContext, Any] = {}
+        # Requests refused because too many waited (logged the first time).
+        self._refused = 0
 
-    def _on_request(
+    def on_request(
         self, entry: IncomingRequest[RequestContext], params: Any
     ) -> RequestContext | None:
         """A request the peer registered; the context if its handler may
         start now, ``None`` if it was refused or waits for a slot."""
         request_id, method = entry.id, entry.method
-        config = self.config
+        config = self._config
         if (
-            self._running_handlers >= config.max_concurrent_requests
+            self.running >= config.max_concurrent_requests
             and len(self._queued) >= config.max_queued_requests
         ):
             # Full: refused at once, so that reading never stops (a reader
@@ -97,7 +120,7 @@ class IncomingRequests:
                     "refusing request %r (%s): %d requests running and %d waiting",
                     request_id,
                     method,
-                    self._running_handlers,
+                    self.running,
                     len(self._queued),
                 )
             refusal = RequestError(
@@ -111,22 +134,22 @@ class IncomingRequests:
             frame = self._peer.respond_error(entry, refusal)
             self._peer.done(entry)
             if frame is not None:
-                self._put_reply(request_id, frame)
+                self.put_reply(request_id, frame)
             return None
         ctx = RequestContext(self._owner, entry)
-        if self._notifications_received > self._notifications_handled:
+        if self._ordering.received > self._ordering.handled:
             # Its handler starts only after the notifications read before it
-            # were handled (see _wait_for_barrier).
-            ctx._barrier = self._notifications_received
+            # were handled (see NotificationOrdering.wait_for_barrier).
+            ctx._barrier = self._ordering.received
         entry.handle = ctx
         if self._on_received is not None:
             try:
                 self._on_received(ctx, params)
             except Exception:
                 _log.exception("error in request_received for %s", method)
-        if self.config.request_timeout is not None:
-            ctx._deadline = trio.current_time() + self.config.request_timeout
-        if self._running_handlers < config.max_concurrent_requests:
+        if config.request_timeout is not None:
+            ctx._deadline = trio.current_time() + config.request_timeout
+        if self.running < config.max_concurrent_requests:
             return ctx
         # At the limit the request waits its turn, registered (a cancel finds
         # it and answers it at once), and reading goes on, so that the replies
@@ -134,31 +157,33 @@ class IncomingRequests:
         self._queued[ctx] = params
         return None
 
-    async def _run_eagerly(self, ctx: RequestContext, params: Any, role: _Role) -> bool:
-        """Run a request's handler in the reader task (see :meth:`_reader`);
-        ``True`` if this task is still the reader after it."""
+    async def run_eagerly(
+        self,
+        ctx: RequestContext,
+        params: Any,
+        scope: trio.CancelScope,
+        on_block: Callable[[], None],
+    ) -> None:
+        """Run a request's handler in the calling task (the reader), in
+        ``scope`` (the reader's); ``on_block()`` runs at its first wait."""
         entry = ctx._entry
-        scope = self._reader_scope
         ctx._scope = scope
         if ctx._deadline != math.inf:
             scope.deadline = ctx._deadline
-        self._running_handlers += 1
+        self.running += 1
         task = trio.lowlevel.current_task()
-        _handler_tasks[task] = ctx
-        role.method = entry.method
+        handler_tasks[task] = ctx
         reply: dict[str, Any] | None = None
         try:
             try:
                 result = await run_eagerly(
                     self._handler.handle_request(ctx, entry.method, params),
-                    role.hand_over,
+                    on_block,
                     contextvars.copy_context(),
                 )
                 reply = response(entry.id, result)
-            except RequestError as exc:
-                reply = self._error_reply(ctx, exc)
             except Exception as exc:
-                reply = self._internal_error_reply(ctx, exc)
+                reply = self._failure_reply(ctx, exc)
             except BaseExceptionGroup as group:
                 # As in _run_handler: errors raised with a cancellation (of
                 # the reader's scope, which is this handler's) are logged,
@@ -168,61 +193,42 @@ class IncomingRequests:
             # The reply first (the peer is waiting for it), then the
             # bookkeeping: nothing runs in between, so only time tells.
             try:
-                self._send_reply(ctx, reply)
+                self.send_reply(ctx, reply)
             finally:
-                del _handler_tasks[task]
+                del handler_tasks[task]
                 if ctx._cause is None and scope.cancel_called:
                     ctx.request_cancel(CancelCause.DEADLINE)  # record it
                 ctx._scope = None
                 self._handler_finished(ctx)
-        return role.reading
 
-    def _hand_over_reading(self, role: _Role) -> None:
-        """An eagerly run handler waits: a new reader task takes over, and
-        the next requests of that method start in tasks of their own for a
-        while (a waiting handler keeps the reader's frames alive, which costs
-        memory; a task is smaller)."""
-        role.reading = False
-        skips = self._eager_skips
-        if len(skips) >= _EAGER_SKIP_METHODS:
-            skips.clear()
-        skips[role.method] = _EAGER_SKIP
-        self._reader_scope = trio.CancelScope()
-        if self._closed:
-            self._reader_scope.cancel()
-            return
-        assert self._nursery is not None
-        self._nursery.start_soon(self._reader, name="acp reader")
-
-    def _eager_allowed(self, method: str) -> bool:
-        skips = self._eager_skips
-        left = skips.get(method)
-        if left is None:
-            return True
-        if left <= 1:
-            del skips[method]
-        else:
-            skips[method] = left - 1
-        return False
-
-    def _start_handler(self, ctx: RequestContext, params: Any) -> None:
-        self._running_handlers += 1
-        assert self._nursery is not None
-        self._nursery.start_soon(self._run_handler, ctx, params, name="acp handler")
+    def start(self, ctx: RequestContext, params: Any) -> None:
+        """Run a request's handler in a task of its own."""
+        self.running += 1
+        assert self._status.nursery is not None
+        self._status.nursery.start_soon(self._run_handler, ctx, params, name="acp handler")
 
     def _start_queued(self) -> None:
-        limit = self.config.max_concurrent_requests
-        while self._queued and self._running_handlers < limit and not self._closed:
+        limit = self._config.max_concurrent_requests
+        while self._queued and self.running < limit and not self._status.closed:
             ctx = next(iter(self._queued))
-            self._start_handler(ctx, self._queued.pop(ctx))
+            self.start(ctx, self._queued.pop(ctx))
 
-    def _answer_unstarted(self, ctx: RequestContext) -> None:
+    def close(self, entries: list[IncomingRequest[RequestContext]]) -> None:
+        """Closing: the handlers of ``entries`` (every request in flight) are
+        cancelled, and the requests waiting for a slot answered ``-32800``."""
+        for entry in entries:
+            if entry.handle is not None:
+                entry.handle.request_cancel(CancelCause.SHUTDOWN)
+        for ctx in list(self._queued):
+            self.answer_unstarted(ctx)
+
+    def answer_unstarted(self, ctx: RequestContext) -> None:
         # A queued request that will never run: cancelled, or closing.
         self._queued.pop(ctx, None)
         entry = ctx._entry
         frame = self._peer.reply(entry, None)
         if frame is not None:
-            self._put_reply(entry.id, frame)
+            self.put_reply(entry.id, frame)
         self._peer.done(entry)
         self._request_finished(ctx)
 
@@ -234,13 +240,13 @@ class IncomingRequests:
         except Exception:
             _log.exception("error in request_finished for %s", ctx.method)
 
-    def _on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> None:
+    def on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> None:
         if entry.handle is None:
             _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, entry.id)
             return
         entry.handle.request_cancel(CancelCause.PEER)
         if entry.handle in self._queued:
-            self._answer_unstarted(entry.handle)
+            self.answer_unstarted(entry.handle)
 
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
         # Kept lean: this frame lives as long as the request is in flight,
@@ -248,24 +254,22 @@ class IncomingRequests:
         # holds no bound ``__exit__`` (the scope is entered and left by hand,
         # exactly as ``with`` would).
         reply: dict[str, Any] | None = None
-        _handler_tasks[trio.lowlevel.current_task()] = ctx
+        handler_tasks[trio.lowlevel.current_task()] = ctx
         if ctx._deadline != math.inf:
             ctx.cancel_scope.deadline = min(ctx.cancel_scope.deadline, ctx._deadline)
         try:
             ctx.cancel_scope.__enter__()
             try:
                 if ctx._barrier and ctx.cancel_cause is None:
-                    await self._wait_for_barrier(ctx._barrier)
+                    await self._ordering.wait_for_barrier(ctx._barrier)
                 # (Not once closing has begun: the handler would only find
                 # the connection closed. It is answered -32800.)
-                if ctx.cancel_cause is None and not self._closed:
+                if ctx.cancel_cause is None and not self._status.closed:
                     try:
                         result = await self._handler.handle_request(ctx, ctx._entry.method, params)
                         reply = response(ctx._entry.id, result)
-                    except RequestError as exc:
-                        reply = self._error_reply(ctx, exc)
                     except Exception as exc:
-                        reply = self._internal_error_reply(ctx, exc)
+                        reply = self._failure_reply(ctx, exc)
             except BaseException as exc:
                 self._leave_handler_scope(ctx, exc)
             else:
@@ -273,7 +277,7 @@ class IncomingRequests:
             if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
                 ctx.request_cancel(CancelCause.DEADLINE)  # record it
         finally:
-            del _handler_tasks[trio.lowlevel.current_task()]
+            del handler_tasks[trio.lowlevel.current_task()]
             self._handler_done(ctx, reply)
 
     def _leave_handler_scope(self, ctx: RequestContext, exc: BaseException) -> None:
@@ -293,31 +297,37 @@ class IncomingRequests:
         # (Not inline in _run_handler: a nested try there makes the frame of
         # every request in flight bigger.)
         try:
-            self._send_reply(ctx, reply)
+            self.send_reply(ctx, reply)
         finally:
             self._handler_finished(ctx)
 
-    def _send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+    def put_reply(self, request_id: RequestId, frame: bytes) -> None:
+        """Queue a reply's frame (never waits: see ``Outbox.put_nowait``)."""
+        if not self._outbox.put_nowait(frame):
+            _log.debug("connection closed; reply to %r not sent", request_id)
+
+    def send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         """The one reply of a finished handler (``-32800`` if it produced none)."""
         entry = ctx._entry
         frame = self._peer.reply(entry, reply)
         if frame is not None:
-            self._put_reply(entry.id, frame)
+            self.put_reply(entry.id, frame)
 
     def _handler_finished(self, ctx: RequestContext) -> None:
         """The bookkeeping of a finished handler, once its reply is sent."""
         self._peer.done(ctx._entry)
         self._request_finished(ctx)
-        self._running_handlers -= 1
+        self.running -= 1
         if self._queued:
             self._start_queued()
 
-    def _internal_error_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any] | None:
-        """The reply to a handler's exception (``None``: ``-32800``)."""
+    def _failure_reply(self, ctx: RequestContext, exc: Exception) -> dict[str, Any] | None:
+        """The reply to a handler's exception (``None``: ``-32800``): its
+        :class:`RequestError`, or ``-32603``."""
         leaf = single_leaf(exc)
         if isinstance(leaf, RequestError):
             return self._error_reply(ctx, leaf)
-        if isinstance(leaf, ConnectionClosed) and self._closed:
+        if isinstance(leaf, ConnectionClosed) and self._status.closed:
             # Its call failed because the connection is closing, before the
             # handler was cancelled for the same reason: cut off, like the
             # other handlers.
@@ -367,19 +377,3 @@ class IncomingRequests:
             )
         if rest is not None:
             raise rest
-
-
-@final
-class _Role:
-    """A reader task's role: whether it is still the reader, and the method
-    of the request it runs eagerly."""
-
-    __slots__ = ("conn", "method", "reading")
-
-    def __init__(self, conn: IncomingRequests) -> None:
-        self.conn = conn
-        self.reading = True
-        self.method = ""
-
-    def hand_over(self) -> None:
-        self.conn._hand_over_reading(self)

@@ -137,7 +137,7 @@ class MessageTransport:
 
     @property
     def callers_may_read(self) -> bool:
-        """Whether a caller may read its own reply (see ``_caller_reads``):
+        """Whether a caller may read its own reply (see ``_read_right``):
         over a :class:`BufferedMessageStream`, which can be interrupted."""
         return self._buffered is not None
 

@@ -13,7 +13,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
@@ -22,31 +22,43 @@ from acp_trio._core._outbox import Inbox
 if TYPE_CHECKING:
     from acp_trio._core._handler import Handler
 
-__all__ = ["NotificationOrdering"]
+__all__ = ["NotificationOrdering", "Queued", "in_notification_handler"]
 
 _log = logging.getLogger("acp_trio.connection")
 
-_in_notification_handler: Final[ContextVar[bool]] = ContextVar(
+#: Set in the task that handles notifications (and the tasks it starts).
+in_notification_handler: Final[ContextVar[bool]] = ContextVar(
     "acp_trio_in_notification_handler", default=False
 )
 
-# (number, method, params) of a notification read; (number, None, fn) for
-# work of our own run by the consumer in its place (see run_in_notification_order_soon).
-_Queued = tuple[int, str | None, Any]
+#: (number, method, params) of a notification read; (number, None, fn) for
+#: work of our own run by the consumer in its place (see :meth:`run_soon`).
+Queued = tuple[int, str | None, Any]
 
 
+@final
 class NotificationOrdering:
-    """The connection's notification side (a part of :class:`Connection`)."""
+    """The notification part of a connection: the queue of notifications
+    read, the consumer that handles them, and the numbers that order
+    replies and requests after them."""
 
-    if TYPE_CHECKING:
-        _handler: Handler
-        _inbox: Inbox[_Queued]
-        _notifications_received: int
-        _notifications_handled: int
-        _barrier_waiters: list[tuple[int, trio.Event]]
-        _consumer_calls: int
+    __slots__ = ("_consumer_calls", "_handler", "_waiters", "handled", "inbox", "received")
 
-    def _on_notification(self, method: str, params: Any) -> _Queued | None:
+    def __init__(self, handler: Handler, max_queued: int) -> None:
+        self._handler = handler
+        #: Read and not yet handled, in wire order.
+        self.inbox: Inbox[Queued] = Inbox(max_queued)
+        #: How many notifications were read (numbered from 1) ...
+        self.received = 0
+        #: ... and how many of them were handled.
+        self.handled = 0
+        self._waiters: list[tuple[int, trio.Event]] = []
+        # Outgoing calls waited on by notification handlers (and tasks they
+        # started): while there are any, nothing waits for notifications to
+        # be handled (see wait_for_barrier).
+        self._consumer_calls = 0
+
+    def on_notification(self, method: str, params: Any) -> Queued | None:
         """Act on a notification in the reader; return what to queue for the
         consumer, if anything."""
         try:
@@ -55,13 +67,15 @@ class NotificationOrdering:
         except Exception:
             _log.exception("error intercepting notification %s", method)
             return None
-        self._notifications_received += 1
-        return (self._notifications_received, method, params)
+        self.received += 1
+        return (self.received, method, params)
 
-    async def _consumer(self) -> None:
-        _in_notification_handler.set(True)
+    async def consume(self) -> None:
+        """The consumer task: handle what is queued, in order, until the
+        queue is closed and empty."""
+        in_notification_handler.set(True)
         try:
-            inbox = self._inbox
+            inbox = self.inbox
             handler = self._handler
             while (item := inbox.get_nowait()) is not None or (
                 item := await inbox.get()
@@ -74,42 +88,32 @@ class NotificationOrdering:
                         await handler.handle_notification(method, params)
                 except Exception:
                     _log.exception("error handling notification %s", method or params)
-                self._notifications_handled = seq
-                if self._barrier_waiters:
-                    self._wake_barrier_waiters(seq)
+                self.handled = seq
+                if self._waiters:
+                    self._wake(seq)
         finally:
-            self._wake_barrier_waiters(math.inf)
+            self.close()
 
-    def run_in_notification_order_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
-        """Have the task that handles notifications run ``await fn()`` after
-        the notifications read so far, as if it were one more of them: in
-        wire order, in that task (so a notification read later is handled
-        after it, and a reply or request read later waits for it as for a
-        notification read before it). Synchronous, never waits: it is queued
-        past the notification queue's limit.
-
-        For work that must be ordered with the peer's notifications, such as
-        updates a client buffered before it knew their session. An exception
-        ``fn`` raises is logged, as a notification handler's is. Returns
-        ``False`` (and does nothing) once the connection no longer handles
-        notifications."""
+    def run_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Queue ``fn`` as one more notification, past the queue's limit;
+        ``False`` once notifications are no longer handled."""
         # A number of its own, so that a reply read after now waits for it as
-        # for a notification read before it (see _wait_for_barrier).
-        self._notifications_received += 1
-        if self._inbox.put_always((self._notifications_received, None, fn)):
+        # for a notification read before it (see wait_for_barrier).
+        self.received += 1
+        if self.inbox.put_always((self.received, None, fn)):
             return True
-        self._notifications_received -= 1
+        self.received -= 1
         return False
 
-    async def _wait_for_notifications(self, barrier: int) -> None:
-        # A reply is handed over only after the notifications that arrived
-        # before it were handled, except to a notification handler itself
-        # (it would wait for itself).
-        if _in_notification_handler.get():
+    async def wait_for_notifications(self, barrier: int) -> None:
+        """Before a reply is handed over: wait until the notifications that
+        arrived before it were handled, except in a notification handler
+        itself (it would wait for itself)."""
+        if in_notification_handler.get():
             return
-        await self._wait_for_barrier(barrier)
+        await self.wait_for_barrier(barrier)
 
-    async def _wait_for_barrier(self, barrier: int) -> None:
+    async def wait_for_barrier(self, barrier: int) -> None:
         """Wait until the notifications up to number ``barrier`` are handled:
         before a reply is handed to its caller, and before the handler of a
         request read after them starts.
@@ -124,31 +128,41 @@ class NotificationOrdering:
         # before the caller goes on (the notification handler's call may be
         # over by then, and ordering back in force).
         await trio.lowlevel.checkpoint()
-        while barrier > self._notifications_handled and not self._consumer_calls:
+        while barrier > self.handled and not self._consumer_calls:
             event = trio.Event()
-            self._barrier_waiters.append((barrier, event))
+            self._waiters.append((barrier, event))
             await event.wait()
 
-    def _consumer_call_started(self) -> None:
-        # A notification handler waits for the peer: see _wait_for_barrier.
+    def call_started(self) -> None:
+        """A notification handler waits for the peer: see wait_for_barrier."""
         self._consumer_calls += 1
-        if self._consumer_calls == 1 and self._barrier_waiters:
-            waiters, self._barrier_waiters = self._barrier_waiters, []
+        if self._consumer_calls == 1 and self._waiters:
+            waiters, self._waiters = self._waiters, []
             for _, event in waiters:
                 event.set()
 
-    def _consumer_call_ended(self) -> None:
+    def call_ended(self) -> None:
         self._consumer_calls -= 1
 
-    def _wake_barrier_waiters(self, handled: float) -> None:
-        if handled == math.inf:
-            self._notifications_handled = max(
-                self._notifications_handled, self._notifications_received
-            )
+    def stop(self, drop: bool) -> None:
+        """Closing: nothing more is queued; the consumer handles what is
+        (unless ``drop``), then stops."""
+        if drop:
+            dropped = self.inbox.clear()
+            if dropped:
+                _log.debug("closing: %d queued notifications dropped", dropped)
+        self.inbox.close()
+
+    def close(self) -> None:
+        """No more notifications will be handled: nobody waits for them."""
+        self.handled = max(self.handled, self.received)
+        self._wake(math.inf)
+
+    def _wake(self, handled: float) -> None:
         keep: list[tuple[int, trio.Event]] = []
-        for barrier, event in self._barrier_waiters:
+        for barrier, event in self._waiters:
             if barrier <= handled:
                 event.set()
             else:
                 keep.append((barrier, event))
-        self._barrier_waiters = keep
+        self._waiters = keep

@@ -1,20 +1,13 @@
-"""The two per-request objects of a connection.
-
-- :class:`RequestContext`: what a handler of an *incoming* request sees: its
-  id and method, the cancel scope it runs in, and the cooperative-cancel
-  switch.
-- :class:`PendingRequest`: an *outgoing* request we sent and are waiting on.
-
-Both are created by the connection only. A registry of handler tasks names
-the incoming request the current task is serving (found by walking up the
-nursery tree), so an outgoing request made from a handler knows its parent:
-that is the request tree.
-"""
+"""The two per-request objects of a connection, made by it only:
+:class:`RequestContext` (what a handler of an *incoming* request sees) and
+:class:`PendingRequest` (an *outgoing* request we sent). A registry of
+handler tasks names the incoming request a task serves (walking up the
+nursery tree), so a call made from a handler knows its parent: the request
+tree."""
 
 from __future__ import annotations
 
 import enum
-import logging
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, final
@@ -29,13 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
 
-_log = logging.getLogger("acp_trio.connection")
-
 
 class RequestOwner(Protocol):
-    """All the per-request objects ask of the connection that made them (and
-    nothing more: they import nothing of it). The connection hands each of
-    them one object implementing this."""
+    """All the per-request objects ask of the connection that made them (one
+    object implementing this is handed to each; they import nothing of it)."""
 
     @property
     def connection(self) -> Connection:
@@ -44,18 +34,11 @@ class RequestOwner(Protocol):
 
     @property
     def notifications_handled(self) -> int:
-        """How many notifications read so far were handled (a reply waits for
-        those read before it)."""
-        ...
-
-    @property
-    def writes_directly(self) -> bool:
-        """Whether a frame queued now is written now (a pipe, the writer idle)."""
+        """How many notifications read so far were handled."""
         ...
 
     def scope_exposed(self, scope: trio.CancelScope) -> None:
-        """A handler took ``scope`` (it may be the reader's, while the handler
-        runs eagerly: then the reader moves to a fresh one after it)."""
+        """A handler took ``scope`` (the reader's, if it runs eagerly)."""
 
     async def await_reply(self, pending: PendingRequest) -> None:
         """Wait until ``pending`` is settled (a checkpoint either way)."""
@@ -66,8 +49,9 @@ class RequestOwner(Protocol):
     def send_cancel(self, pending: PendingRequest) -> None:
         """Send ``$/cancel_request`` for ``pending`` (at most once)."""
 
-    def cancel_not_sent(self, pending: PendingRequest) -> None:
-        """The cancel :meth:`send_cancel` began could not go out: allow it again."""
+    def cancel_due(self, pending: PendingRequest) -> None:
+        """``pending``'s call was cancelled: its ``$/cancel_request`` is due
+        (called from an abort function: it only records it)."""
 
 
 class CancelCause(enum.Enum):
@@ -81,11 +65,9 @@ class CancelCause(enum.Enum):
     SHUTDOWN = "shutdown"  # the connection is closing
 
 
-# The handler task of each incoming request in flight (all connections).
-# Cheaper than a contextvar (which costs every handler task a new context
-# mapping), and it follows the nursery tree: a task started in a nursery of
-# the handler belongs to the request, one started elsewhere does not.
-_handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
+# The handler task of each incoming request in flight (all connections):
+# cheaper than a contextvar, and it follows the nursery tree.
+handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
 
 
 def current_request() -> RequestContext | None:
@@ -96,7 +78,7 @@ def current_request() -> RequestContext | None:
     except RuntimeError:  # not in a Trio task
         return None
     while task is not None:
-        ctx = _handler_tasks.get(task)
+        ctx = handler_tasks.get(task)
         if ctx is not None:
             return ctx
         nursery = task.parent_nursery
@@ -135,15 +117,13 @@ class RequestContext:
     def __init__(self, conn: RequestOwner, entry: IncomingRequest[RequestContext]) -> None:
         self._conn = conn
         self._entry = entry
-        # The scope the handler runs in: made when it starts (or when asked
-        # for), and let go when it finishes.
+        # The handler's scope: made when it starts (or is asked for).
         self._scope: trio.CancelScope | None = None
         self._deadline = math.inf
         self._event: trio.Event | None = None
         self._cause: CancelCause | None = None
         self._children: set[PendingRequest] | None = None
-        # The number of the last notification read before this request, if
-        # it was not yet handled: the handler starts after it is.
+        # The last notification read before it, if not yet handled.
         self._barrier = 0
         self.cooperative = False
 
@@ -170,9 +150,7 @@ class RequestContext:
         if scope is None:
             scope = self._scope = trio.CancelScope()
         else:
-            # Running eagerly, in the reader's scope: the reader moves to a
-            # fresh one after us, so that a scope kept by the handler is the
-            # request's alone.
+            # Eagerly, in the reader's scope: the reader moves to a fresh one.
             self._conn.scope_exposed(scope)
         return scope
 
@@ -189,8 +167,7 @@ class RequestContext:
     def cancel_cause(self) -> CancelCause | None:
         """Who cancelled the request first, or ``None``."""
         if self._cause is None and self._scope is not None and self._scope.cancel_called:
-            # Only request_cancel() cancels the scope by hand, and it records
-            # its cause: this is the scope's deadline.
+            # request_cancel() records its cause: this is the scope's deadline.
             return CancelCause.DEADLINE
         return self._cause
 
@@ -228,7 +205,7 @@ class RequestContext:
         return f"<RequestContext {self.method} id={self.id!r} phase={self._entry.phase.value}>"
 
 
-_WAITING: Final = 0
+WAITING: Final = 0
 _VALUE: Final = 1
 _ERROR: Final = 2
 
@@ -265,7 +242,7 @@ class PendingRequest:
         self._entry = entry
         self._parent = parent
         self._task: trio.lowlevel.Task | None = None
-        self._state = _WAITING
+        self._state = WAITING
         self._value: Any = None
         self._error: BaseException | None = None
         self._barrier = 0
@@ -285,7 +262,7 @@ class PendingRequest:
     @property
     def done(self) -> bool:
         """Whether the answer (or a failure) has arrived."""
-        return self._state != _WAITING
+        return self._state != WAITING
 
     @property
     def cancel_sent(self) -> bool:
@@ -349,7 +326,7 @@ class PendingRequest:
         :meth:`result` it does not wait for the notifications read before
         the answer to be handled, and any task may call it, also while
         another waits in :meth:`result`."""
-        if self._state == _WAITING:
+        if self._state == WAITING:
             raise trio.WouldBlock
         return self._outcome()
 
@@ -361,7 +338,7 @@ class PendingRequest:
         closing), outside any task of yours: keep it quick and synchronous,
         and do not raise (start a task with :meth:`Connection.start_soon`
         for more)."""
-        if self._state != _WAITING:
+        if self._state != WAITING:
             callback()
         elif self._callbacks is None:
             self._callbacks = [callback]
@@ -373,30 +350,15 @@ class PendingRequest:
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _abort_call(self, _: Any) -> trio.lowlevel.Abort:
-        # The task in call() is cancelled. Trio runs this at once, inside
-        # whatever cancelled it (a peer's cancel read by the reader, a
-        # deadline), and only when the cancel reaches this task through any
-        # shields. Where a frame put now is written now (a pipe, with the
-        # writer idle), the cancel is sent from here, so a cascade goes down
-        # the request tree without waiting for each level's handler to be
-        # scheduled. Elsewhere it would only wait for the writer task, which
-        # runs no sooner than this one, and split one write in two: call()
-        # sends it as the task unwinds. (Either way once: _send_cancel is
-        # idempotent.)
+        # The task in call() is cancelled (Trio runs this inside whatever
+        # cancelled it). No user code, no I/O: the cancel is recorded as due;
+        # the reader sends it after the frame that caused it, or call() as it unwinds.
         self._task = None
-        conn = self._conn
-        if conn.writes_directly:
-            try:
-                conn.send_cancel(self)
-            except Exception:
-                # Nothing may raise into Trio's cancellation (a trace hook
-                # might, outside any task): call() tries again as it unwinds.
-                _log.debug("cancel of request %d not sent at abort", self.id, exc_info=True)
-                conn.cancel_not_sent(self)
+        self._conn.cancel_due(self)
         return trio.lowlevel.Abort.SUCCEEDED
 
     def _settle(self, value: Any, error: BaseException | None, barrier: int) -> None:
-        if self._state != _WAITING:
+        if self._state != WAITING:
             return
         if error is None:
             self._state = _VALUE
@@ -407,12 +369,10 @@ class PendingRequest:
         self._barrier = barrier
         if self._parent is not None:
             self._parent._release(self)
-        task = self._task
-        if task is not None:
+        if (task := self._task) is not None:
             self._task = None
             trio.lowlevel.reschedule(task)
-        callbacks = self._callbacks
-        if callbacks is not None:
+        if (callbacks := self._callbacks) is not None:
             self._callbacks = None
             for callback in callbacks:
                 callback()
@@ -422,20 +382,18 @@ class PendingRequest:
             return self._value
         error = self._error
         assert error is not None
-        # Each raise gets a fresh exception object: a stored one would collect
-        # tracebacks if the answer were read twice.
+        # A fresh exception each raise (a stored one would collect tracebacks).
         if isinstance(error, RequestError):
             fresh_error = RequestError.from_error_object(error.to_error_object())
             fresh_error.reply_to = self._entry.method
             raise fresh_error
         if isinstance(error, ACPError):
-            # Not copy.copy(): it calls __init__ with .args, which breaks
-            # subclasses whose __init__ takes other arguments (MessageTooLarge).
+            # Not copy.copy(): __init__(*args) breaks some (MessageTooLarge).
             fresh = type(error).__new__(type(error), *error.args)
             fresh.__dict__.update(error.__dict__)
             raise fresh from error.__cause__
         raise error
 
     def __repr__(self) -> str:
-        state = {_WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]
+        state = {WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]
         return f"<PendingRequest {self.method} id={self.id} {state}>"

@@ -234,7 +234,7 @@ class WebSocket:
         if self._out_size > self._limit:
             await self._wait_for_room(self._limit)
         else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await trio.lowlevel.checkpoint()
 
     def send_text_nowait(self, message: bytes) -> bool:
         """:meth:`send_text` when it needs no wait: ``False`` (nothing
@@ -253,6 +253,9 @@ class WebSocket:
     async def flush(self) -> None:
         """Wait until everything sent so far is written (or the connection
         is lost). Cancelling the wait leaves the data to be written."""
+        if self._out_size == 0 or self._write_error is not None:
+            await trio.lowlevel.checkpoint()
+            return
         await self._wait_for_room(0)
 
     # -- reading ---------------------------------------------------------
@@ -271,6 +274,7 @@ class WebSocket:
             message = core.next_message()
             if message is not None:
                 await trio.lowlevel.checkpoint_if_cancelled()
+                await trio.lowlevel.cancel_shielded_checkpoint()
                 return message
             if core.close_code is not None and self.closed is not None:
                 await trio.lowlevel.checkpoint()

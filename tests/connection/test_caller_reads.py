@@ -1,5 +1,5 @@
 """Over a pipe, a caller waiting for its reply reads it itself
-(``acp_trio/_core/_caller_reads.py``): the edges of the hand-over between
+(``acp_trio/_core/_read_right.py``): the edges of the hand-over between
 the reader task and a reading caller. Each test first makes one call that the
 reader answers (the reader then parks), so the next call reads for itself;
 ``ReaderWire`` shows which task read each frame."""

@@ -1,12 +1,15 @@
 """Over a stream whose frames are written at once (a pipe), a cancelled
-``call()`` writes its ``$/cancel_request`` at the moment Trio cancels the
-waiting task, from inside whatever cancelled it, not when that task next runs:
-a cascade goes down the request tree without waiting for each level's handler
-to be scheduled. Over other streams (here trio's memory streams) the frame
-would only be queued for the writer task, which runs no sooner than the
-cancelled task itself, so the task sends it when it runs, as ever. Shields and
-``PendingRequest.result()`` keep their meaning: a wait that Trio does not
-cancel sends nothing."""
+``call()`` has its ``$/cancel_request`` written by whoever runs first after
+Trio cancels the waiting task: the reader, right after the frame that caused
+the cancel (a peer's ``$/cancel_request``), or the first cancelled call to
+run again, for every call cancelled with it (a deadline). A cascade goes down
+the request tree without waiting for each level's handler to be scheduled.
+Nothing is written, and no trace hook runs, inside Trio's cancellation itself
+(the abort function only records what is due). Over other streams (here
+trio's memory streams) the frame would only be queued for the writer task,
+which runs no sooner than the cancelled task itself, so each task sends its
+own when it runs, as ever. Shields and ``PendingRequest.result()`` keep their
+meaning: a wait that Trio does not cancel sends nothing."""
 
 from __future__ import annotations
 
@@ -44,10 +47,10 @@ def transport(request: pytest.FixtureRequest) -> tuple[StreamPair, bool]:
     return trio.testing.memory_stream_pair, False
 
 
-async def test_cancel_is_written_inside_scope_cancel(
+async def test_nothing_is_written_inside_scope_cancel(
     autojump_clock: Any, transport: tuple[StreamPair, bool]
 ) -> None:
-    pair, at_once = transport
+    pair, _ = transport
     with trio.fail_after(LIMIT):
         async with (
             raw_connection(stream_pair=pair) as (conn, peer, wire),
@@ -63,9 +66,9 @@ async def test_cancel_is_written_inside_scope_cancel(
             assert await peer.receive() == req(0, "slow")
             await trio.testing.wait_all_tasks_blocked()
             scope.cancel()
-            # No checkpoint since cancel(): the caller has not run again.
-            # Over a pipe the cancel was written, not just queued.
-            assert wire.sent_cancels() == ([0] if at_once else [])
+            # No checkpoint since cancel(): the caller has not run again,
+            # and nothing was written or queued from inside cancel().
+            assert wire.sent_cancels() == []
             assert conn.statistics().outbox_frames == 0
             assert await peer.receive() == cancel(0)
             await settle()
@@ -124,10 +127,10 @@ async def test_a_peer_cancel_cascades_before_the_handler_runs(
             assert_idle(conn)
 
 
-async def test_request_cancel_writes_nested_cancels_at_once(
+async def test_request_cancel_sends_nested_cancels_as_the_handler_unwinds(
     autojump_clock: Any, transport: tuple[StreamPair, bool]
 ) -> None:
-    pair, at_once = transport
+    pair, _ = transport
     contexts: list[RequestContext] = []
 
     async def outer(ctx: RequestContext, params: Any) -> Any:
@@ -144,7 +147,7 @@ async def test_request_cancel_writes_nested_cancels_at_once(
             assert await peer.receive() == req(0, "inner")
             await trio.testing.wait_all_tasks_blocked()
             contexts[0].request_cancel()
-            assert wire.sent_cancels() == ([0] if at_once else [])
+            assert wire.sent_cancels() == []
             assert conn.statistics().outbox_frames == 0
             assert [await peer.receive() for _ in range(2)] == [cancel(0), cancelled("a")]
             await peer.send(cancelled(0))
@@ -240,9 +243,9 @@ async def test_a_deadline_cancels_every_wait_under_it_at_once(
             assert_idle(conn)
 
 
-async def test_a_failing_trace_hook_at_abort_does_not_break_trio(autojump_clock: Any) -> None:
-    """A trace hook that calls Trio fails when a deadline cancels a call
-    (Trio runs the abort outside any task). Nothing may raise into Trio
+async def test_the_trace_hook_never_runs_inside_an_abort(autojump_clock: Any) -> None:
+    """A trace hook that calls Trio would fail if it ran when a deadline
+    cancels a call (Trio runs the abort outside any task). It never runs
     there: the call's task sends the cancel as it unwinds, once."""
     sent: list[Any] = []
     failed: list[str] = []
@@ -263,8 +266,7 @@ async def test_a_failing_trace_hook_at_abort_does_not_break_trio(autojump_clock:
             with trio.move_on_after(3) as scope:
                 await conn.call("slow")
             assert scope.cancelled_caught
-            assert len(failed) == 1
-            assert '"$/cancel_request"' in failed[0]
+            assert failed == []
             assert [await peer.receive() for _ in range(2)] == [req(0, "slow"), cancel(0)]
             assert sent == [req(0, "slow"), cancel(0)]
             await peer.send(cancelled(0))

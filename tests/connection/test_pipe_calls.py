@@ -6,7 +6,7 @@ scheduler pass (the random concurrent programs are in
 ``test_pipe_programs.py``).
 
 Over a pipe, a caller waiting for its reply may read it itself
-(``ConnectionConfig.callers_read_replies``, ``acp_trio/_core/_caller_reads.py``);
+(``ConnectionConfig.callers_read_replies``, ``acp_trio/_core/_read_right.py``);
 each test runs both ways and shows they behave the same. The edges of the
 hand-over between reader and callers are in ``test_caller_reads.py``.
 """

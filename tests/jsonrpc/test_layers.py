@@ -1,6 +1,7 @@
-"""The layering rules, read from the import statements: the sans-IO core
-imports no Trio (nor anything of acp_trio but itself and the exceptions),
-and the per-request objects import nothing of the connection."""
+"""The layering rules, read from the source: the sans-IO core imports no
+Trio (nor anything of acp_trio but itself and the exceptions), the
+per-request objects and the connection's parts import nothing of the
+connection, and each part keeps its own state."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def test_the_request_objects_do_not_import_the_connection() -> None:
 
 
 def test_no_connection_module_imports_the_connection_back() -> None:
-    for name in ("_incoming", "_ordering", "_outgoing", "_handler", "_framed", "_message_stream"):
+    # The connection's parts get what they need when they are made.
+    parts = ("_incoming", "_ordering", "_outgoing", "_reader", "_read_right", "_writer", "_status")
+    for name in (*parts, "_handler", "_framed", "_message_stream", "_outbox", "_eager"):
         modules = imported(PACKAGE / "_core" / f"{name}.py")
         assert "acp_trio._core._connection" not in modules, name
 
@@ -74,3 +77,30 @@ def test_the_typed_layer_imports_no_test_kit() -> None:
     for path in sorted((PACKAGE / "_typed").glob("*.py")):
         for module in imported(path):
             assert not module.startswith("acp_trio.testing"), (path.name, module)
+
+
+def test_no_class_in_the_core_declares_attributes_under_type_checking() -> None:
+    # The connection's parts do not declare each other's attributes: a class
+    # body has no ``if TYPE_CHECKING:`` block.
+    for path in sorted((PACKAGE / "_core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                blocks = [
+                    item
+                    for item in node.body
+                    if isinstance(item, ast.If) and "TYPE_CHECKING" in ast.unparse(item.test)
+                ]
+                assert blocks == [], (path.name, node.name)
+
+
+def test_the_read_right_names_its_states_alone() -> None:
+    # Who reads is kept by one class: its states are named in its module only.
+    def names(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+    states = {"_READER", "_CALLER", "_FREE"}
+    assert states <= names(PACKAGE / "_core" / "_read_right.py")
+    for path in sorted((PACKAGE / "_core").glob("*.py")):
+        if path.name != "_read_right.py":
+            assert not states & names(path), path.name

@@ -1,5 +1,5 @@
 """Over our WebSocket, as over a pipe, a caller waiting for its reply reads
-it itself (``acp_trio/_core/_caller_reads.py``, through
+it itself (``acp_trio/_core/_read_right.py``, through
 ``BufferedMessageStream``): the reply is read in the caller's task, and
 closing the connection while a caller reads ends its call."""
 

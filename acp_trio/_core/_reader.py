@@ -1,0 +1,368 @@
+"""The reading part of a connection: the reader task, and the one function
+that acts on each frame read, whoever read it (the reader, or a caller that
+holds the read right: see :mod:`acp_trio._core._read_right`).
+
+The reader hands each frame to ``Peer.receive`` (which registers an incoming
+request *before* its handler starts), acts on ``$/cancel_request`` at once
+(never queued behind handlers), hands replies to the waiting callers, and
+queues notifications. It starts each request's handler itself: in a task of
+its own, or eagerly, in the reader's own task and scope (see
+:mod:`acp_trio._core._eager`): a handler that answers without waiting costs
+no task at all, and at a handler's first wait the reader hands reading over
+to a new reader task, so the handler's task (with its scope) is then simply
+the old reader's. Either way each request has a task and a scope of its own
+whenever it can wait, and reading never waits on a handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, final
+
+import trio
+
+from acp_trio._core._requests import WAITING, PendingRequest, RequestContext
+from acp_trio._core._writer import stock_stream
+from acp_trio._jsonrpc import (
+    CancelReceived,
+    NotificationReceived,
+    Peer,
+    ReplyReceived,
+    RequestReceived,
+    SendFrame,
+)
+
+if TYPE_CHECKING:
+    from acp_trio._core._framed import FrameTransport
+    from acp_trio._core._handler import TraceHook
+    from acp_trio._core._incoming import IncomingRequests
+    from acp_trio._core._ordering import NotificationOrdering
+    from acp_trio._core._read_right import ReadRight
+    from acp_trio._core._status import Status
+
+__all__ = ["Reader"]
+
+_log = logging.getLogger("acp_trio.connection")
+
+# The reader yields after queueing this many notifications in a row.
+_HANDOVER: Final = 128
+
+# After a handler run eagerly waits, this many requests of its method start
+# in tasks of their own before the next eager try; methods remembered at most.
+_EAGER_SKIP: Final = 64
+_EAGER_SKIP_METHODS: Final = 256
+
+# What on_frame did, when the reader has something left to do.
+_QUEUED: Final = 1  # queued a notification
+_WOKE: Final = 2  # woke a caller with its reply
+
+
+@final
+class Reader:
+    """The reading part of a connection: the reader task and its cancel
+    scope, which methods run eagerly, and the cancels due to be sent."""
+
+    __slots__ = (
+        "_eager",
+        "_eager_skips",
+        "_inbox",
+        "_incoming",
+        "_ordering",
+        "_receive",
+        "_right",
+        "_send_cancel",
+        "_shutdown",
+        "_status",
+        "_stock",
+        "_stream",
+        "_trace",
+        "cancels_due",
+        "scope",
+        "scope_exposed",
+    )
+
+    def __init__(
+        self,
+        stream: FrameTransport,
+        peer: Peer[RequestContext, PendingRequest],
+        trace: TraceHook | None,
+        eager: bool,
+        ordering: NotificationOrdering,
+        incoming: IncomingRequests,
+        right: ReadRight,
+        status: Status,
+        shutdown: Callable[[str, BaseException | None], None],
+        send_cancel: Callable[[PendingRequest], None],
+    ) -> None:
+        self._stream = stream
+        self._receive = peer.receive
+        self._trace = trace
+        self._stock = stock_stream(stream)
+        self._eager = eager and self._stock
+        self._ordering = ordering
+        self._inbox = ordering.inbox
+        self._incoming = incoming
+        self._right = right
+        self._status = status
+        self._shutdown = shutdown
+        self._send_cancel = send_cancel
+        #: The reader's scope (a handler run eagerly runs in it).
+        self.scope = trio.CancelScope()
+        #: Set when a handler running eagerly asks for its scope (the
+        #: reader's until the handler first waits): see _read.
+        self.scope_exposed = False
+        # Methods whose handlers recently waited -> requests left to start
+        # in tasks before the next eager try (see _hand_over).
+        self._eager_skips: dict[str, int] = {}
+        #: Calls cancelled whose ``$/cancel_request`` is due (recorded by
+        #: their abort functions; see flush_cancels).
+        self.cancels_due: list[PendingRequest] = []
+
+    def on_frame(self, frame: Any) -> Any:
+        """Act on one frame read: the one event dispatch, for the reader and
+        for a reading caller. Returns ``None`` when done with it, ``_QUEUED``
+        or ``_WOKE``, a notification to queue when the queue had no room, or
+        an incoming request (only the reader starts handlers)."""
+        if self._trace is not None and type(frame) is bytes:
+            self._trace("recv", frame)
+        event = self._receive(frame)
+        if event is None:
+            return None
+        if type(event) is NotificationReceived:
+            item = self._ordering.on_notification(event.method, event.params)
+            if item is None:
+                # Taken in the reader (a session/cancel, say): the calls it
+                # cancelled are cancelled on the wire at once.
+                if self.cancels_due:
+                    self.flush_cancels()
+                return None
+            return _QUEUED if self._inbox.put_nowait(item) else item
+        if type(event) is ReplyReceived:
+            pending = event.entry.handle
+            if pending is None:
+                return None
+            woke = pending._task is not None
+            pending._settle(event.result, event.error, self._ordering.received)
+            return _WOKE if woke else None
+        if type(event) is CancelReceived:
+            self._incoming.on_cancel_request(event.entry)
+            if self.cancels_due:
+                self.flush_cancels()
+            return None
+        if type(event) is SendFrame:
+            self._incoming.put_reply(event.request_id, event.data)
+            return None
+        return event
+
+    def flush_cancels(self) -> None:
+        """Send the cancels that abort functions recorded as due (outside
+        any abort function: sending runs the trace hook and may write)."""
+        due = self.cancels_due
+        for pending in due:  # (sending may make more due: they come last)
+            try:
+                self._send_cancel(pending)
+            except Exception:
+                # (A trace hook that raised: the call tries again as it unwinds.)
+                _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
+        due.clear()
+
+    # The reader task
+
+    async def run(self) -> None:
+        """The reader task. It reads until the stream ends, or until a
+        handler it started eagerly waits: then a new reader task has taken
+        over, and this task goes on as that request's handler task."""
+        scope = self.scope
+        role = _Role(self)
+        while True:
+            with scope:
+                await self._read(role)
+            if not role.reading or self._status.closed:
+                return
+            # A handler run eagerly cancelled its scope (ours) or took it, and
+            # answered at once: read on in a fresh scope.
+            scope = self.scope = trio.CancelScope()
+
+    async def _read(self, role: _Role) -> None:
+        """Read and act on frames; return at the end of the stream, when this
+        task stops being the reader, or when its scope must be replaced."""
+        reason = "the peer closed the connection"
+        cause: BaseException | None = None
+        stream = self._stream
+        nowait = stream.receive_frame_nowait if self._stock else _no_frame
+        on_frame = self.on_frame
+        status = self._status
+        right = self._right
+        may_park = right.enabled
+        incoming = self._incoming
+        eager = self._eager
+        queued = 0
+        try:
+            while True:
+                if (event := right.handed_back) is not None:
+                    # Read by a caller, for us to act on (a request).
+                    right.handed_back = None
+                else:
+                    frame = nowait()
+                    if frame is None and (frame := await stream.receive_frame()) is None:
+                        break
+                    if status.closed:
+                        break
+                    event = on_frame(frame)
+                    # A handler run eagerly that waits keeps this frame
+                    # alive: let go of it.
+                    del frame
+                    if event is None:
+                        continue
+                    if event is _QUEUED:
+                        if (queued := queued + 1) >= _HANDOVER:
+                            # Let the consumer handle them while they are
+                            # still in the CPU cache.
+                            queued = 0
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        continue
+                    if event is _WOKE:
+                        # We woke a caller and have nothing else to do: it
+                        # may read its next reply itself (see ReadRight).
+                        # Decided in this very step, before it can run.
+                        if (
+                            may_park
+                            and not stream.frames_pending
+                            and (not await right.park() or status.closed)
+                        ):
+                            break
+                        continue
+                    if type(event) is tuple:
+                        # A notification, and the consumer's queue is full.
+                        await self._inbox.put(event)
+                        queued = 0
+                        continue
+                assert type(event) is RequestReceived
+                params = event.params
+                ctx = incoming.on_request(event.entry, params)
+                del event
+                if ctx is not None:
+                    # Eagerly only when no frame read after this one
+                    # waits: a cancel right behind a request finds it
+                    # not yet started, as it would with a task.
+                    if (
+                        eager
+                        and not stream.frames_pending
+                        # Not if request_received cancelled it or made
+                        # its scope (to set a deadline), nor when its
+                        # deadline has already passed: then a task
+                        # answers it without running the handler.
+                        and ctx._cause is None
+                        and ctx._scope is None
+                        # Nor when notifications read before it wait to be
+                        # handled: its task waits for them first.
+                        and ctx._barrier == 0
+                        and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
+                        and self._eager_allowed(ctx._entry.method)
+                    ):
+                        role.method = ctx._entry.method
+                        await incoming.run_eagerly(ctx, params, self.scope, role.hand_over)
+                        if not role.reading:
+                            return  # a new reader has taken over
+                        scope = self.scope
+                        if scope.cancel_called or self.scope_exposed:
+                            # The handler cancelled our scope, or took it
+                            # (ctx.cancel_scope) and may cancel it later:
+                            # read on in a fresh one.
+                            self.scope_exposed = False
+                            return
+                        if scope.deadline != math.inf or scope.shield:
+                            scope.deadline, scope.shield = math.inf, False
+                    else:
+                        incoming.start(ctx, params)
+                del params
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            reason = f"connection lost while reading: {exc!r}"
+            cause = exc
+        self._shutdown(reason, cause)
+
+    def _hand_over(self, role: _Role) -> None:
+        """An eagerly run handler waits: a new reader task takes over, and
+        the next requests of that method start in tasks of their own for a
+        while (a waiting handler keeps the reader's frames alive, which costs
+        memory; a task is smaller)."""
+        role.reading = False
+        skips = self._eager_skips
+        if len(skips) >= _EAGER_SKIP_METHODS:
+            skips.clear()
+        skips[role.method] = _EAGER_SKIP
+        self.scope = trio.CancelScope()
+        if self._status.closed:
+            self.scope.cancel()
+            return
+        assert self._status.nursery is not None
+        self._status.nursery.start_soon(self.run, name="acp reader")
+
+    def _eager_allowed(self, method: str) -> bool:
+        skips = self._eager_skips
+        left = skips.get(method)
+        if left is None:
+            return True
+        if left <= 1:
+            del skips[method]
+        else:
+            skips[method] = left - 1
+        return False
+
+    # A caller reading
+
+    async def read_for(self, pending: PendingRequest) -> None:
+        """Read (as the reader would, holding the read right) until
+        ``pending`` is settled, the stream ends, this task is cancelled, or a
+        frame needs the reader (handed back to it)."""
+        stream = self._stream
+        on_frame = self.on_frame
+        inbox = self._inbox
+        status = self._status
+        try:
+            while pending._state == WAITING:
+                if inbox.full:
+                    return  # the reader waits for room, not a caller
+                frame = stream.receive_frame_nowait()
+                if frame is None and (frame := await stream.receive_frame()) is None:
+                    self._shutdown("the peer closed the connection", None)
+                    return
+                if status.closed:
+                    return
+                event = on_frame(frame)
+                del frame
+                if event is not None and event is not _QUEUED and event is not _WOKE:
+                    assert type(event) is RequestReceived, "checked above: the inbox had room"
+                    # An incoming request: the reader acts on it first thing.
+                    self._right.handed_back = event
+                    return
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            self._shutdown(f"connection lost while reading: {exc!r}", exc)
+
+    def close(self) -> None:
+        """Closing: the reader stops, and so does a reading caller."""
+        self.cancels_due.clear()
+        self.scope.cancel()
+        self._right.close()
+
+
+@final
+class _Role:
+    """A reader task's role: whether it is still the reader, and the method
+    of the request it runs eagerly."""
+
+    __slots__ = ("method", "reader", "reading")
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+        self.reading = True
+        self.method = ""
+
+    def hand_over(self) -> None:
+        self.reader._hand_over(self)
+
+
+def _no_frame() -> None:
+    return None
