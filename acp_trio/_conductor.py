@@ -43,7 +43,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 import attrs
 import trio
@@ -444,6 +444,12 @@ def _send_fd(stream: trio.abc.SendStream) -> int | None:
     return None
 
 
+class _Routing(Protocol):
+    def route(self, hop: _HopStream, frame: bytes) -> _HopStream | None:
+        """Pass ``frame``, read on ``hop``, on: the hop written to, or
+        ``None`` for a frame the hop's Connection must handle."""
+
+
 class _HopStream(FramedStream):
     """One hop's stream, read through the router: the frames it forwards
     never reach the hop's Connection. Every write, the router's and the
@@ -453,7 +459,7 @@ class _HopStream(FramedStream):
 
     def __init__(
         self,
-        router: _Router,
+        router: _Routing,
         index: int,
         stream: trio.abc.Stream,
         max_message_size: int,

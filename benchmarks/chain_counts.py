@@ -1,8 +1,11 @@
 """What one round trip costs the process in the middle, counted rather than
 timed: task steps, tasks spawned and waits for I/O (a Trio instrument), and
 CPU time (user + system, from ``os.times``), for the stdlib relay, a bare
-Trio relay (``peers/trio_relay.py``) and ``python -m acp_trio conduct``
-with no proxy. Counts do not depend on the machine's load; CPU time a little.
+Trio relay (``peers/trio_relay.py``), ``python -m acp_trio conduct`` with
+no proxy, and the proxy process behind the conductor: the pass-through
+``Proxy`` (``peers/pass_proxy.py``) and the logging proxy (a bare handler,
+``examples/proxies/logging_proxy.py --quiet``). Counts do not depend on the
+machine's load; CPU time a little.
 
 The client runs the scenario prompt ``read N /x`` twice, with N = 1,000 and
 N = ``--reads``, each through a fresh middle process; the figures are the
@@ -12,8 +15,8 @@ N large enough.
 
 Run: ``.venv/bin/python benchmarks/chain_counts.py`` (``--reads N``,
 ``--python PATH`` to count another checkout's conductor, ``--quick``).
-This script is also the wrapper it runs the middle process with
-(``--wrap OUT -- COMMAND``).
+This script is also the wrapper it runs the counted process with
+(``--wrap OUT COMMAND...``).
 """
 
 from __future__ import annotations
@@ -86,19 +89,35 @@ trio.run(main, int(sys.argv[1]), sys.argv[2:])
 
 
 def counts(python: str, middle: list[str], reads: int) -> dict[str, int]:
+    """The counts of the process ``middle`` runs (its command up to the
+    agent's; a ``{wrap}`` item in it is where the counted process starts,
+    else it is the first)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "counts")
-        agent = [python, "-m", "acp_trio", "scenario-agent"]
-        command = [python, __file__, "--wrap", out, "--", *middle, "--", *agent]
+        wrap = [python, __file__, "--wrap", out]
+        if "{wrap}" in middle:
+            at = middle.index("{wrap}")
+            command = [python, *middle[:at], *wrap, *middle[at + 1 :]]
+        else:
+            command = [*wrap, *middle]
+        command += ["--", python, "-m", "acp_trio", "scenario-agent"]
         subprocess.run([python, "-c", CLIENT, str(reads), *command], check=True)
         result: dict[str, int] = ast.literal_eval(Path(out).read_text())
         return result
 
 
+CONDUCT = ["-m", "acp_trio", "conduct", "--"]
 MIDDLES = {
     "stdlib relay": [str(HERE / "peers" / "relay.py")],
     "Trio relay": [str(HERE / "peers" / "trio_relay.py")],
-    "conductor": ["-m", "acp_trio", "conduct"],
+    "conductor": CONDUCT[:-1],
+    "the Proxy": [*CONDUCT, "{wrap}", str(HERE / "peers" / "pass_proxy.py")],
+    "the logging proxy": [
+        *CONDUCT,
+        "{wrap}",
+        str(HERE.parent / "examples" / "proxies" / "logging_proxy.py"),
+        "--quiet",
+    ],
 }
 
 
@@ -108,13 +127,13 @@ def main(python: str, reads: int) -> list[str]:
     for label, middle in MIDDLES.items():
         low, high = counts(python, middle, 1000), counts(python, middle, reads)
         per = [(high.get(k, 0) - low.get(k, 0)) / (reads - 1000) for k in keys]
-        lines.append(f"{label:<13} " + "  ".join(f"{v:>7.2f}" for v in per))
+        lines.append(f"{label:<18} " + "  ".join(f"{v:>7.2f}" for v in per))
     return lines
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--wrap"]:
-        wrapped(sys.argv[2], sys.argv[4:])
+        wrapped(sys.argv[2], sys.argv[3:])
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=9000)

@@ -4,6 +4,7 @@ conductor: the envelope both ways, typed overrides, bad input."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import attrs
@@ -224,3 +225,57 @@ async def test_typed_methods_are_skipped_once_the_chain_speaks_v2(asked: int) ->
         "method": "session/prompt",
         "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]},
     }
+
+
+class Stuck(acp_trio.lowlevel.Handler):
+    """A conductor whose successor never answers: records each request
+    and its cancellation."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, str, Any]] = []
+        self.cancelled: list[Any] = []
+        self.changed = trio.Event()
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        self.seen.append((ctx.id, method, params))
+        self.changed.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.cancelled.append(ctx.id)
+            self.changed.set()
+
+    async def wait_until(self, condition: Any) -> None:
+        while not condition():
+            await self.changed.wait()
+            self.changed = trio.Event()
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["passed-on", "typed"])
+async def test_a_cancelled_request_is_cancelled_on_the_next_hop_with_its_own_id(
+    typed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A proxy that changes nothing passes the prompt on as it is read (its
+    # fast path); one with a typed prompt, through its handler. Either way
+    # the conductor's $/cancel_request cancels the request the proxy sent,
+    # by the proxy's own id, the prompt is answered -32800, and the late
+    # answer to the cancelled request is dropped quietly.
+    holding = Stuck()
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        async with conn.open_request("session/prompt", prompt) as pending:
+            await holding.wait_until(lambda: holding.seen)
+            with pytest.raises(acp_trio.RequestError) as cancelled:
+                await pending.cancel_and_wait()
+        assert cancelled.value.code == -32800
+        ((sent_id, method, params),) = holding.seen
+        assert method == "proxy/successor"
+        assert params["method"] == "session/prompt"
+        await holding.wait_until(lambda: holding.cancelled)
+        assert holding.cancelled == [sent_id]
+
+    await run_with(Shouting() if typed else Proxy(), holding, body)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
