@@ -569,8 +569,14 @@ class _HopStream(FramedStream):
         return len(data)
 
     async def send_frames(self, data: bytes) -> None:
+        # Taken at once (the frames keep their place among the router's), so
+        # that frames wait in the Connection's own queue only while this one
+        # is full.
         self.write(data)
-        await self.drained()
+        if len(self._queued) >= _FORWARD_LIMIT:
+            await self.drained()
+        else:
+            await trio.lowlevel.checkpoint()
 
     async def send_batch(self, frames: list[bytes]) -> None:
         await self.send_frames(b"".join(frames))

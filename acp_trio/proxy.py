@@ -384,7 +384,7 @@ class _PassThrough:
                 return hop
             value["id"] = source_id = self._calls.pop(request_id)
             del self._taken[source_id]
-            hop.write(encode_frame(value))
+            self._answer(hop, encode_frame(value))
             return hop
         if kind == NOTIFICATION and value["method"] == CANCEL_REQUEST_METHOD:
             ok, request_id = cancel_target(value.get("params"))
@@ -413,6 +413,26 @@ class _PassThrough:
         self._taken[request_id] = ours
         hop.write(encode_frame(request(ours, *out)))
         return hop
+
+    def _answer(self, hop: _HopStream, frame: bytes) -> None:
+        """Pass an answer on, after the notifications read before it (as
+        the connection hands a reply over only after them) and what the
+        proxy's handlers queued before it."""
+        conn = self.proxy.connection
+        assert conn is not None
+        stats = conn.statistics()
+        if stats.outbox_frames == 0 and stats.notifications_queued == 0:
+            hop.write(frame)
+            return
+
+        async def in_order() -> None:
+            while conn.statistics().outbox_frames:
+                await hop.drained()
+                await trio.lowlevel.checkpoint()
+            hop.write(frame)
+
+        if not conn.run_in_notification_order_soon(in_order):
+            hop.write(frame)
 
     def _nothing_before(self) -> bool:
         """Whether everything read before was passed on (or answered) and

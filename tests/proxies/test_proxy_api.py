@@ -279,3 +279,54 @@ async def test_a_cancelled_request_is_cancelled_on_the_next_hop_with_its_own_id(
 
     await run_with(Shouting() if typed else Proxy(), holding, body)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+class SlowUpdates(Proxy):
+    """Changes each session update, taking a few scheduler passes for it."""
+
+    async def session_update(self, params: schema.SessionNotification) -> None:
+        for _ in range(5):
+            await trio.lowlevel.checkpoint()
+        await self.client.session_update(params.session_id, params.update)
+
+
+class Answering(acp_trio.lowlevel.Handler):
+    """A conductor whose successor sends an update, then answers the prompt;
+    records what reaches the client side, in order."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        update = {
+            "sessionId": "s",
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "first"},
+            },
+        }
+        envelope = {"method": "session/update", "params": update}
+        await ctx.connection.notify("proxy/successor", envelope)
+        return {"stopReason": "end_turn"}
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        self.order.append(method)
+
+
+async def test_an_answer_passed_on_never_overtakes_an_update_the_proxy_changes() -> None:
+    # The prompt and its answer pass frame by frame; the update before the
+    # answer goes through the proxy's typed session_update, which takes its
+    # time: the answer waits for it, as the connection's replies wait for
+    # the notifications read before them.
+    answering = Answering()
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        for _ in range(3):
+            assert await conn.call("session/prompt", prompt) == {"stopReason": "end_turn"}
+            answering.order.append("answer")
+
+    await run_with(SlowUpdates(), answering, body)
+    assert answering.order == ["session/update", "answer"] * 3
