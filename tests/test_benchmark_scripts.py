@@ -108,12 +108,12 @@ def test_the_chain_counts_count_the_process_in_the_middle(middle: str) -> None:
     assert "CPU µs" in counted
 
 
-@pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py"])
+@pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py", "burst_agent.py"])
 @pytest.mark.parametrize("workload", ["stream", "read", "cancel"])
 def test_the_floor_agents_serve_every_workload(agent: str, workload: str) -> None:
-    """The stdlib and Trio floor agents behind the raw client, as
-    ``bench_sdks.py`` runs them (the cancel workload: every held request
-    cancelled on the wire)."""
+    """The stdlib and Trio floor agents and the burst agent behind the raw
+    client, as ``bench_sdks.py`` runs them (the cancel workload: every held
+    request cancelled on the wire)."""
     peers = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
     command = [sys.executable, str(peers / "floor_client.py"), "--workload", workload]
     command += ["--n", "20", "--", sys.executable, str(peers / agent)]
