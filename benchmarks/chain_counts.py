@@ -1,5 +1,7 @@
 """What one round trip costs the process in the middle, counted rather than
 timed: task steps, tasks spawned and waits for I/O (a Trio instrument), and
+the wall time spent in task steps (the process's own critical path, its
+writes included: a write that wakes the next process is most of it), and
 CPU time (user + system, from ``os.times``), for the stdlib relay, a bare
 Trio relay (``peers/trio_relay.py``), ``python -m acp_trio conduct`` with
 no proxy, and the proxy process behind the conductor: the pass-through
@@ -29,6 +31,7 @@ import runpy
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +48,16 @@ def wrapped(out: str, command: list[str]) -> None:
     counts: collections.Counter[str] = collections.Counter()
 
     class Count(trio.abc.Instrument):
+        started = 0.0
+        in_steps = 0.0
+
         def before_task_step(self, task: trio.lowlevel.Task) -> None:
             counts["task steps"] += 1
+            self.started = time.perf_counter()
+
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.in_steps += time.perf_counter() - self.started
+            counts["µs in steps"] = round(self.in_steps * 1e6)
 
         def task_spawned(self, task: trio.lowlevel.Task) -> None:
             counts["tasks spawned"] += 1
@@ -122,7 +133,7 @@ MIDDLES = {
 
 
 def main(python: str, reads: int) -> list[str]:
-    keys = ["task steps", "tasks spawned", "I/O waits", "CPU µs"]
+    keys = ["task steps", "tasks spawned", "I/O waits", "µs in steps", "CPU µs"]
     lines = [f"per round trip ({reads} - 1000 reads): " + ", ".join(keys)]
     for label, middle in MIDDLES.items():
         low, high = counts(python, middle, 1000), counts(python, middle, reads)
