@@ -428,9 +428,8 @@ async def _run_component(
 # the hop's Connection as before (which answers it as every connection
 # does), as does the hop's closing.
 
-# At most this many frames wait for a hop's writer before the reader that
-# forwards to it waits too (requests and notifications; replies and cancels
-# never wait).
+# At most this many writes wait for a hop's writer (its peer reads slower
+# than we forward) before the reader that forwarded the last one waits too.
 _FORWARD_LIMIT = 1024
 # Ids of cancelled requests whose late answers are dropped quietly.
 _LATE_ANSWERS = 4096
