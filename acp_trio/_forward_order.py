@@ -54,6 +54,12 @@ class ForwardOrder:
         if ctx is not None:
             self._release(ctx.id)
 
+    @property
+    def all_passed_on(self) -> bool:
+        """Whether every request read so far was passed on or answered (a
+        message read now may go on at once without overtaking one)."""
+        return not self._unsent
+
     def notification_read(self) -> None:
         """A notification was read (call it from ``intercept_notification``,
         for every notification)."""

@@ -23,17 +23,31 @@ that, for a proxy written on a bare :class:`~acp_trio.lowlevel.Handler` too.
 
 from __future__ import annotations
 
-from typing import Any
+import itertools
+import logging
+from typing import Any, Final
 
 import trio
 
-from acp_trio._conductor import serve_conductor
+from acp_trio._conductor import _HopStream, serve_conductor
 from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._open import serve_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._forward_order import ForwardOrder
+from acp_trio._jsonrpc import (
+    CANCEL_REQUEST_METHOD,
+    cancel_request_frame,
+    cancel_target,
+    cancelled_reply_frame,
+    decode_frame,
+    encode_frame,
+    message_kind,
+    notification,
+    request,
+)
+from acp_trio._jsonrpc._messages import ERROR_REPLY, NOTIFICATION, REQUEST, RESULT
 from acp_trio._transports import open_stdio_stream
 from acp_trio.schema import METHODS, SchemaConverter, SchemaValidationError, converter
 from acp_trio.schema._generated_proxies import (
@@ -55,6 +69,8 @@ __all__ = [
 
 SUCCESSOR = "proxy/successor"
 PROXY_INITIALIZE = "proxy/initialize"
+
+_log = logging.getLogger("acp_trio.proxy")
 
 
 class _Side:
@@ -199,6 +215,25 @@ class Proxy:
             self.protocol_version = version
         return result
 
+    def _passed_on(self, method: str, params: Any) -> tuple[str, Any] | None:
+        """What a message read goes on as, if the proxy passes it on
+        unchanged (the fast path); ``None`` if it handles it itself."""
+        if method == SUCCESSOR:
+            if not isinstance(params, dict) or not isinstance(params.get("method"), str):
+                return None  # answered by the handler (invalid params)
+            inner = params["method"]
+            if self._changes(CLIENT_METHOD_NAMES.get(inner)):
+                return None
+            return inner, params.get("params")
+        if method in ("initialize", PROXY_INITIALIZE) or self._changes(
+            AGENT_METHOD_NAMES.get(method)
+        ):
+            return None
+        return SUCCESSOR, _envelope(method, params)
+
+    def _changes(self, name: str | None) -> bool:
+        return name is not None and self._typed_v1() and _overrides(self, name)
+
     async def _connection(self) -> Connection:
         # Messages can be read before serve_proxy has recorded the connection.
         if not self._ready.is_set():
@@ -276,17 +311,137 @@ async def serve_proxy(
     the connection closes; reports the connection through ``task_status``.
     Raises ``RuntimeError`` if the proxy already serves a connection;
     cancelling the caller closes the connection (running requests answered
-    ``-32800``)."""
+    ``-32800``).
+
+    A message the proxy does not change (no typed method of its own for
+    it, and no :meth:`~Proxy.client_message` or :meth:`~Proxy.successor_message`
+    of its own) is passed on frame by frame as it is read, without a task
+    or a handler, unless a message read before it is still being handled;
+    cancellation and ids stay per hop as for the others. Not with
+    ``config`` asking for tracing, an instrument or request deadlines, nor
+    on a :class:`~acp_trio.lowlevel.FramedStream`.
+    """
     if proxy.connection is not None:
         raise RuntimeError("this proxy already serves a connection")
+    config = config or ConnectionConfig()
+    router = _PassThrough(proxy) if _may_pass_through(proxy, stream, config) else None
 
     async def run(task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve_connection(stream, _ProxyHandler(proxy), config=config, task_status=task_status)
+        served: trio.abc.Stream | FramedStream = stream
+        if router is not None:
+            assert not isinstance(stream, FramedStream)
+            served = router.hop = _HopStream(router, 0, stream, config.max_message_size)
+            nursery.start_soon(router.hop.run_writer, name="acp proxy writer")
+        await serve_connection(served, _ProxyHandler(proxy), config=config, task_status=task_status)
 
     async with trio.open_nursery() as nursery:
         proxy.connection = await nursery.start(run)
         proxy._ready.set()
         task_status.started(proxy.connection)
+        await proxy.connection.wait_closed()
+        nursery.cancel_scope.cancel()
+
+
+# Ids of the requests passed on frame by frame: far from the connection's own
+# (which count from 0), below 2**53 for peers that read JSON numbers as doubles.
+_PASS_IDS: Final = 1 << 40
+_OBSERVING = ("client_message", "successor_message", "forward_request", "forward_notification")
+
+
+def _may_pass_through(
+    proxy: Proxy, stream: trio.abc.Stream | FramedStream, config: ConnectionConfig
+) -> bool:
+    if isinstance(stream, FramedStream) or config.trace is not None:
+        return False
+    if config.instrument is not None or config.request_timeout is not None:
+        return False
+    if any(getattr(type(proxy), name) is not getattr(Proxy, name) for name in _OBSERVING):
+        return False
+    probe = Handler()
+    return Connection(stream, probe, config).handler is probe
+
+
+class _PassThrough:
+    """A proxy's fast path (see :func:`serve_proxy`): the messages it does
+    not change, passed on in the reader, with a table of ids."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.hop: _HopStream
+        self._ids = itertools.count(_PASS_IDS)
+        self._calls: dict[int, Any] = {}  # our id -> the id it was read with
+        self._taken: dict[Any, int] = {}  # id read -> our id
+
+    def route(self, hop: _HopStream, frame: bytes) -> _HopStream | None:
+        value = decode_frame(frame)
+        kind = message_kind(value)
+        if kind in (RESULT, ERROR_REPLY):
+            request_id = value["id"]
+            if type(request_id) is not int or request_id < _PASS_IDS:
+                return None  # an answer to the connection's own request
+            if request_id not in self._calls:
+                _log.debug("dropping a late answer to request %d", request_id)
+                return hop
+            value["id"] = source_id = self._calls.pop(request_id)
+            del self._taken[source_id]
+            self._answer(hop, encode_frame(value))
+            return hop
+        if kind == NOTIFICATION and value["method"] == CANCEL_REQUEST_METHOD:
+            ok, request_id = cancel_target(value.get("params"))
+            ours = self._taken.pop(request_id, None) if ok else None
+            if ours is None:
+                return None  # the connection's own request, if any
+            if self._calls.pop(ours, None) is not None:
+                hop.write(cancel_request_frame(ours))
+            hop.write(cancelled_reply_frame(request_id))
+            return hop
+        if kind != REQUEST and kind != NOTIFICATION:
+            return None
+        if not self._nothing_before():
+            return None
+        out = self.proxy._passed_on(value["method"], value.get("params"))
+        if out is None:
+            return None
+        if kind == NOTIFICATION:
+            hop.write(encode_frame(notification(*out)))
+            return hop
+        request_id = value["id"]
+        if request_id in self._taken:
+            return None  # the connection refuses it
+        ours = next(self._ids)
+        self._calls[ours] = request_id
+        self._taken[request_id] = ours
+        hop.write(encode_frame(request(ours, *out)))
+        return hop
+
+    def _answer(self, hop: _HopStream, frame: bytes) -> None:
+        """Pass an answer on, after the notifications read before it (as
+        the connection hands a reply over only after them) and what the
+        proxy's handlers queued before it."""
+        conn = self.proxy.connection
+        assert conn is not None
+        stats = conn.statistics()
+        if stats.outbox_frames == 0 and stats.notifications_queued == 0:
+            hop.write(frame)
+            return
+
+        async def in_order() -> None:
+            while conn.statistics().outbox_frames:
+                await hop.drained()
+                await trio.lowlevel.checkpoint()
+            hop.write(frame)
+
+        if not conn.run_in_notification_order_soon(in_order):
+            hop.write(frame)
+
+    def _nothing_before(self) -> bool:
+        """Whether everything read before was passed on (or answered) and
+        written: nothing handled by the proxy's handlers is still on its way."""
+        conn = self.proxy.connection
+        if conn is None or not self.proxy._order.all_passed_on:
+            return False
+        stats = conn.statistics()
+        return stats.outbox_frames == 0 and stats.notifications_queued == 0
 
 
 async def run_proxy(proxy: Proxy, *, config: ConnectionConfig | None = None) -> None:

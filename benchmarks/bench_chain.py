@@ -3,8 +3,10 @@
 acp_trio's client (in this process) spawns the scenario agent directly,
 behind the stdlib relay (``peers/relay.py``: one process copying lines both
 ways, the honest limit of one hop), then through ``python -m acp_trio
-conduct`` with 0, 1 and 2 pass-through proxies
-(``examples/proxies/logging_proxy.py --quiet``) in front of it, and runs the
+conduct`` with 0, 1 and 2 pass-through proxies (``peers/pass_proxy.py``: a
+``Proxy`` that changes nothing) and with one logging proxy
+(``examples/proxies/logging_proxy.py --quiet``: a bare handler that passes
+every message on in a handler of its own) in front of it, and runs the
 scenario prompt ``read N /x``: N sequential ``fs/read_text_file`` round trips
 agent → client, each crossing every hop twice. Runs are interleaved (each
 repeat runs every chain once, fresh processes each time); the table shows
@@ -30,21 +32,23 @@ import acp_trio
 from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
 
 ROOT = Path(__file__).resolve().parents[1]
-PROXY = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py"), "--quiet"]
+PROXY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "pass_proxy.py")]
+LOGGING = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py"), "--quiet"]
 AGENT = list(SCENARIO_AGENT_COMMAND)
 RELAY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "relay.py")]
 
 
 def chain_command(proxies: int | None) -> list[str]:
-    """``None``: the agent itself; ``-1``: behind the stdlib relay; else the
-    conductor with that many proxies."""
+    """``None``: the agent itself; ``-1``: behind the stdlib relay; ``-2``:
+    the conductor with one logging proxy; else the conductor with that many
+    pass-through proxies."""
     if proxies is None:
         return AGENT
     if proxies == -1:
         return [*RELAY, "--", *AGENT]
     command = [sys.executable, "-m", "acp_trio", "conduct"]
-    for _ in range(proxies):
-        command += ["--", *PROXY]
+    for proxy in [LOGGING] if proxies == -2 else [PROXY] * proxies:
+        command += ["--", *proxy]
     return [*command, "--", *AGENT]
 
 
@@ -67,6 +71,7 @@ LABELS: dict[int | None, str] = {
     0: "conductor",
     1: "1 proxy",
     2: "2 proxies",
+    -2: "1 logging",
 }
 
 

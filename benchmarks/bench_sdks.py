@@ -15,7 +15,10 @@ agent and talks to it over the agent's stdio, as an editor does. The SDKs:
   and writes, ``json``): what any Python implementation pays at least;
 - ``trio-floor`` (an agent only): the floor agent on Trio's I/O, one ``await
   send_all`` per message (``peers/trio_floor_agent.py``): the limit of an SDK
-  whose every send is a Trio checkpoint.
+  whose every send is a Trio checkpoint;
+- ``acp_trio-burst`` (an agent only): the scenario agent with its ``stream``
+  sent in bursts through ``send_text_nowait`` (``peers/burst_agent.py``),
+  beside the per-call form (``await send_text`` per chunk) of ``acp_trio``.
 
 Agents are also run behind the raw client (``floor x AGENT``), and their
 ``stream`` and ``read`` shown as a share of the two floors: the Trio floor
@@ -66,8 +69,8 @@ PY = sys.executable
 
 # acp_trio runs with orjson when the bench environment has it (the ``fast``
 # extra); "acp_trio-std" is the same SDK forced to the standard library's json.
-SDKS = ("acp_trio", "acp_trio-std", "official", "ts", "floor", "trio-floor")
-AGENT_ONLY = frozenset({"trio-floor"})
+SDKS = ("acp_trio", "acp_trio-std", "official", "ts", "floor", "trio-floor", "acp_trio-burst")
+AGENT_ONLY = frozenset({"trio-floor", "acp_trio-burst"})
 _JSON_ENV = {"acp_trio": "auto", "acp_trio-std": "stdlib"}
 WORKLOADS = ("stream", "read", "cancel", "connection")
 FULL_N = {"stream": 20_000, "read": 5_000, "cancel": 50}
@@ -104,6 +107,7 @@ def _commands() -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         "ts": ["node", str(INTEROP / "ts_agent.mjs")],
         "floor": [PY, str(PEERS / "floor_agent.py")],
         "trio-floor": [PY, str(PEERS / "trio_floor_agent.py")],
+        "acp_trio-burst": _json_env("acp_trio", [PY, str(PEERS / "burst_agent.py")]),
     }
     return clients, agents
 
@@ -115,6 +119,7 @@ def _available() -> dict[str, str | None]:
         why["official"] = f"`import acp` fails in {PY} (run with .venv-bench)"
     if importlib.util.find_spec("acp_trio") is None:
         why["acp_trio"] = why["acp_trio-std"] = f"`import acp_trio` fails in {PY}"
+        why["acp_trio-burst"] = why["acp_trio"]
     if shutil.which("node") is None:
         why["ts"] = "node not found"
     elif not (INTEROP / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():

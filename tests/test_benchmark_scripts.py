@@ -94,15 +94,26 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
 
     with trio.fail_after(LIMIT * 2):
         lines = await bench_chain.main(20, 1)
-    assert [line.split()[0] for line in lines[2:]] == ["agent", "relay", "conductor", "1", "2"]
+    labels = [line.split()[0] for line in lines[2:]]
+    assert labels == ["agent", "relay", "conductor", "1", "2", "1"]
+    assert lines[-1].split()[1] == "logging"
 
 
-@pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py"])
+@pytest.mark.parametrize("middle", ["conductor", "the Proxy"])
+def test_the_chain_counts_count_the_process_in_the_middle(middle: str) -> None:
+    import chain_counts
+
+    counted = chain_counts.counts(sys.executable, chain_counts.MIDDLES[middle], 30)
+    assert counted["task steps"] > 30
+    assert "CPU µs" in counted
+
+
+@pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py", "burst_agent.py"])
 @pytest.mark.parametrize("workload", ["stream", "read", "cancel"])
 def test_the_floor_agents_serve_every_workload(agent: str, workload: str) -> None:
-    """The stdlib and Trio floor agents behind the raw client, as
-    ``bench_sdks.py`` runs them (the cancel workload: every held request
-    cancelled on the wire)."""
+    """The stdlib and Trio floor agents and the burst agent behind the raw
+    client, as ``bench_sdks.py`` runs them (the cancel workload: every held
+    request cancelled on the wire)."""
     peers = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
     command = [sys.executable, str(peers / "floor_client.py"), "--workload", workload]
     command += ["--n", "20", "--", sys.executable, str(peers / agent)]

@@ -152,8 +152,11 @@ def assert_gone(pids: list[int]) -> None:
             os.killpg(pid, 0)
 
 
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "untraced"])
 @pytest.mark.parametrize("where", ["first proxy, on the prompt", "second proxy, on nested"])
-async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str) -> None:
+async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str, traced: bool) -> None:
+    # Untraced, the conductor forwards frame by frame (its fast path);
+    # traced, through a handler per request: the same error either way.
     # On the prompt: the first proxy exits as it arrives. On nested: the
     # second exits when the agent's first nested request reaches it, the
     # turn waiting on it (and maybe on requests already at the client).
@@ -169,7 +172,11 @@ async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str) -> 
         async with trio.open_nursery() as nursery:
             await nursery.start(
                 lambda task_status: serve_conductor(
-                    right, components, stderr="capture", trace=trace, task_status=task_status
+                    right,
+                    components,
+                    stderr="capture",
+                    trace=trace if traced else None,
+                    task_status=task_status,
                 )
             )
             async with acp_trio.open_client(client, left) as agent:
@@ -184,6 +191,8 @@ async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str) -> 
     assert caught.value.code == -32603
     assert f"chain component {gone} is gone" in str(caught.value)
     assert "exit code 7" in str(caught.value)
+    if not traced:
+        return
     starts = [json.loads(line) for line in trace.getvalue().splitlines()]
     pids = [r["pid"] for r in starts if r.get("event") == "start"]
     assert len(pids) == 3
@@ -347,3 +356,69 @@ async def test_a_component_gone_before_it_is_reaped_is_named_with_its_exit_code(
         "chain component 1 is gone: connection lost while writing: BrokenResourceError() "
         "(exit code 7)"
     )
+
+
+RAW = [sys.executable, str(Path(__file__).with_name("raw_component.py"))]
+
+
+class Recorder(acp_trio.lowlevel.Handler):
+    def __init__(self) -> None:
+        self.notes: list[tuple[str, Any]] = []
+        self.asked: list[Any] = []
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        self.asked.append((method, params))
+        return {"answer": 42}
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        self.notes.append((method, params))
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
+async def test_each_hop_has_its_own_ids_and_cancels_with_them(
+    traced: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A cancelled request is cancelled on the agent's hop with the agent's
+    # id, answered -32800 at once, and the agent's late answer is dropped
+    # quietly; a request of the agent reaches the client and its answer
+    # goes back with the agent's own id. Untraced, the conductor forwards
+    # frame by frame (its fast path); traced, a handler per request.
+    left, right = trio.testing.memory_stream_pair()
+    recorder = Recorder()
+    log = io.StringIO() if traced else None
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: serve_conductor(
+                    right, [RAW], stderr="capture", trace=log, task_status=task_status
+                )
+            )
+            async with acp_trio.lowlevel.open_connection(left, recorder) as conn:
+                first = await conn.call("first", {})
+                second = await conn.call("second", {})
+                assert second["sawId"] != first["sawId"]
+                async with conn.open_request("hold", {}) as held:
+                    await eventually(lambda: len(recorder.notes) == 1)
+                    with pytest.raises(acp_trio.RequestError) as cancelled:
+                        await held.cancel_and_wait()
+                assert cancelled.value.code == -32800
+                await eventually(lambda: len(recorder.notes) == 2)
+                (holding, seen), (name, note) = recorder.notes
+                assert (holding, name) == ("holding", "cancelled")
+                assert note == {"requestId": seen["id"]}
+                # The late answer comes before this one, on the same pipe.
+                released = await conn.call("release", {})
+                assert released["sawId"] != seen["id"]
+                await conn.call("shout", {})
+                await eventually(lambda: len(recorder.notes) == 3)
+                assert recorder.asked == [("ask", {"q": 1})]
+                assert recorder.notes[2] == (
+                    "heard",
+                    {"jsonrpc": "2.0", "id": "up-1", "result": {"answer": 42}},
+                )
+                assert conn.statistics().incoming_in_flight == 0
+            nursery.cancel_scope.cancel()
+    dropped = [r for r in caplog.records if "unknown request" in r.getMessage()]
+    assert not dropped

@@ -4,6 +4,7 @@ conductor: the envelope both ways, typed overrides, bad input."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import attrs
@@ -224,3 +225,108 @@ async def test_typed_methods_are_skipped_once_the_chain_speaks_v2(asked: int) ->
         "method": "session/prompt",
         "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]},
     }
+
+
+class Stuck(acp_trio.lowlevel.Handler):
+    """A conductor whose successor never answers: records each request
+    and its cancellation."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, str, Any]] = []
+        self.cancelled: list[Any] = []
+        self.changed = trio.Event()
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        self.seen.append((ctx.id, method, params))
+        self.changed.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.cancelled.append(ctx.id)
+            self.changed.set()
+
+    async def wait_until(self, condition: Any) -> None:
+        while not condition():
+            await self.changed.wait()
+            self.changed = trio.Event()
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["passed-on", "typed"])
+async def test_a_cancelled_request_is_cancelled_on_the_next_hop_with_its_own_id(
+    typed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A proxy that changes nothing passes the prompt on as it is read (its
+    # fast path); one with a typed prompt, through its handler. Either way
+    # the conductor's $/cancel_request cancels the request the proxy sent,
+    # by the proxy's own id, the prompt is answered -32800, and the late
+    # answer to the cancelled request is dropped quietly.
+    holding = Stuck()
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        async with conn.open_request("session/prompt", prompt) as pending:
+            await holding.wait_until(lambda: holding.seen)
+            with pytest.raises(acp_trio.RequestError) as cancelled:
+                await pending.cancel_and_wait()
+        assert cancelled.value.code == -32800
+        ((sent_id, method, params),) = holding.seen
+        assert method == "proxy/successor"
+        assert params["method"] == "session/prompt"
+        await holding.wait_until(lambda: holding.cancelled)
+        assert holding.cancelled == [sent_id]
+
+    await run_with(Shouting() if typed else Proxy(), holding, body)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+class SlowUpdates(Proxy):
+    """Changes each session update, taking a few scheduler passes for it."""
+
+    async def session_update(self, params: schema.SessionNotification) -> None:
+        for _ in range(5):
+            await trio.lowlevel.checkpoint()
+        await self.client.session_update(params.session_id, params.update)
+
+
+class Answering(acp_trio.lowlevel.Handler):
+    """A conductor whose successor sends an update, then answers the prompt;
+    records what reaches the client side, in order."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    async def handle_request(
+        self, ctx: acp_trio.lowlevel.RequestContext, method: str, params: Any
+    ) -> Any:
+        update = {
+            "sessionId": "s",
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "first"},
+            },
+        }
+        envelope = {"method": "session/update", "params": update}
+        await ctx.connection.notify("proxy/successor", envelope)
+        return {"stopReason": "end_turn"}
+
+    async def handle_notification(self, method: str, params: Any) -> None:
+        self.order.append(method)
+
+
+async def test_an_answer_passed_on_never_overtakes_an_update_the_proxy_changes() -> None:
+    # The prompt and its answer pass frame by frame; the update before the
+    # answer goes through the proxy's typed session_update, which takes its
+    # time: the answer waits for it, as the connection's replies wait for
+    # the notifications read before them.
+    answering = Answering()
+    prompt = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+
+    async def body(conn: acp_trio.lowlevel.Connection) -> None:
+        for _ in range(3):
+            assert await conn.call("session/prompt", prompt) == {"stopReason": "end_turn"}
+            answering.order.append("answer")
+
+    await run_with(SlowUpdates(), answering, body)
+    assert answering.order == ["session/update", "answer"] * 3

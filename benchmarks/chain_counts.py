@@ -1,0 +1,154 @@
+"""What one round trip costs the process in the middle, counted rather than
+timed: task steps, tasks spawned and waits for I/O (a Trio instrument), and
+the wall time spent in task steps (the process's own critical path, its
+writes included: a write that wakes the next process is most of it), and
+CPU time (user + system, from ``os.times``), for the stdlib relay, a bare
+Trio relay (``peers/trio_relay.py``), ``python -m acp_trio conduct`` with
+no proxy, and the proxy process behind the conductor: the pass-through
+``Proxy`` (``peers/pass_proxy.py``) and the logging proxy (a bare handler,
+``examples/proxies/logging_proxy.py --quiet``). Counts do not depend on the
+machine's load; CPU time a little.
+
+The client runs the scenario prompt ``read N /x`` twice, with N = 1,000 and
+N = ``--reads``, each through a fresh middle process; the figures are the
+difference divided by the difference in N (start-up and the turn's other
+messages cancel out). CPU time is counted in clock ticks (10 ms), so take
+N large enough.
+
+Run: ``.venv/bin/python benchmarks/chain_counts.py`` (``--reads N``,
+``--python PATH`` to count another checkout's conductor, ``--quick``).
+This script is also the wrapper it runs the counted process with
+(``--wrap OUT COMMAND...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def wrapped(out: str, command: list[str]) -> None:
+    """Run ``command`` (``-m module ...`` or ``script ...``) in this process,
+    every ``trio.run`` instrumented; write the counts to ``out`` at exit."""
+    import atexit
+
+    import trio
+
+    counts: collections.Counter[str] = collections.Counter()
+
+    class Count(trio.abc.Instrument):
+        started = 0.0
+        in_steps = 0.0
+
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            counts["task steps"] += 1
+            self.started = time.perf_counter()
+
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.in_steps += time.perf_counter() - self.started
+            counts["µs in steps"] = round(self.in_steps * 1e6)
+
+        def task_spawned(self, task: trio.lowlevel.Task) -> None:
+            counts["tasks spawned"] += 1
+
+        def before_io_wait(self, timeout: float) -> None:
+            counts["I/O waits"] += 1
+
+    run = trio.run
+
+    def instrumented(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("instruments", []).append(Count())
+        return run(*args, **kwargs)
+
+    def report() -> None:
+        times = os.times()
+        counts["CPU µs"] = round((times.user + times.system) * 1e6)
+        Path(out).write_text(repr(dict(counts)))
+
+    trio.run = instrumented  # type: ignore[assignment]
+    atexit.register(report)
+    if command[0] == "-m":
+        sys.argv = command[1:]
+        runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = command
+        runpy.run_path(command[0], run_name="__main__")
+
+
+CLIENT = """
+import sys, trio, acp_trio
+from acp_trio.testing import ScenarioClient
+async def main(reads, command):
+    client = ScenarioClient()
+    async with acp_trio.open_spawned_agent(client, command) as agent:
+        await agent.initialize(client.initialize_request())
+        session = (await agent.new_session("/")).session_id
+        await agent.prompt_text(session, f"read {reads} /x")
+trio.run(main, int(sys.argv[1]), sys.argv[2:])
+"""
+
+
+def counts(python: str, middle: list[str], reads: int) -> dict[str, int]:
+    """The counts of the process ``middle`` runs (its command up to the
+    agent's; a ``{wrap}`` item in it is where the counted process starts,
+    else it is the first)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "counts")
+        wrap = [python, __file__, "--wrap", out]
+        if "{wrap}" in middle:
+            at = middle.index("{wrap}")
+            command = [python, *middle[:at], *wrap, *middle[at + 1 :]]
+        else:
+            command = [*wrap, *middle]
+        command += ["--", python, "-m", "acp_trio", "scenario-agent"]
+        subprocess.run([python, "-c", CLIENT, str(reads), *command], check=True)
+        result: dict[str, int] = ast.literal_eval(Path(out).read_text())
+        return result
+
+
+CONDUCT = ["-m", "acp_trio", "conduct", "--"]
+MIDDLES = {
+    "stdlib relay": [str(HERE / "peers" / "relay.py")],
+    "Trio relay": [str(HERE / "peers" / "trio_relay.py")],
+    "conductor": CONDUCT[:-1],
+    "the Proxy": [*CONDUCT, "{wrap}", str(HERE / "peers" / "pass_proxy.py")],
+    "the logging proxy": [
+        *CONDUCT,
+        "{wrap}",
+        str(HERE.parent / "examples" / "proxies" / "logging_proxy.py"),
+        "--quiet",
+    ],
+}
+
+
+def main(python: str, reads: int) -> list[str]:
+    keys = ["task steps", "tasks spawned", "I/O waits", "µs in steps", "CPU µs"]
+    lines = [f"per round trip ({reads} - 1000 reads): " + ", ".join(keys)]
+    for label, middle in MIDDLES.items():
+        low, high = counts(python, middle, 1000), counts(python, middle, reads)
+        per = [(high.get(k, 0) - low.get(k, 0)) / (reads - 1000) for k in keys]
+        lines.append(f"{label:<18} " + "  ".join(f"{v:>7.2f}" for v in per))
+    return lines
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--wrap"]:
+        wrapped(sys.argv[2], sys.argv[3:])
+        sys.exit(0)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reads", type=int, default=9000)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
+    args = parser.parse_args()
+    print("\n".join(main(args.python, 1200 if args.quick else args.reads)))
