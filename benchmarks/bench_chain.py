@@ -2,7 +2,9 @@
 
 acp_trio's client (in this process) spawns the scenario agent directly,
 behind the stdlib relay (``peers/relay.py``: one process copying lines both
-ways, the honest limit of one hop), then through ``python -m acp_trio
+ways, the honest limit of one hop) and behind the Trio relay
+(``peers/trio_relay.py``: the same on Trio's I/O, the limit of one Trio
+process on the path), then through ``python -m acp_trio
 conduct`` with 0, 1 and 2 pass-through proxies (``peers/pass_proxy.py``: a
 ``Proxy`` that changes nothing) and with one logging proxy
 (``examples/proxies/logging_proxy.py --quiet``: a bare handler that passes
@@ -36,16 +38,19 @@ PROXY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "pass_proxy.py")]
 LOGGING = [sys.executable, str(ROOT / "examples" / "proxies" / "logging_proxy.py"), "--quiet"]
 AGENT = list(SCENARIO_AGENT_COMMAND)
 RELAY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "relay.py")]
+TRIO_RELAY = [sys.executable, str(ROOT / "benchmarks" / "peers" / "trio_relay.py")]
 
 
 def chain_command(proxies: int | None) -> list[str]:
-    """``None``: the agent itself; ``-1``: behind the stdlib relay; ``-2``:
-    the conductor with one logging proxy; else the conductor with that many
-    pass-through proxies."""
+    """``None``: the agent itself; ``-1``: behind the stdlib relay; ``-3``:
+    behind the Trio relay; ``-2``: the conductor with one logging proxy; else
+    the conductor with that many pass-through proxies."""
     if proxies is None:
         return AGENT
     if proxies == -1:
         return [*RELAY, "--", *AGENT]
+    if proxies == -3:
+        return [*TRIO_RELAY, "--", *AGENT]
     command = [sys.executable, "-m", "acp_trio", "conduct"]
     for proxy in [LOGGING] if proxies == -2 else [PROXY] * proxies:
         command += ["--", *proxy]
@@ -68,6 +73,7 @@ async def reads_per_second(proxies: int | None, reads: int) -> float:
 LABELS: dict[int | None, str] = {
     None: "agent",
     -1: "relay",
+    -3: "trio relay",
     0: "conductor",
     1: "1 proxy",
     2: "2 proxies",

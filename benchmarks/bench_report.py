@@ -302,17 +302,27 @@ def chain_section(chain: dict[str, Any] | None) -> list[str]:
     add(
         f"`benchmarks/bench_chain.py`: acp_trio's client runs `read {chain['reads']} /x` against"
         " the scenario agent spawned directly, behind the stdlib relay (one process copying lines"
-        " both ways: the limit of one more process on the path), and through `python -m acp_trio"
-        " conduct` with 0, 1 and 2 pass-through proxies. Medians of"
+        " both ways: the limit of one more process on the path), behind the same relay on Trio's"
+        " I/O (the limit of one more Trio process), and through `python -m acp_trio conduct`"
+        " with 0, 1 and 2 pass-through proxies and with one logging proxy (a handler per"
+        " message). Medians of"
         f" {chain['repeats']} interleaved runs."
     )
     add("")
-    add("| path | round trips/s | range | µs added per round trip | x relay |")
-    add("| --- | ---: | ---: | ---: | ---: |")
+    trio_relay = added.get("trio relay")
+    add(
+        "| path | round trips/s | range | µs added per round trip | x relay |"
+        + (" x Trio relay |" if trio_relay else "")
+    )
+    add("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if trio_relay else ""))
     for label, values in chain["runs"].items():
-        times = f"{added[label] / relay:.1f}x" if label != "agent" and relay > 0 else ""
-        extra = fmt(added[label]) if label != "agent" else "—"
-        add(f"| {label} | {fmt(median(values))} | {span(values)} | {extra} | {times} |")
+        hop = label != "agent"
+        times = f"{added[label] / relay:.1f}x" if hop and relay > 0 else ""
+        extra = fmt(added[label]) if hop else "—"
+        row = f"| {label} | {fmt(median(values))} | {span(values)} | {extra} | {times} |"
+        if trio_relay:
+            row += f" {added[label] / trio_relay:.1f}x |" if hop and trio_relay > 0 else " |"
+        add(row)
     add("")
     return lines
 

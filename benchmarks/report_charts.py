@@ -21,9 +21,9 @@ OURS, FLOOR, OTHER, TARGET = "#1f6feb", "#8c959f", "#d4a72c", "#cf222e"
 
 
 def _color(name: str) -> str:
-    if name.startswith("acp_trio") or name in ("conductor", "1 proxy", "2 proxies"):
+    if name.startswith("acp_trio") or name in ("conductor", "1 proxy", "2 proxies", "1 logging"):
         return OURS
-    if "floor" in name or name == "relay":
+    if "floor" in name or "relay" in name:
         return FLOOR
     return OTHER
 
@@ -86,7 +86,15 @@ def charts(results: dict[str, Any], out: Path) -> list[tuple[str, str]]:
 
     agents = [
         agent
-        for agent in ("acp_trio", "acp_trio-std", "ts", "official", "trio-floor", "floor")
+        for agent in (
+            "acp_trio",
+            "acp_trio-burst",
+            "acp_trio-std",
+            "ts",
+            "official",
+            "trio-floor",
+            "floor",
+        )
         if f"floor x {agent}" in stream
     ]
     trio_floor = stream.get("floor x trio-floor")
@@ -110,7 +118,7 @@ def charts(results: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     chain = results.get("chain")
     if chain:
         added = chain_added_us(chain)
-        labels = [label for label in ("relay", "conductor", "1 proxy", "2 proxies")]
+        labels = [label for label in added if label != "agent"]
         fig, ax = plt.subplots(figsize=(9, 2.4))
         unit = "µs added per round trip over the direct agent (lower is better)"
         bars(ax, labels, [added[label] for label in labels], unit)

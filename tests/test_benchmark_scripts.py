@@ -95,7 +95,7 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
     with trio.fail_after(LIMIT * 2):
         lines = await bench_chain.main(20, 1)
     labels = [line.split()[0] for line in lines[2:]]
-    assert labels == ["agent", "relay", "conductor", "1", "2", "1"]
+    assert labels == ["agent", "relay", "trio", "conductor", "1", "2", "1"]
     assert lines[-1].split()[1] == "logging"
 
 
