@@ -23,10 +23,13 @@ ACPX_STAMP := tests/acpx/node_modules/.installed
 OFFICIAL_RC_VENV  := tests/interop/.venv-official-rc
 OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
 
+# The remote tests against the newest hypercorn (CI, after `make test`).
+HYPERCORN_VENV := .venv-hypercorn-latest
+
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket regen clean
+.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +101,18 @@ bench-scale: $(STAMP)
 		$(BIN)/python benchmarks/bench_scale.py --connections 1000 --profile $$profile || exit 1; \
 	done
 
+# The remote tests (and the contract over the private hypercorn names the
+# server's front uses) against the newest hypercorn on the package index, in
+# a virtualenv of its own: a hypercorn release that breaks the front fails
+# here, naming the name, before it reaches users.
+test-hypercorn-latest:
+	@test -x $(HYPERCORN_VENV)/bin/python || $(PYTHON) -m venv $(HYPERCORN_VENV)
+	$(HYPERCORN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(HYPERCORN_VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(HYPERCORN_VENV)/bin/python -m pip install --quiet --upgrade 'hypercorn[trio]'
+	@$(HYPERCORN_VENV)/bin/python -c "import importlib.metadata as m; print('hypercorn', m.version('hypercorn'))"
+	$(HYPERCORN_VENV)/bin/python -m pytest tests/remote -q -p no:cacheprovider
+
 # The WebSocket differential test's long run against wsproto (about 10 minutes on 2 cores).
 fuzz-websocket: $(STAMP)
 	$(BIN)/python benchmarks/fuzz_websocket.py --sequences 1000000 --jobs 2
@@ -120,7 +135,7 @@ regen: $(STAMP)
 	$(BIN)/python tools/gen_schema.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf $(VENV) $(BENCH_VENV) $(HYPERCORN_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
 # check-agent against real ACP agents from npm (pinned in tests/real_agents;
 # about 400 MB; no model credentials, so they stop at session/new).

@@ -19,6 +19,7 @@ import argparse
 import functools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +33,12 @@ from acp_trio.remote import open_remote_agent
 from acp_trio.testing import ScenarioClient
 
 SERVER = Path(__file__).resolve().parent / "remote_server.py"
+
+
+def own_cpu() -> float:
+    """CPU seconds this process (the clients) used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def server_stats(pid: int) -> tuple[int, float]:
@@ -77,58 +84,78 @@ async def main(connections: int, profile: str, concurrency: int, rounds: int) ->
             nonlocal ready, finished
             client = ScenarioClient()
             try:
-                async with limiter:
-                    agent_cm = open_remote_agent(client, url, profile=profile)  # type: ignore[arg-type]
-                    agent = await agent_cm.__aenter__()
-                    await agent.initialize(client.initialize_request())
-                    session = await agent.new_session(
-                        schema.NewSessionRequest(cwd="/", mcp_servers=[])
-                    )
+                # (One connection's failure is recorded, and its block left
+                # as any other: a failure must not leave a block half open.)
+                await limiter.acquire()
+                holding = True
                 try:
-                    ready += 1
-                    if ready == connections:
-                        opened.set()
-                    for r in range(rounds):
-                        await go[r].wait()
-                        started = time.perf_counter()
-                        result = await agent.prompt_text(session.session_id, "stream 4 16")
-                        latencies[r].append(time.perf_counter() - started)
-                        if result.stop_reason != "end_turn":
-                            failures.append(f"{index}: {result.stop_reason}")
-                        round_done[r] += 1
-                        if round_done[r] == connections:
-                            round_over[r].set()
-                    if len(client.texts()) != 4 * rounds:
-                        failures.append(f"{index}: {len(client.texts())} updates")
-                    finished += 1
-                    if finished == connections:
-                        all_done.set()
-                    await all_done.wait()
+                    async with open_remote_agent(client, url, profile=profile) as agent:  # type: ignore[arg-type]
+                        await agent.initialize(client.initialize_request())
+                        session = await agent.new_session(
+                            schema.NewSessionRequest(cwd="/", mcp_servers=[])
+                        )
+                        limiter.release()
+                        holding = False
+                        ready += 1
+                        if ready == connections:
+                            opened.set()
+                        for r in range(rounds):
+                            await go[r].wait()
+                            started = time.perf_counter()
+                            result = await agent.prompt_text(session.session_id, "stream 4 16")
+                            latencies[r].append(time.perf_counter() - started)
+                            if result.stop_reason != "end_turn":
+                                failures.append(f"{index}: {result.stop_reason}")
+                            round_done[r] += 1
+                            if round_done[r] == connections:
+                                round_over[r].set()
+                        if len(client.texts()) != 4 * rounds:
+                            failures.append(f"{index}: {len(client.texts())} updates")
+                        finished += 1
+                        if finished == connections:
+                            all_done.set()
+                        await all_done.wait()
                 finally:
-                    await agent_cm.__aexit__(None, None, None)
+                    if holding:
+                        limiter.release()
             except Exception as exc:
                 failures.append(f"{index}: {exc!r}")
                 for event in (opened, all_done, *go, *round_over):
                     event.set()
 
         started = time.perf_counter()
+        client_cpu = [own_cpu()]
+        server_cpu = [rest_cpu]
         async with trio.open_nursery() as clients:
             for index in range(connections):
                 clients.start_soon(one, index)
             await opened.wait()
             open_time = time.perf_counter() - started
-            open_rss, _ = server_stats(process.pid)
+            open_rss, cpu = server_stats(process.pid)
+            client_cpu.append(own_cpu())
+            server_cpu.append(cpu)
             round_times = []
             for r in range(rounds):
                 t = time.perf_counter()
                 go[r].set()
                 await round_over[r].wait()
                 round_times.append(time.perf_counter() - t)
+                client_cpu.append(own_cpu())
+                server_cpu.append(server_stats(process.pid)[1])
         _, end_cpu = server_stats(process.pid)
         process.terminate()
         nursery.cancel_scope.cancel()
     print(f"{connections} connections over {profile}:")
-    print(f"- all opened (initialize + session/new) in {open_time:.2f} s")
+
+    def cpu(phase: int) -> str:
+        if phase + 1 >= len(client_cpu):
+            return ""
+        return (
+            f"; CPU: clients {client_cpu[phase + 1] - client_cpu[phase]:.1f} s, "
+            f"server {server_cpu[phase + 1] - server_cpu[phase]:.1f} s"
+        )
+
+    print(f"- all opened (initialize + session/new) in {open_time:.2f} s{cpu(0)}")
     for r, (took, lat) in enumerate(zip(round_times, latencies, strict=True)):
         if lat:
             lat.sort()
@@ -136,7 +163,7 @@ async def main(connections: int, profile: str, concurrency: int, rounds: int) ->
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
             print(
                 f"- round {r + 1}: {connections} prompts at once in {took:.2f} s "
-                f"(latency p50 {p50:.0f} ms, p99 {p99:.0f} ms)"
+                f"(latency p50 {p50:.0f} ms, p99 {p99:.0f} ms){cpu(r + 1)}"
             )
     print(
         f"- server RSS {rest_rss} MiB at rest, {open_rss} MiB with all open "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import trio
 
@@ -38,32 +38,46 @@ async def bridge(messages: MessageStream, framed: FramedStream) -> None:
     side is dropped (and logged)."""
     async with trio.open_nursery() as nursery:
 
-        async def inward() -> None:
-            while True:
-                message = await messages.receive_message()
-                if message is None:
-                    break
-                if isinstance(message, OversizedFrame):
-                    _log.warning(
-                        "dropped a message of %d bytes (cap %d)", message.size, message.limit
-                    )
-                    continue
-                await framed.send_frames(message + b"\n")
-            nursery.cancel_scope.cancel()
-
         async def outward() -> None:
-            while True:
-                frame = await framed.receive_frame()
-                if frame is None:
-                    break
-                if isinstance(frame, OversizedFrame):
-                    _log.warning("dropped %d bytes (cap %d)", frame.size, frame.limit)
-                    continue
+            while (frame := await next_line(framed)) is not None:
                 await messages.send_message(frame)
             nursery.cancel_scope.cancel()
 
-        nursery.start_soon(inward)
+        nursery.start_soon(inward, messages, framed.send_frames, nursery.cancel_scope)
         nursery.start_soon(outward)
+
+
+async def next_line(framed: FramedStream) -> bytes | None:
+    """The next line ``framed`` reads (``None`` at its end), a line over
+    the cap dropped (and logged)."""
+    while True:
+        frame = await framed.receive_frame()
+        if not isinstance(frame, OversizedFrame):
+            return frame
+        _log.warning("dropped %d bytes (cap %d)", frame.size, frame.limit)
+
+
+async def inward(
+    messages: MessageStream,
+    write: Callable[[bytes], Awaitable[None]],
+    done: trio.CancelScope,
+    written: Callable[[bytes], bool] | None = None,
+) -> None:
+    """Write each message ``messages`` gives as a line (``write``), a
+    message over the cap dropped (and logged), until ``messages`` ends or
+    ``written(message)``, asked once each is written, says the bridge is
+    done; then cancel ``done``."""
+    while True:
+        message = await messages.receive_message()
+        if message is None:
+            break
+        if isinstance(message, OversizedFrame):
+            _log.warning("dropped a message of %d bytes (cap %d)", message.size, message.limit)
+            continue
+        await write(message + b"\n")
+        if written is not None and written(message):
+            break
+    done.cancel()
 
 
 async def connect_bridge(messages: MessageStream, framed: FramedStream) -> None:
@@ -83,41 +97,22 @@ async def connect_bridge(messages: MessageStream, framed: FramedStream) -> None:
         async with writing:
             await framed.send_frames(frame)
 
-    async with trio.open_nursery() as nursery:
+    def written(message: bytes) -> bool:
+        # A reply owed, once written, is no longer owed (only then: the
+        # bridge may end when none is); whether the bridge is done.
+        if owed:
+            value = decode_frame(message)
+            if type(value) is dict and "method" not in value:
+                reply_id = value.get("id")
+                owed.discard((isinstance(reply_id, str), reply_id))
+                return stdin_done and not owed
+        return False
 
-        async def inward() -> None:
-            while True:
-                message = await messages.receive_message()
-                if message is None:
-                    break
-                if isinstance(message, OversizedFrame):
-                    _log.warning(
-                        "dropped a message of %d bytes (cap %d)", message.size, message.limit
-                    )
-                    continue
-                answered: tuple[bool, object] | None = None
-                if owed:
-                    value = decode_frame(message)
-                    if type(value) is dict and "method" not in value:
-                        reply_id = value.get("id")
-                        answered = (isinstance(reply_id, str), reply_id)
-                await write(message + b"\n")
-                if answered is not None:
-                    # (Only once written: the bridge may end when none is owed.)
-                    owed.discard(answered)
-                    if stdin_done and not owed:
-                        break
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
 
         async def outward() -> None:
             nonlocal stdin_done
-            while True:
-                frame = await framed.receive_frame()
-                if frame is None:
-                    break
-                if isinstance(frame, OversizedFrame):
-                    _log.warning("dropped %d bytes (cap %d)", frame.size, frame.limit)
-                    continue
+            while (frame := await next_line(framed)) is not None:
                 value = decode_frame(frame)
                 if type(value) is InvalidMessage:
                     await write(encode_frame(error_response(None, value.error)))
@@ -134,7 +129,7 @@ async def connect_bridge(messages: MessageStream, framed: FramedStream) -> None:
             if not owed:
                 nursery.cancel_scope.cancel()
 
-        nursery.start_soon(inward)
+        nursery.start_soon(inward, messages, write, nursery.cancel_scope, written)
         nursery.start_soon(outward)
 
 

@@ -12,8 +12,11 @@ it had read it itself.
 
 This runs hypercorn's connection handler, lifespan and worker context
 directly (``hypercorn.trio.tcp_server.TCPServer`` and friends), as
-``hypercorn.trio.serve`` does; the ``remote`` extra pins hypercorn below
-its next minor version for that reason.
+``hypercorn.trio.serve`` does. Those names are not hypercorn's public API:
+tests/remote/test_hypercorn_contract.py checks each one used here (a
+hypercorn that changes one fails it, naming the name), and
+``make test-hypercorn-latest`` runs the remote tests against the newest
+hypercorn.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class _GivenBack(trio.abc.HalfCloseableStream):
     front: what hypercorn's connection handler reads first."""
 
     def __init__(self, stream: trio.SocketStream, head: bytes) -> None:
-        self._stream = stream
+        self._stream: trio.abc.Stream = stream
         self._guard = RequestGuard()
         self._head = self._guard.feed(head)
         self.socket = stream.socket  # hypercorn reads the addresses from it
@@ -70,7 +73,9 @@ class _GivenBack(trio.abc.HalfCloseableStream):
         while True:
             data = await self._stream.receive_some(max_bytes)
             if not data:
-                return data
+                return b""
+            if not isinstance(data, bytes):  # (TLS streams may give a bytearray)
+                data = bytes(data)
             # Only what the guard hands on (a head is held until whole;
             # after a forbidden request, nothing: the connection ends).
             data = self._guard.feed(data)
@@ -84,10 +89,34 @@ class _GivenBack(trio.abc.HalfCloseableStream):
         await self._stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self._stream.send_eof()
+        stream = self._stream
+        if isinstance(stream, trio.abc.HalfCloseableStream):
+            await stream.send_eof()
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class _GivenBackTLS(_GivenBack):
+    """:class:`_GivenBack` over TLS: what hypercorn asks of a TLS stream
+    (its handshake, done already; the protocol ALPN chose; the socket
+    under it), so it serves the connection as ``https``."""
+
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream], head: bytes) -> None:
+        super().__init__(stream.transport_stream, head)
+        self._stream = stream
+        self.transport_stream = stream.transport_stream
+
+    async def do_handshake(self) -> None:
+        stream = self._stream
+        assert isinstance(stream, trio.SSLStream)
+        await stream.do_handshake()
+
+    def selected_alpn_protocol(self) -> str | None:
+        stream = self._stream
+        assert isinstance(stream, trio.SSLStream)
+        protocol: str | None = stream.selected_alpn_protocol()
+        return protocol
 
 
 def _is_upgrade(head: bytes) -> bool:
@@ -140,9 +169,26 @@ async def serve_front(
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the ASGI ``app`` on ``config``'s (plain TCP) binds, as
+    """Serve the ASGI ``app`` on ``config``'s binds, as
     ``hypercorn.trio.serve`` does, WebSocket upgrades on our own WebSocket;
-    reports the bound URLs. Cancelled, it stops every connection."""
+    reports the bound URLs. With a certificate and key (``config.certfile``
+    and ``config.keyfile``) its ``bind`` addresses are served over TLS
+    (``https://``, ``wss://``; HTTP/2 by ALPN) and only ``insecure_bind``
+    ones in plain text, as hypercorn does. Half a TLS configuration (one of
+    the two files) or a ``quic_bind`` (HTTP/3, not served here) raises
+    ``ValueError`` before anything is bound. Cancelled, it stops every
+    connection."""
+    if (config.certfile is None) != (config.keyfile is None):
+        raise ValueError(
+            "a TLS configuration needs both certfile and keyfile "
+            f"(certfile={config.certfile!r}, keyfile={config.keyfile!r}); "
+            "refusing to serve it in plain text"
+        )
+    if config.quic_bind:
+        raise ValueError(f"HTTP/3 (quic_bind={config.quic_bind!r}) is not served by acp_trio")
+    # Checked before anything is bound: a certificate that cannot be
+    # loaded raises here (ssl.SSLError, OSError).
+    ssl_context = config.create_ssl_context()
     wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
     lifespan_state: dict[str, Any] = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
@@ -152,8 +198,21 @@ async def serve_front(
         await lifespan.wait_for_startup()
         async with trio.open_nursery() as server_nursery:
             sockets = config.create_sockets()
-            listeners = []
+            listeners: list[trio.abc.Listener[Any]] = []
             binds = []
+            for sock in sockets.secure_sockets:
+                assert ssl_context is not None  # (secure sockets only with TLS)
+                sock.listen(config.backlog)
+                listeners.append(
+                    trio.SSLListener(
+                        trio.SocketListener(trio.socket.from_stdlib_socket(sock)),
+                        ssl_context,
+                        https_compatible=True,
+                    )
+                )
+                bind = repr_socket_addr(sock.family, sock.getsockname())
+                binds.append(f"https://{bind}")
+                await config.log.info(f"Running on https://{bind} (CTRL + C to quit)")
             for sock in sockets.insecure_sockets:
                 sock.listen(config.backlog)
                 listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
@@ -163,7 +222,7 @@ async def serve_front(
             hypercorn = functools.partial(
                 TCPServer, wrapped, config, context, ConnectionState(lifespan_state.copy())
             )
-            front = _Front(app, config, hypercorn)
+            front = _Front(app, config, hypercorn, lifespan_state)
             task_status.started(binds)
             try:
                 await trio.serve_listeners(
@@ -175,12 +234,16 @@ async def serve_front(
 
 
 class _Front:
-    def __init__(self, app: Any, config: Config, hypercorn: Any) -> None:
+    def __init__(
+        self, app: Any, config: Config, hypercorn: Any, lifespan_state: dict[str, Any]
+    ) -> None:
         self.app = app
         self.config = config
         self.hypercorn = hypercorn
+        #: What the app's lifespan startup kept (each scope has a copy).
+        self.lifespan_state = lifespan_state
 
-    async def connection(self, stream: trio.SocketStream) -> None:
+    async def connection(self, stream: trio.abc.Stream) -> None:
         # One connection's failure (hypercorn's own included: a header not
         # in ASCII can make it raise) must not end the server.
         try:
@@ -190,7 +253,18 @@ class _Front:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _connection(self, stream: trio.SocketStream) -> None:
+    async def _connection(self, stream: trio.abc.Stream) -> None:
+        if isinstance(stream, trio.SSLStream):
+            try:
+                with trio.fail_after(self.config.ssl_handshake_timeout):
+                    await stream.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError):
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
+            if stream.selected_alpn_protocol() == "h2":
+                await self.hypercorn(_GivenBackTLS(stream, b""))
+                return
         head = b""
         with trio.move_on_after(self.config.keep_alive_timeout):
             try:
@@ -228,7 +302,11 @@ class _Front:
                     with trio.CancelScope(shield=True):
                         await stream.aclose()
                 return
-        await self.hypercorn(_GivenBack(stream, head))
+        if isinstance(stream, trio.SSLStream):
+            await self.hypercorn(_GivenBackTLS(stream, head))
+        else:
+            assert isinstance(stream, trio.SocketStream)
+            await self.hypercorn(_GivenBack(stream, head))
 
 
 class NativeWebSocket:
@@ -239,7 +317,7 @@ class NativeWebSocket:
     def __init__(
         self,
         front: _Front,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         connection: WSConnection,
         request: Request,
         head: bytes,
@@ -272,11 +350,13 @@ class NativeWebSocket:
             name, colon, value = line.partition(b":")
             if colon:
                 headers.append((name.strip().lower(), value.strip()))
-        sock = self.stream.socket
+        stream = self.stream
+        tls = isinstance(stream, trio.SSLStream)
+        sock = stream.transport_stream.socket if tls else stream.socket  # type: ignore[attr-defined]
         return {
             "type": "websocket",
             "asgi": {"spec_version": "2.3", "version": "3.0"},
-            "scheme": "ws",
+            "scheme": "wss" if tls else "ws",
             "http_version": "1.1",
             "path": urllib.parse.unquote(raw_path),
             "raw_path": raw_path.encode("latin-1"),
@@ -287,6 +367,9 @@ class NativeWebSocket:
             "server": _address(sock.getsockname()),
             "subprotocols": list(request.subprotocols),
             "extensions": {"websocket.http.response": {}, NATIVE: self},
+            # What the lifespan startup kept, a copy per connection, as in
+            # hypercorn's own scopes.
+            "state": self.front.lifespan_state.copy(),
         }
 
     async def run(self) -> None:

@@ -328,6 +328,27 @@ class HttpMessages(MessageStream):
         self._nursery.cancel_scope.cancel()
 
 
+#: The TLS context of every client left to verify as by default, made once
+#: (see :func:`tls_context`).
+_default_tls: ssl.SSLContext | None = None
+
+
+def tls_context(verify: ssl.SSLContext | bool) -> ssl.SSLContext | bool:
+    """What each HTTP client of a connection is given as ``verify``:
+    ``True`` becomes one default context (httpx2's, the system's
+    certificate store) made on first use and shared by every client
+    after it. httpx2 makes a context for each client it builds, and loading
+    the certificate store costs some 20 to 60 ms of CPU: two or three
+    clients to a connection, so 1,000 connections opened at once spent most
+    of a minute in it (benchmarks/bench_scale.py), ``http://`` URLs too."""
+    global _default_tls
+    if verify is not True:
+        return verify
+    if _default_tls is None:
+        _default_tls = httpx2.create_ssl_context(verify=True)
+    return _default_tls
+
+
 @asynccontextmanager
 async def open_http_stream(
     url: str,
@@ -368,7 +389,7 @@ async def open_http_stream(
         "http2": http2,
         "headers": {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})},
         "timeout": httpx2.Timeout(60),
-        "verify": verify,
+        "verify": tls_context(verify),
     }
     client = httpx2.AsyncClient(**common)
     # The SSE streams get an HTTP connection of their own (sharing the
