@@ -114,14 +114,14 @@ def targets(results: dict[str, Any]) -> list[Target]:
         out.append(
             (
                 "the conductor adds at most 1.5x what the stdlib relay adds",
-                f"{fmt(conductor)} µs = {conductor / relay:.1f}x the relay's {fmt(relay)} µs",
+                f"{fmt(conductor)} µs = {conductor / relay:.2f}x the relay's {fmt(relay)} µs",
                 conductor <= CONDUCTOR_X_RELAY * relay,
             )
         )
         out.append(
             (
                 "each proxy behind it at most 2x the relay",
-                f"{fmt(proxy)} µs = {proxy / relay:.1f}x",
+                f"{fmt(proxy)} µs = {proxy / relay:.2f}x",
                 proxy <= PROXY_X_RELAY * relay,
             )
         )

@@ -107,8 +107,8 @@ def test_the_targets_are_judged_from_the_medians() -> None:
     nowait = "`stream` through `notify_nowait` bursts at least 90% of the stdlib floor"
     assert verdicts[nowait] == ("90%", True)
     conductor = verdicts["the conductor adds at most 1.5x what the stdlib relay adds"]
-    assert conductor == ("150 µs = 1.5x the relay's 100 µs", True)
-    assert verdicts["each proxy behind it at most 2x the relay"] == ("250 µs = 2.5x", False)
+    assert conductor == ("150 µs = 1.50x the relay's 100 µs", True)
+    assert verdicts["each proxy behind it at most 2x the relay"] == ("250 µs = 2.50x", False)
     assert verdicts["`stream`: the acp_trio pair at least 3.0x the official pair"] == (
         "3.00x",
         True,
