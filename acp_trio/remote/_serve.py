@@ -75,6 +75,10 @@ def is_loopback(host: str) -> bool:
 BACKLOG = 4096
 
 
+#: Seconds the server keeps an idle HTTP connection (see hypercorn_config).
+KEEP_ALIVE_TIMEOUT = 30.0
+
+
 def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     """A hypercorn configuration for ``app`` on ``host:port``, its limits
     set from the app's message cap."""
@@ -90,6 +94,12 @@ def hypercorn_config(app: RemoteApp, host: str, port: int) -> Config:
     # cap on requests per connection: hypercorn's default (1000) ends an
     # HTTP/2 connection under the request that crosses it, losing that POST.
     config.keep_alive_max_requests = 2**62
+    # An idle HTTP connection is kept 30 s, well past the clients' own idle
+    # expiry (4 s for ours, httpx2's 5 s, Node's 4 s): with hypercorn's 5 s,
+    # a client whose event loop lagged sent its next POST just as the server
+    # closed the connection, and lost it to a broken pipe (h2c, 1,000
+    # clients at once, benchmarks/bench_scale.py).
+    config.keep_alive_timeout = KEEP_ALIVE_TIMEOUT
     # Room for bursts of connections (each Streamable HTTP client opens
     # three): with hypercorn's default (100), a busy server's accept queue
     # overflowed under 1,000 clients and the connections it dropped were
