@@ -51,6 +51,7 @@ import trio
 from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
+from acp_trio._core._handler import effective_instrument
 from acp_trio._core._open import connect_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import ConnectionClosed, RequestError
@@ -337,13 +338,9 @@ def _unobserved(
     watches its messages (no trace, no instrument, also none installed for
     every connection), no request has a deadline, and the client's stream
     is a plain one."""
-    if log is not None or config.trace is not None or config.instrument is not None:
+    if log is not None or config.trace is not None or effective_instrument(config) is not None:
         return False
-    if config.request_timeout is not None or isinstance(client_stream, FramedStream):
-        return False
-    # An instrument installed for every connection wraps the handler.
-    probe = Handler()
-    return Connection(client_stream, probe, config).handler is probe
+    return config.request_timeout is None and not isinstance(client_stream, FramedStream)
 
 
 async def _connect_fast(

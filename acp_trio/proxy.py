@@ -32,6 +32,7 @@ import trio
 from acp_trio._conductor import _HopStream, serve_conductor
 from acp_trio._core._connection import Connection, ConnectionConfig, Handler
 from acp_trio._core._framed import FramedStream
+from acp_trio._core._handler import effective_instrument
 from acp_trio._core._open import serve_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
@@ -353,12 +354,9 @@ def _may_pass_through(
 ) -> bool:
     if isinstance(stream, FramedStream) or config.trace is not None:
         return False
-    if config.instrument is not None or config.request_timeout is not None:
+    if effective_instrument(config) is not None or config.request_timeout is not None:
         return False
-    if any(getattr(type(proxy), name) is not getattr(Proxy, name) for name in _OBSERVING):
-        return False
-    probe = Handler()
-    return Connection(stream, probe, config).handler is probe
+    return all(getattr(type(proxy), name) is getattr(Proxy, name) for name in _OBSERVING)
 
 
 class _PassThrough:

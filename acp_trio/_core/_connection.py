@@ -32,12 +32,12 @@ import trio
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._handler import (
-    DEFAULTS,
     ConnectionConfig,
     ConnectionStatistics,
     Handler,
     RequestNode,
     dump_nodes,
+    effective_instrument,
     request_nodes,
 )
 from acp_trio._core._incoming import IncomingRequests
@@ -86,7 +86,7 @@ class Connection:
         elif not isinstance(handler, Handler):
             handler = handler(self)
         # Tracing, if any: it watches through a handler of its own.
-        instrument = config.instrument if config.instrument is not None else DEFAULTS.instrument
+        instrument = effective_instrument(config)
         tracer = None if instrument is None else instrument.instrument(handler)
         if tracer is not None:
             handler = tracer.handler

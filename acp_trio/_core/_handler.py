@@ -131,6 +131,12 @@ class _Defaults:
 DEFAULTS: Final = _Defaults()
 
 
+def effective_instrument(config: ConnectionConfig) -> Instrumentation | None:
+    """The instrument a connection made with ``config`` gets: the config's
+    own, else the one installed for every connection (``None``: none)."""
+    return config.instrument if config.instrument is not None else DEFAULTS.instrument
+
+
 @attrs.frozen(kw_only=True)
 class ConnectionConfig:
     """Tunables of a connection. All sizes are counts unless named bytes."""

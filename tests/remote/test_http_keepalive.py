@@ -58,7 +58,7 @@ async def test_a_connection_idle_past_the_expiry_is_not_used_again(profile: str)
             binds = await nursery.start(functools.partial(serve_front, app, config))
             async with (
                 open_http_stream(
-                    binds[0] + "/acp", http2=profile == "http", keepalive_expiry=2.0
+                    binds[0] + "/acp", http2=profile == "http", keepalive_expiry=5.0
                 ) as stream,
                 acp_trio.open_client(client, stream) as agent,
             ):
@@ -69,7 +69,7 @@ async def test_a_connection_idle_past_the_expiry_is_not_used_again(profile: str)
                 before = app.ports[-1]
                 await agent.prompt_text(session, "echo b")
                 assert app.ports[-1] == before  # in use: kept
-                await trio.sleep(3.0)  # idle past the client's 2 s, short of the server's
+                await trio.sleep(7.0)  # idle past the client's 5 s, short of the server's 30 s
                 await agent.prompt_text(session, "echo c")
                 assert app.ports[-1] != before  # a new connection, not the old one
             nursery.cancel_scope.cancel()
