@@ -36,10 +36,24 @@ const app = acp
   .onRequest(methods.client.fs.readTextFile, async () => ({ content: "x".repeat(64) }))
   .onRequest(methods.client.fs.writeTextFile, async () => ({}));
 
+// The SDK closes the HTTP stream (DELETE) without awaiting it when
+// connectWith's callback ends; a process.exit right after could drop that
+// request. Track every fetch so the script exits only once they settled.
+const inFlight = new Set();
+const trackedFetch = (input, init) => {
+  const request = globalThis.fetch(input, init);
+  inFlight.add(request);
+  request.then(
+    () => inFlight.delete(request),
+    () => inFlight.delete(request),
+  );
+  return request;
+};
+
 try {
   const stream = url.startsWith("ws")
     ? createWebSocketStream(url, { WebSocket })
-    : createHttpStream(url);
+    : createHttpStream(url, { fetch: trackedFetch });
   await app.connectWith(stream, async (agent) => {
     await agent.request(methods.agent.initialize, {
       protocolVersion: 1,
@@ -76,6 +90,10 @@ try {
       }
     }
   });
+  // Let the DELETE the SDK sent on close reach the server (SSE GETs that
+  // the close aborted settle too).
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  await Promise.allSettled([...inFlight]);
   emit(quiet ? { ev: "done", updates } : { ev: "done" });
   process.exit(0);
 } catch (error) {
