@@ -12,6 +12,8 @@
   conductor, one and two proxies);
 - ``bench_remote.py``: remote ACP over loopback (WebSocket, h2c, HTTP/1.1),
   acp_trio's server and client beside the TypeScript and official ones;
+- ``bench_scale.py``: 1,000 clients at once on one server process, each
+  profile, then 5,000 over WebSocket (not in ``--quick``, which runs 20);
 
 then writes the report (``docs/benchmarks.md``), its charts
 (``docs/benchmarks/*.svg``, made with matplotlib: the ``bench`` extra), the
@@ -44,6 +46,7 @@ sys.path.insert(0, str(HERE))
 
 from report_charts import charts  # noqa: E402
 from report_figures import (  # noqa: E402
+    PROFILE_NAMES,
     SDK_NAMES,
     cancel_latency,
     chain_added_us,
@@ -85,9 +88,21 @@ def machine() -> dict[str, Any]:
     }
 
 
-def run_script(name: str, args: list[str], out: Path, timeout: float) -> dict[str, Any] | None:
-    """Run one benchmark script with ``--json``; keep its output beside the report."""
-    data = out / f"{Path(name).stem}.json"
+def run_script(
+    name: str,
+    args: list[str],
+    out: Path,
+    timeout: float,
+    *,
+    label: str | None = None,
+    keep_failed: bool = False,
+) -> dict[str, Any] | None:
+    """Run one benchmark script with ``--json``; keep its output beside the
+    report (as ``label``, by default the script's name). ``keep_failed``: a
+    script that wrote its figures and exited 1 (``bench_scale.py``, some
+    client failed) is kept, to be judged."""
+    stem = label or Path(name).stem
+    data = out / f"{stem}.json"
     data.unlink(missing_ok=True)
     command = [PY, str(HERE / name), *args, "--json", str(data)]
     print(f"$ {' '.join(command)}", file=sys.stderr, flush=True)
@@ -99,13 +114,15 @@ def run_script(name: str, args: list[str], out: Path, timeout: float) -> dict[st
         text, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:
         text, code = f"{exc.stdout or ''}\ntimed out after {timeout:.0f} s", -1
-    (out / f"{Path(name).stem}.txt").write_text(text)
+    (out / f"{stem}.txt").write_text(text)
     print(f"  exit {code} in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-    if code != 0 or not data.is_file():
+    if code not in ((0, 1) if keep_failed else (0,)) or not data.is_file():
         print(text[-2000:], file=sys.stderr)
         return None
     record: dict[str, Any] = json.loads(data.read_text())
     record["seconds"] = time.perf_counter() - started
+    # What a reader runs to measure it again.
+    record["command"] = " ".join(["python", f"benchmarks/{name}", *args])
     data.unlink()
     return record
 
@@ -121,6 +138,17 @@ def run_matrix(quick: bool, out: Path) -> dict[str, Any]:
     results["chain"] = run_script("bench_chain.py", ["--quick"] if quick else [], out, 1800)
     remote = ["--stream", "200", "--read", "20", "--runs", "1"] if quick else []
     results["remote"] = run_script("bench_remote.py", remote, out, 1800)
+    scale = ["--connections", "20"] if quick else ["--connections", "1000"]
+    results["scale"] = run_script("bench_scale.py", scale, out, 1800, keep_failed=True)
+    if not quick:
+        results["scale_ws"] = run_script(
+            "bench_scale.py",
+            ["--connections", "5000", "--profile", "websocket"],
+            out,
+            1800,
+            label="bench_scale_5000",
+            keep_failed=True,
+        )
     results["machine_after"] = machine()
     return results
 
@@ -177,12 +205,20 @@ def render(results: dict[str, Any], drawn: list[tuple[str, str]], charts_dir: st
     lines += sdk_section(sdks)
     lines += chain_section(results.get("chain"))
     lines += remote_section(results.get("remote"))
+    lines += scale_section(results.get("scale"), results.get("scale_ws"))
     add("## Raw output")
     add("")
     add(
         f"Each script's own output of this run: [bench_sdks]({charts_dir}/bench_sdks.txt), "
         f"[bench_chain]({charts_dir}/bench_chain.txt), "
-        f"[bench_remote]({charts_dir}/bench_remote.txt); every figure as JSON: "
+        f"[bench_remote]({charts_dir}/bench_remote.txt), "
+        f"[bench_scale]({charts_dir}/bench_scale.txt)"
+        + (
+            f", [bench_scale 5,000]({charts_dir}/bench_scale_5000.txt)"
+            if results.get("scale_ws")
+            else ""
+        )
+        + f"; every figure as JSON: "
         f"[results.json]({charts_dir}/results.json)."
     )
     add("")
@@ -349,6 +385,51 @@ def remote_section(remote: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def scale_section(scale: dict[str, Any] | None, more: dict[str, Any] | None) -> list[str]:
+    if not scale:
+        return _missing("Many clients at once")
+    lines = ["## Many clients at once", ""]
+    add = lines.append
+    prompts = " then ".join(f"`{p}`" for p in scale["prompts"])
+    add(
+        "`benchmarks/bench_scale.py`: acp_trio's server (the scenario agent) in a process of its"
+        " own and N acp_trio clients in one other process, each its own connection: all open"
+        f" (`initialize`, `session/new`; {scale['concurrency']} at a time), then all prompt at"
+        f" once, {prompts}. Total: the first open to the last answer. Memory: the server's"
+        " resident memory with every connection open and idle, less at rest, per connection."
+    )
+    add("")
+    add(
+        "| profile | ok of clients | total (s) | all opened (s) | each prompt round (s)"
+        " | a client's own time p50 / p95 (ms) | server memory growth (MiB)"
+        " | per idle connection (KiB) |"
+    )
+    add("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for record in (scale, more):
+        for profile, f in (record or {}).get("profiles", {}).items():
+            rounds = " / ".join(f"{r['seconds']:.2f}" for r in f["rounds"]) or "—"
+            own = f["client_ms"]
+            own_ms = f"{fmt(own['median'])} / {fmt(own['p95'])}" if own else "—"
+            add(
+                f"| {PROFILE_NAMES.get(profile, profile)} | {fmt(f['ok'])} of {fmt(f['clients'])}"
+                f" | {f['total_s']:.2f} | {f['open_s']:.2f} | {rounds} | {own_ms}"
+                f" | {f['rss_growth_kib'] / 1024:.1f} | {f['idle_kib_per_connection']:.0f} |"
+            )
+    add("")
+    for record in (scale, more):
+        for profile, f in (record or {}).get("profiles", {}).items():
+            if f["failures"]:
+                name = PROFILE_NAMES.get(profile, profile)
+                first = "; ".join(f"`{failure}`" for failure in f["failures"])
+                add(f"{name}, {fmt(f['clients'])} clients, the first failures: {first}.")
+                add("")
+    for record in (scale, more):
+        if record and record.get("command"):
+            add(f"Run: `{record['command']}`.")
+            add("")
+    return lines
+
+
 def write_report(results: dict[str, Any], out_md: Path, charts_dir: Path) -> None:
     charts_dir.mkdir(parents=True, exist_ok=True)
     (charts_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -383,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_matrix(args.quick, charts_dir)
     write_report(results, out_md, charts_dir)
     print(f"wrote {out_md} and {charts_dir}/", file=sys.stderr)
-    missing = [key for key in ("sdks", "chain", "remote") if not results.get(key)]
+    missing = [key for key in ("sdks", "chain", "remote", "scale") if not results.get(key)]
     if missing:
         print(f"not measured: {', '.join(missing)} (see the raw output)", file=sys.stderr)
         return 1

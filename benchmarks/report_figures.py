@@ -15,6 +15,8 @@ CASCADE_MS = 50.0  # cancel of a fan and a chain of 1,000 in flight
 MEMORY_B = 2048  # memory per request in flight while serving
 OFFICIAL_STREAM_X, OFFICIAL_READ_X = 3.0, 1.8  # acp_trio pair vs the official pair
 CANCEL_P50_MS = 2.0
+SCALE_CLIENTS, SCALE_S = 1000, 5.0  # every profile: 1,000 of 1,000 clients in under 5 s
+SCALE_WS_CLIENTS = 5000  # 5,000 WebSocket clients, none failing
 
 OWN_PAIRS = ("acp_trio", "acp_trio-std", "ts", "official", "floor")
 SDK_NAMES = {
@@ -26,6 +28,9 @@ SDK_NAMES = {
     "trio-floor": "Trio floor",
     "acp_trio-burst": "acp_trio, notify_nowait bursts",
 }
+
+
+PROFILE_NAMES = {"websocket": "WebSocket", "http1": "HTTP/1.1", "http": "HTTP/2 h2c"}
 
 
 def median(values: list[float]) -> float:
@@ -160,9 +165,37 @@ def targets(results: dict[str, Any]) -> list[Target]:
                     ratio >= goal,
                 )
             )
+    out += scale_targets(results.get("scale"), results.get("scale_ws"))
     latency = cancel_latency(sdks).get("acp_trio x acp_trio")
     if latency:
         out.append(
             ("cancel latency p50 under 2 ms", f"{latency[0]:.2f} ms", latency[0] < CANCEL_P50_MS)
         )
+    return out
+
+
+def scale_targets(scale: dict[str, Any] | None, more: dict[str, Any] | None) -> list[Target]:
+    """1,000 of 1,000 clients in under 5 s on each profile; 5,000 WebSocket
+    clients with none failing. A run of another size is shown, not judged."""
+    out: list[Target] = []
+    for profile, name in PROFILE_NAMES.items():
+        what = f"{name}: {SCALE_CLIENTS:,} of {SCALE_CLIENTS:,} clients in under {SCALE_S:.0f} s"
+        f = (scale or {}).get("profiles", {}).get(profile)
+        if f is None:
+            out.append((what, "not measured", None))
+            continue
+        value = f"{f['ok']:,} of {f['clients']:,} in {f['total_s']:.2f} s"
+        if f["clients"] != SCALE_CLIENTS:
+            out.append((what, value + " (another size: not judged)", None))
+            continue
+        margin = SCALE_S - f["total_s"]
+        value += f" ({margin:.2f} s to spare)" if margin > 0 else f" ({-margin:.2f} s over)"
+        out.append((what, value, f["ok"] == f["clients"] and margin > 0))
+    what = f"{SCALE_WS_CLIENTS:,} WebSocket clients at once, none failing"
+    f = (more or {}).get("profiles", {}).get("websocket")
+    if f is None or f["clients"] != SCALE_WS_CLIENTS:
+        out.append((what, "not measured", None))
+    else:
+        value = f"{f['failed']:,} of {f['clients']:,} failed ({f['total_s']:.2f} s)"
+        out.append((what, value, f["failed"] == 0))
     return out

@@ -123,7 +123,7 @@ def test_what_was_not_measured_is_said_and_not_judged() -> None:
         None,
     )
     page = bench_report.render(results, [], "benchmarks")
-    assert page.count("Not measured in this run") == 3
+    assert page.count("Not measured in this run") == 4
     row = "| `stream`: acp_trio's agent at least 95% of the Trio floor | not measured | — |"
     assert row in page
 
@@ -177,3 +177,80 @@ def test_the_charts_are_svg_files_named_in_the_page(tmp_path: Path) -> None:
     assert (tmp_path / "benchmarks" / "floors.svg").read_text().lstrip().startswith("<?xml")
     again = json.loads((tmp_path / "benchmarks" / "results.json").read_text())
     assert again == results
+
+
+def _scale_profile(clients: int, ok: int, total: float) -> dict[str, Any]:
+    return {
+        "clients": clients,
+        "ok": ok,
+        "failed": clients - ok,
+        "failures": [f"{i}: BrokenResourceError()" for i in range(min(5, clients - ok))],
+        "total_s": total,
+        "open_s": total / 2,
+        "open_cpu": None,
+        "open_ms": None,
+        "client_ms": {"median": 100.0, "p95": 200.0},
+        "rounds": [],
+        "server_rss_kib": {"rest": 65536, "open": 65536 + 44 * clients},
+        "rss_growth_kib": 44 * clients,
+        "idle_kib_per_connection": 44.0,
+        "server_cpu_s": 1.0,
+    }
+
+
+def _scale(**profiles: dict[str, Any]) -> dict[str, Any]:
+    return {"connections": 1000, "concurrency": 50, "prompts": ["echo hello"], "profiles": profiles}
+
+
+def test_the_scale_targets_are_judged_by_count_and_time() -> None:
+    scale = _scale(
+        websocket=_scale_profile(1000, 1000, 4.2),  # met
+        http1=_scale_profile(1000, 1000, 7.1),  # too slow
+        http=_scale_profile(1000, 999, 3.0),  # one failed
+    )
+    verdicts = _verdicts(
+        _results(scale=scale, scale_ws=_scale(websocket=_scale_profile(5000, 4999, 20.0)))
+    )
+    assert verdicts["WebSocket: 1,000 of 1,000 clients in under 5 s"] == (
+        "1,000 of 1,000 in 4.20 s (0.80 s to spare)",
+        True,
+    )
+    assert verdicts["HTTP/1.1: 1,000 of 1,000 clients in under 5 s"] == (
+        "1,000 of 1,000 in 7.10 s (2.10 s over)",
+        False,
+    )
+    assert verdicts["HTTP/2 h2c: 1,000 of 1,000 clients in under 5 s"] == (
+        "999 of 1,000 in 3.00 s (2.00 s to spare)",
+        False,
+    )
+    assert verdicts["5,000 WebSocket clients at once, none failing"] == (
+        "1 of 5,000 failed (20.00 s)",
+        False,
+    )
+    page = bench_report.render(_results(scale=scale), [], "benchmarks")
+    assert "HTTP/2 h2c, 1,000 clients, the first failures: `0: BrokenResourceError()`." in page
+    none = _verdicts(_results(scale=None))
+    assert none["5,000 WebSocket clients at once, none failing"] == ("not measured", None)
+
+
+def test_the_scale_section_is_written_from_what_bench_scale_writes(tmp_path: Path) -> None:
+    """bench_scale.py with three clients on each profile: every profile in
+    the table, every client counted, the command a reader runs; a run of
+    another size than the target's is shown, not judged."""
+    scale = _script("bench_scale.py", "--connections", "3", tmp=tmp_path)
+    assert scale["prompts"] == ["echo hello", "stream 50"]
+    for profile in ("websocket", "http1", "http"):
+        figures = scale["profiles"][profile]
+        assert (figures["clients"], figures["ok"], figures["failed"]) == (3, 3, 0)
+        assert [r["prompt"] for r in figures["rounds"]] == ["echo hello", "stream 50"]
+        assert figures["total_s"] >= figures["open_s"] > 0
+        assert figures["server_rss_kib"]["open"] > 0
+    scale["command"] = "python benchmarks/bench_scale.py --connections 3"
+    results = _results(scale=scale)
+    page = bench_report.render(results, [], "benchmarks")
+    for name in ("WebSocket", "HTTP/1.1", "HTTP/2 h2c"):
+        assert f"| {name} | 3 of 3 |" in page
+    assert "Run: `python benchmarks/bench_scale.py --connections 3`." in page
+    verdict = _verdicts(results)["HTTP/1.1: 1,000 of 1,000 clients in under 5 s"]
+    assert verdict[0].startswith("3 of 3 in ")
+    assert verdict[1] is None
