@@ -395,24 +395,29 @@ def scale_section(scale: dict[str, Any] | None, more: dict[str, Any] | None) -> 
         "`benchmarks/bench_scale.py`: acp_trio's server (the scenario agent) in a process of its"
         " own and N acp_trio clients in one other process, each its own connection: all open"
         f" (`initialize`, `session/new`; {scale['concurrency']} at a time), then all prompt at"
-        f" once, {prompts}. Total: the first open to the last answer. Memory: the server's"
+        f" once, {prompts}. Total: the first open to the last answer. On a busy machine part"
+        " of it is time the two processes were runnable but waiting for a CPU (the column"
+        " before memory): compare CPU seconds across runs. Memory: the server's"
         " resident memory with every connection open and idle, less at rest, per connection."
     )
     add("")
     add(
         "| profile | ok of clients | total (s) | all opened (s) | each prompt round (s)"
-        " | a client's own time p50 / p95 (ms) | server memory growth (MiB)"
+        " | a client's own time p50 / p95 (ms) | CPU: clients + server (s)"
+        " | runnable, waiting for a CPU (s) | server memory growth (MiB)"
         " | per idle connection (KiB) |"
     )
-    add("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    add("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for record in (scale, more):
         for profile, f in (record or {}).get("profiles", {}).items():
             rounds = " / ".join(f"{r['seconds']:.2f}" for r in f["rounds"]) or "—"
             own = f["client_ms"]
             own_ms = f"{fmt(own['median'])} / {fmt(own['p95'])}" if own else "—"
+            cpu = f"{f['clients_cpu_s']:.1f} + {f['server_cpu_s']:.1f}"
+            wait = f"{f['cpu_wait_s']['clients']:.1f} + {f['cpu_wait_s']['server']:.1f}"
             add(
                 f"| {PROFILE_NAMES.get(profile, profile)} | {fmt(f['ok'])} of {fmt(f['clients'])}"
-                f" | {f['total_s']:.2f} | {f['open_s']:.2f} | {rounds} | {own_ms}"
+                f" | {f['total_s']:.2f} | {f['open_s']:.2f} | {rounds} | {own_ms} | {cpu} | {wait}"
                 f" | {f['rss_growth_kib'] / 1024:.1f} | {f['idle_kib_per_connection']:.0f} |"
             )
     add("")

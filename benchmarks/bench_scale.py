@@ -10,7 +10,9 @@ and its session (``initialize`` then ``session/new``, at most
 ``--concurrency`` at a time), then all send the first prompt at once
 (``echo hello``), then all the second (``stream 50``); each prompt's
 latency is recorded. The total is the wall time from the first open to the
-last prompt's answer. Then the server's resident memory (VmRSS, from
+last prompt's answer; on a machine with other work, part of it is time each
+process was runnable but waited for a CPU (/proc/PID/schedstat), printed
+and recorded too. Then the server's resident memory (VmRSS, from
 /proc) at rest and with all connections open and idle (between the opens
 and the first prompt), and the CPU seconds of each side for each phase.
 Every prompt must end ``end_turn`` with its updates (one for ``echo``, N
@@ -59,6 +61,15 @@ def server_stats(pid: int) -> tuple[int, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime + stime
     return rss, ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_wait(pid: int | str) -> float:
+    """Seconds the process's main thread waited for a CPU while runnable
+    (/proc/PID/schedstat): what a loaded machine adds to the wall time."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def updates_of(prompt: str) -> int:
@@ -168,6 +179,7 @@ async def run_profile(
                     event.set()
 
         started = time.perf_counter()
+        waited = (cpu_wait("self"), cpu_wait(process.pid))
         client_cpu = [own_cpu()]
         server_cpu = [rest_cpu]
         open_time = 0.0
@@ -193,6 +205,8 @@ async def run_profile(
         if deadline.cancelled_caught:
             failures.append(f"timed out after {limit:.0f} s")
         _, end_cpu = server_stats(process.pid)
+        waited = (cpu_wait("self") - waited[0], cpu_wait(process.pid) - waited[1])
+        client_end_cpu = own_cpu()
         process.terminate()
         nursery.cancel_scope.cancel()
 
@@ -229,6 +243,9 @@ async def run_profile(
         "rss_growth_kib": open_rss - rest_rss,
         "idle_kib_per_connection": (open_rss - rest_rss) / connections,
         "server_cpu_s": end_cpu - rest_cpu,
+        "clients_cpu_s": client_end_cpu - client_cpu[0],
+        # Runnable but waiting for a CPU (other processes had it).
+        "cpu_wait_s": {"clients": waited[0], "server": waited[1]},
     }
 
 
@@ -260,6 +277,12 @@ def show(profile: str, figures: dict[str, Any]) -> None:
         f"- server RSS {rss['rest'] / 1024:.0f} MiB at rest, {rss['open'] / 1024:.0f} MiB with"
         f" all open ({figures['idle_kib_per_connection']:.0f} KiB an idle connection);"
         f" server CPU {figures['server_cpu_s']:.1f} s"
+    )
+    wait = figures["cpu_wait_s"]
+    print(
+        f"- CPU in all: clients {figures['clients_cpu_s']:.1f} s, server"
+        f" {figures['server_cpu_s']:.1f} s; runnable but waiting for a CPU (the machine's"
+        f" other load): clients {wait['clients']:.1f} s, server {wait['server']:.1f} s"
     )
     if figures["failures"]:
         print(f"  FAILED ({figures['failed']}): {figures['failures']}")

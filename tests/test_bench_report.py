@@ -195,6 +195,8 @@ def _scale_profile(clients: int, ok: int, total: float) -> dict[str, Any]:
         "rss_growth_kib": 44 * clients,
         "idle_kib_per_connection": 44.0,
         "server_cpu_s": 1.0,
+        "clients_cpu_s": 1.0,
+        "cpu_wait_s": {"clients": 0.5, "server": 0.5},
     }
 
 
