@@ -24,9 +24,9 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import functools
 import logging
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -83,6 +83,12 @@ class _GivenBack(trio.abc.HalfCloseableStream):
                 return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            # hypercorn writes the empty end of every HTTP/1.1 body with a
+            # length (h11's EndOfMessage; one a POST answered 202): nothing
+            # to send, so no schedule point is spent on it.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return
         await self._stream.send_all(data)
 
     async def wait_send_all_might_not_block(self) -> None:
@@ -95,6 +101,39 @@ class _GivenBack(trio.abc.HalfCloseableStream):
 
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+class _IdleTask:
+    """The task of one connection's idle timeout, in place of hypercorn's
+    (``TCPServer.idle_task``). hypercorn stops it when a request comes and
+    starts it again when the answer is sent, two changes for every HTTP/1.1
+    request; its own starts the new task with ``nursery.start`` under a
+    lock, the connection's task waiting for the new one to run (three
+    schedule points). This one cancels the old task and spawns the new one
+    (the task group's ``spawn``) without waiting: the same timeout, one task
+    at a time, none of those schedule points (1,000 HTTP/1.1 clients at once:
+    a tenth of the server's CPU went to hypercorn's)."""
+
+    def __init__(self) -> None:
+        self._scope: trio.CancelScope | None = None
+
+    async def restart(self, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._scope is not None:
+            self._scope.cancel()
+        scope = self._scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await action()
+
+        task_group.spawn(run)
+
+    async def stop(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._scope is not None:
+            self._scope.cancel()
+            self._scope = None
 
 
 class _GivenBackTLS(_GivenBack):
@@ -219,9 +258,13 @@ async def serve_front(
                 bind = repr_socket_addr(sock.family, sock.getsockname())
                 binds.append(f"http://{bind}")
                 await config.log.info(f"Running on http://{bind} (CTRL + C to quit)")
-            hypercorn = functools.partial(
-                TCPServer, wrapped, config, context, ConnectionState(lifespan_state.copy())
-            )
+            state = ConnectionState(lifespan_state.copy())
+
+            def hypercorn(stream: trio.abc.Stream) -> TCPServer:
+                server = TCPServer(wrapped, config, context, state, stream)  # type: ignore[arg-type]
+                server.idle_task = _IdleTask()  # type: ignore[assignment]
+                return server
+
             front = _Front(app, config, hypercorn, lifespan_state)
             task_status.started(binds)
             try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import re
 import socket
 from typing import Any
 
@@ -126,6 +127,28 @@ def test_tcp_server() -> None:
         f"hypercorn {VERSION}: {dotted}.run no longer tells TLS from plain streams by "
         f"a missing do_handshake; {USED}"
     )
+
+
+def test_tcp_server_idle_task() -> None:
+    """The front puts its own idle-timeout task in ``TCPServer.idle_task``:
+    the handler must make it in ``__init__`` (so the front's replaces it
+    before the handler runs), use it only through ``restart(task_group,
+    action)`` and ``stop()``, and pass a task group with ``spawn``."""
+    dotted = "hypercorn.trio.tcp_server:TCPServer"
+    server = private(dotted)
+    assert "self.idle_task = " in inspect.getsource(server.__init__), (
+        f"hypercorn {VERSION}: {dotted}.__init__ no longer makes idle_task; {USED}"
+    )
+    uses = set(re.findall(r"self\.idle_task\.(\w+)\(", inspect.getsource(server)))
+    assert uses == {"restart", "stop"}, (
+        f"hypercorn {VERSION}: {dotted} uses idle_task's {sorted(uses)}; {USED}"
+    )
+    assert "self.idle_task.restart(self._task_group, " in inspect.getsource(server), (
+        f"hypercorn {VERSION}: {dotted} no longer restarts idle_task with its task group; {USED}"
+    )
+    dotted = "hypercorn.trio.task_group:TaskGroup"
+    expect_methods(dotted, private(dotted), ["spawn"])
+    expect_parameters(dotted, private(dotted).spawn, ["func", "args"])
 
 
 async def test_worker_context() -> None:
