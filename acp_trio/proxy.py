@@ -418,8 +418,7 @@ class _PassThrough:
         proxy's handlers queued before it."""
         conn = self.proxy.connection
         assert conn is not None
-        stats = conn.statistics()
-        if stats.outbox_frames == 0 and stats.notifications_queued == 0:
+        if conn.output_settled():
             hop.write(frame)
             return
 
@@ -436,10 +435,7 @@ class _PassThrough:
         """Whether everything read before was passed on (or answered) and
         written: nothing handled by the proxy's handlers is still on its way."""
         conn = self.proxy.connection
-        if conn is None or not self.proxy._order.all_passed_on:
-            return False
-        stats = conn.statistics()
-        return stats.outbox_frames == 0 and stats.notifications_queued == 0
+        return conn is not None and self.proxy._order.all_passed_on and conn.output_settled()
 
 
 async def run_proxy(proxy: Proxy, *, config: ConnectionConfig | None = None) -> None:

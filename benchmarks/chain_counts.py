@@ -4,10 +4,17 @@ the wall time spent in task steps (the process's own critical path, its
 writes included: a write that wakes the next process is most of it), and
 CPU time (user + system, from ``os.times``), for the stdlib relay, a bare
 Trio relay (``peers/trio_relay.py``), ``python -m acp_trio conduct`` with
-no proxy, and the proxy process behind the conductor: the pass-through
-``Proxy`` (``peers/pass_proxy.py``) and the logging proxy (a bare handler,
-``examples/proxies/logging_proxy.py --quiet``). Counts do not depend on the
-machine's load; CPU time a little.
+no proxy and with one pass-through proxy behind it (the conductor's share
+of a proxy hop: the difference), and the proxy process behind the
+conductor: the pass-through ``Proxy`` (``peers/pass_proxy.py``) and the
+logging proxy (a bare handler, ``examples/proxies/logging_proxy.py
+--quiet``). Counts do not depend on the machine's load; CPU time a little,
+and much on a machine busy with other work (every wake finds cold caches).
+
+With ``--calls``, the Python function calls (a generator's resumption
+counts as one, as for a profiler) and calls of builtins instead: the
+interpreter's work per round trip, machine-independent, without the
+timings (counting them slows the process down).
 
 The client runs the scenario prompt ``read N /x`` twice, with N = 1,000 and
 N = ``--reads``, each through a fresh middle process; the figures are the
@@ -16,9 +23,9 @@ messages cancel out). CPU time is counted in clock ticks (10 ms), so take
 N large enough.
 
 Run: ``.venv/bin/python benchmarks/chain_counts.py`` (``--reads N``,
-``--python PATH`` to count another checkout's conductor, ``--quick``).
-This script is also the wrapper it runs the counted process with
-(``--wrap OUT COMMAND...``).
+``--python PATH`` to count another checkout's conductor, ``--calls``,
+``--quick``). This script is also the wrapper it runs the counted process
+with (``--wrap OUT COMMAND...``, ``--wrap-calls OUT COMMAND...``).
 """
 
 from __future__ import annotations
@@ -38,14 +45,26 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def wrapped(out: str, command: list[str]) -> None:
+def wrapped(out: str, command: list[str], calls: bool = False) -> None:
     """Run ``command`` (``-m module ...`` or ``script ...``) in this process,
-    every ``trio.run`` instrumented; write the counts to ``out`` at exit."""
+    every ``trio.run`` instrumented (with ``calls``: every call counted);
+    write the counts to ``out`` at exit."""
     import atexit
+    import threading
 
     import trio
 
     counts: collections.Counter[str] = collections.Counter()
+    if calls:
+        # Every thread's (the stdlib relay copies in two).
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                counts["Python calls"] += 1
+            elif event == "c_call":
+                counts["builtin calls"] += 1
+
+        sys.setprofile(profile)
+        threading.setprofile(profile)
 
     class Count(trio.abc.Instrument):
         started = 0.0
@@ -99,13 +118,15 @@ trio.run(main, int(sys.argv[1]), sys.argv[2:])
 """
 
 
-def counts(python: str, middle: list[str], reads: int) -> dict[str, int]:
+def counts(python: str, middle: list[str], reads: int, calls: bool = False) -> dict[str, int]:
     """The counts of the process ``middle`` runs (its command up to the
     agent's; a ``{wrap}`` item in it is where the counted process starts,
-    else it is the first)."""
+    else it is the first; ``{python}`` is ``python``); with ``calls``, its
+    calls."""
+    middle = [python if item == "{python}" else item for item in middle]
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "counts")
-        wrap = [python, __file__, "--wrap", out]
+        wrap = [python, __file__, "--wrap-calls" if calls else "--wrap", out]
         if "{wrap}" in middle:
             at = middle.index("{wrap}")
             command = [python, *middle[:at], *wrap, *middle[at + 1 :]]
@@ -122,6 +143,7 @@ MIDDLES = {
     "stdlib relay": [str(HERE / "peers" / "relay.py")],
     "Trio relay": [str(HERE / "peers" / "trio_relay.py")],
     "conductor": CONDUCT[:-1],
+    "conductor, 1 Proxy": [*CONDUCT, "{python}", str(HERE / "peers" / "pass_proxy.py")],
     "the Proxy": [*CONDUCT, "{wrap}", str(HERE / "peers" / "pass_proxy.py")],
     "the logging proxy": [
         *CONDUCT,
@@ -132,23 +154,27 @@ MIDDLES = {
 }
 
 
-def main(python: str, reads: int) -> list[str]:
+def main(python: str, reads: int, calls: bool = False) -> list[str]:
     keys = ["task steps", "tasks spawned", "I/O waits", "µs in steps", "CPU µs"]
+    if calls:
+        keys = ["Python calls", "builtin calls"]
     lines = [f"per round trip ({reads} - 1000 reads): " + ", ".join(keys)]
     for label, middle in MIDDLES.items():
-        low, high = counts(python, middle, 1000), counts(python, middle, reads)
+        low = counts(python, middle, 1000, calls)
+        high = counts(python, middle, reads, calls)
         per = [(high.get(k, 0) - low.get(k, 0)) / (reads - 1000) for k in keys]
-        lines.append(f"{label:<18} " + "  ".join(f"{v:>7.2f}" for v in per))
+        lines.append(f"{label:<19} " + "  ".join(f"{v:>7.2f}" for v in per))
     return lines
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--wrap"]:
-        wrapped(sys.argv[2], sys.argv[3:])
+    if sys.argv[1:2] in (["--wrap"], ["--wrap-calls"]):
+        wrapped(sys.argv[2], sys.argv[3:], calls=sys.argv[1] == "--wrap-calls")
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=9000)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--calls", action="store_true", help="count calls instead of time")
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     args = parser.parse_args()
-    print("\n".join(main(args.python, 1200 if args.quick else args.reads)))
+    print("\n".join(main(args.python, 1200 if args.quick else args.reads, args.calls)))

@@ -99,13 +99,25 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
     assert lines[-1].split()[1] == "logging"
 
 
-@pytest.mark.parametrize("middle", ["conductor", "the Proxy"])
+@pytest.mark.parametrize("middle", ["conductor", "conductor, 1 Proxy", "the Proxy"])
 def test_the_chain_counts_count_the_process_in_the_middle(middle: str) -> None:
     import chain_counts
 
     counted = chain_counts.counts(sys.executable, chain_counts.MIDDLES[middle], 30)
     assert counted["task steps"] > 30
     assert "CPU µs" in counted
+
+
+def test_the_chain_counts_count_calls_in_every_thread() -> None:
+    """With ``calls``, both of the stdlib relay's copying threads are counted
+    (two builtin calls per line, its write and flush; a round trip is two
+    lines, one each way: the main thread alone would make it two)."""
+    import chain_counts
+
+    middle = chain_counts.MIDDLES["stdlib relay"]
+    low = chain_counts.counts(sys.executable, middle, 10, calls=True)
+    high = chain_counts.counts(sys.executable, middle, 40, calls=True)
+    assert high["builtin calls"] - low["builtin calls"] > 3 * 30
 
 
 @pytest.mark.parametrize("agent", ["floor_agent.py", "trio_floor_agent.py", "burst_agent.py"])

@@ -193,6 +193,14 @@ class Connection:
             closed=self._status.closed,
         )
 
+    def output_settled(self) -> bool:
+        """Whether nothing waits to go out: no frame in the output queue and
+        every notification read was handled (:meth:`statistics`'s
+        ``outbox_frames`` and ``notifications_queued`` both 0, without
+        making the snapshot: a proxy asks it for every message it passes on)."""
+        ordering = self._ordering
+        return not self._outbox and ordering.received == ordering.handled
+
     def request_tree(self) -> list[RequestNode]:
         """The live requests: each incoming request with the outgoing requests
         its handler is waiting on, then the outgoing requests made outside any

@@ -289,6 +289,7 @@ async def test_statistics(autojump_clock: Any) -> None:
                 read_buffer_bytes=0,
                 closed=False,
             )
+            assert conn.output_settled()
             nursery.start_soon(conn.call, "out")
             await peer.receive()
             await peer.send(req(1, "work"), req(2, "work"))
@@ -305,12 +306,14 @@ async def test_statistics(autojump_clock: Any) -> None:
                 read_buffer_bytes=11,
                 closed=False,
             )
+            assert not conn.output_settled()  # notifications read, not handled
             release.set()
             await peer.send_bytes(b'"2.0","id":0,"result":null}\n')
             await settle()
             stats = conn.statistics()
             assert (stats.notifications_handled, stats.notifications_queued) == (3, 0)
             assert (stats.outgoing_pending, stats.read_buffer_bytes) == (0, 0)
+            assert conn.output_settled()
             await conn.aclose()
             assert conn.statistics() == ConnectionStatistics(
                 incoming_in_flight=0,
@@ -344,6 +347,7 @@ async def test_outbox_backpressure_on_a_peer_that_does_not_read(autojump_clock: 
                 # The writer holds one batch (blocked in send_all, at most a
                 # full queue), two more frames are queued, the notifier waits.
                 assert conn.statistics().outbox_frames == 2
+                assert not conn.output_settled()  # frames wait in the outbox
                 assert 3 <= len(sent) <= 4
                 got = [await peer.receive() for _ in range(10)]
                 assert got == [notif("n", [n]) for n in range(10)]
