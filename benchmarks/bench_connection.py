@@ -395,6 +395,74 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
     return serving, calling, both
 
 
+class _FloorRequest:
+    """The least a request could keep in bare Trio besides its task and scope:
+    its id and method (as the registry entry does)."""
+
+    __slots__ = ("id", "method")
+
+    def __init__(self, request_id: int, method: str) -> None:
+        self.id, self.method = request_id, method
+
+
+async def _floor_task(handler: Handler, request: _FloorRequest, params: Any) -> None:
+    with trio.CancelScope():
+        await handler.handle_request(request, request.method, params)  # type: ignore[arg-type]
+
+
+async def memory_floor(n: int) -> float:
+    """Bytes per in-flight request in bare Trio: what :func:`memory_in_flight`'s
+    serving side would cost with nothing of the SDK but a task per request
+    (the least root coroutine), its own ``CancelScope``, the same ``Hold``
+    handler, and a dict of the requests in flight by id (ids decoded from
+    bytes, as a reader would)."""
+    handler = Hold()
+    requests: dict[int, _FloorRequest] = {}
+    async with trio.open_nursery() as nursery:
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        for i in range(n):
+            request = requests[int(b"%d" % i)] = _FloorRequest(int(b"%d" % i), "hold")
+            nursery.start_soon(_floor_task, handler, request, None)
+        await trio.testing.wait_all_tasks_blocked()
+        gc.collect()
+        floor = (tracemalloc.get_traced_memory()[0] - base) / n
+        tracemalloc.stop()
+        nursery.cancel_scope.cancel()
+    return floor
+
+
+async def memory_breakdown(n: int, lines: int = 25) -> None:
+    """``--memory-breakdown``: what one more request in flight allocates on
+    the serving side (as :func:`memory_in_flight`), by the line that
+    allocated it (tracemalloc, exact), beside the bare-Trio floor."""
+    frame = b'{"jsonrpc":"2.0","id":%d,"method":"hold"}\n'
+    raw, server_stream = trio.testing.memory_stream_pair()
+    async with acp_trio.lowlevel.open_connection(server_stream, Hold(), config=_config()) as server:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        base = tracemalloc.get_traced_memory()[0]
+        for start in range(0, n, 1000):
+            await raw.send_all(b"".join(frame % i for i in range(start, min(n, start + 1000))))
+        await _wait_until(lambda: server.statistics().incoming_in_flight == n)
+        await trio.testing.wait_all_tasks_blocked()
+        gc.collect()
+        total = (tracemalloc.get_traced_memory()[0] - base) / n
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        await raw.aclose()
+    print(f"serving side, {n:,} requests in flight: {total:,.1f} B per request")
+    for stat in after.compare_to(before, "lineno")[:lines]:
+        where = stat.traceback[0]
+        print(
+            f"  {stat.size_diff / n:7.1f} B  {stat.count_diff / n:5.2f} blocks  "
+            f"{Path(where.filename).name}:{where.lineno}"
+        )
+    print(f"bare Trio (task, CancelScope, the same handler): {await memory_floor(n):,.1f} B")
+
+
 async def churn(n: int, seed: int = 1) -> list[int]:
     """Traced memory (bytes) at the start and after every tenth of n
     requests, sent in concurrent batches of which a random part is
@@ -495,6 +563,10 @@ async def main(quick: bool) -> None:
         f"calling side {calling:,.0f} B (target < 3,072 each); "
         f"both sides with a caller task each {both:,.0f} B"
     )
+    print(
+        f"  bare Trio, a task and a CancelScope per request with the same handler: "
+        f"{await memory_floor(n_mem):,.0f} B (--memory-breakdown: by line)"
+    )
     n_churn = 20_000 if quick else 200_000
     marks = await churn(n_churn)
     print(
@@ -514,8 +586,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
     parser.add_argument("--cascade-peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--memory-breakdown",
+        action="store_true",
+        help="only what a request in flight allocates, by line, beside bare Trio",
+    )
     args = parser.parse_args()
-    if args.cascade_peer:
+    if args.memory_breakdown:
+        trio.run(memory_breakdown, 10_000)
+    elif args.cascade_peer:
         trio.run(serve_cascade_peer)
     else:
         trio.run(main, args.quick)

@@ -324,6 +324,14 @@ def sdk_section(sdks: dict[str, Any]) -> list[str]:
             f" {fmt(both)} B. After {fmt(conn['n_churn'])} requests with random cancellation, "
             f"memory grew {conn['churn_slope']:+.2f} B per request (slope through ten samples)."
         )
+        if "memory_floor" in conn:
+            add("")
+            add(
+                f"The same serving side in bare Trio (a task and a `CancelScope` per request, "
+                f"the same handler, nothing else): {fmt(conn['memory_floor'])} B per request "
+                "(`python benchmarks/bench_connection.py --memory-breakdown` lists what a "
+                "request allocates, line by line)."
+            )
         add("")
     return lines
 

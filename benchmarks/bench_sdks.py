@@ -388,6 +388,7 @@ def run_connection(quick: bool) -> dict[str, Any]:
     n_mem = 2_000 if quick else 10_000
     out["n_mem"] = n_mem
     out["memory"] = trio.run(bc.memory_in_flight, n_mem)
+    out["memory_floor"] = trio.run(bc.memory_floor, n_mem)
     out["n_churn"] = 20_000 if quick else 200_000
     out["churn"] = trio.run(bc.churn, out["n_churn"])
     out["churn_slope"] = bc.churn_slope(out["churn"], out["n_churn"])
@@ -424,6 +425,11 @@ def print_connection(conn: dict[str, Any]) -> None:
         f"{serving:,.0f} B, calling side {calling:,.0f} B; both sides with a caller task "
         f"each {both:,.0f} B"
     )
+    if "memory_floor" in conn:
+        print(
+            f"    bare Trio, a task and a CancelScope per request with the same handler: "
+            f"{conn['memory_floor']:,.0f} B"
+        )
     marks = conn["churn"]
     print(
         f"  memory after {conn['n_churn']:,} requests with random cancellation: "

@@ -98,6 +98,7 @@ class Connection:
         self._outbox = Outbox(
             config.outbox_limit,
             direct_write=transport.direct_writer(),
+            joins=isinstance(transport, FramedStream),
             trace=None if trace is None else lambda frame: trace("send", frame[:-1]),
         )
         self._status = status = Status()
@@ -116,6 +117,7 @@ class Connection:
             config.eager_handlers,
             ordering,
             self._incoming,
+            self._outbox,
             right,
             status,
             self._request_shutdown,

@@ -240,13 +240,18 @@ class IncomingRequests:
         except Exception:
             _log.exception("error in request_finished for %s", ctx.method)
 
-    def on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> None:
-        if entry.handle is None:
+    def on_cancel_request(self, entry: IncomingRequest[RequestContext]) -> bool:
+        """The peer's ``$/cancel_request`` for ``entry``: whether its handler
+        (or its task, not yet started) answers it, when it next runs."""
+        ctx = entry.handle
+        if ctx is None:
             _log.debug("ignoring %s for %r: not running", CANCEL_REQUEST_METHOD, entry.id)
-            return
-        entry.handle.request_cancel(CancelCause.PEER)
-        if entry.handle in self._queued:
-            self.answer_unstarted(entry.handle)
+            return False
+        ctx.request_cancel(CancelCause.PEER)
+        if ctx in self._queued:
+            self.answer_unstarted(ctx)
+            return False
+        return True
 
     async def _run_handler(self, ctx: RequestContext, params: Any) -> None:
         # Kept lean: this frame lives as long as the request is in flight,

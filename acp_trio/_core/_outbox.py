@@ -18,6 +18,10 @@ and nothing is queued, a frame is written at once by the sender itself with
 a non-blocking ``os.write`` (for streams over a file descriptor): that saves
 two task switches per message on request/reply traffic. What such a write
 leaves over (a full pipe) is queued first, so the order never changes.
+Bursts are not written frame by frame: the cancels that one cancelled scope
+makes are put between :meth:`Outbox.hold` and :meth:`Outbox.release` (one
+write), and the ``-32800`` replies of many handlers cancelled at once go to
+the writer, which writes them together (:meth:`Outbox.reply_due`).
 
 :class:`Inbox` sits between the reader and the notification consumer: the
 reader waits (reading pauses) only while it is full.
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import trio
 
@@ -47,12 +51,18 @@ __all__ = ["Inbox", "Outbox"]
 
 T = TypeVar("T")
 
+_HOLD: Final = 1
+_TO_WRITER: Final = 2
+
 
 class Outbox:
     __slots__ = (
         "_closed",
         "_direct",
+        "_due",
         "_frames",
+        "_held",
+        "_joins",
         "_limit",
         "_senders",
         "_trace",
@@ -64,11 +74,14 @@ class Outbox:
         limit: int,
         *,
         direct_write: Callable[[bytes], int] | None = None,
+        joins: bool = False,
         trace: Callable[[bytes], None] | None = None,
     ) -> None:
         """``direct_write(data)`` writes what it can without blocking and
-        returns how many bytes; ``trace(frame)`` sees every frame accepted,
-        in wire order."""
+        returns how many bytes; with ``joins``, ``data`` may be several
+        frames joined (a byte stream; not a message stream, where each frame
+        is one message); ``trace(frame)`` sees every frame accepted, in wire
+        order."""
         if limit < 1:
             raise ValueError("outbox limit must be positive")
         self._frames: deque[bytes] = deque()
@@ -77,7 +90,14 @@ class Outbox:
         self._writer = trio.lowlevel.ParkingLot()
         self._senders = trio.lowlevel.ParkingLot()
         self._direct = direct_write
+        self._joins = joins
         self._trace = trace
+        # 0: a frame put while the writer is idle is written at once;
+        # with _HOLD: frames wait for release() (one write for all of them);
+        # with _TO_WRITER: frames go to the writer until it takes a batch.
+        self._held = 0
+        # Replies due (reply_due) since the last write.
+        self._due = 0
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -98,17 +118,48 @@ class Outbox:
             return False
         if self._trace is not None:
             self._trace(frame)
-        if self._direct is not None and self._writer and not self._frames:
+        if self._direct is not None and self._writer and not self._frames and not self._held:
             # The writer is parked on an empty queue: nobody else is writing.
             self._write_directly(frame)
             return True
         self._frames.append(frame)
-        if self._writer:
+        if self._writer and not self._held & _HOLD:
             self._writer.unpark()
         return True
 
+    def hold(self) -> None:
+        """Until :meth:`release`, frames put are only queued (the caller puts
+        a burst of them, synchronously: the cancels of one cancelled scope)."""
+        self._held |= _HOLD
+
+    def release(self) -> None:
+        """End :meth:`hold`: what was put meanwhile goes out in one write
+        (at once, if the writer is idle and writing directly is possible)."""
+        self._held &= ~_HOLD
+        frames = self._frames
+        if not frames or not self._writer:
+            return  # (the writer was busy: it takes them)
+        if self._direct is not None and not self._held and (self._joins or len(frames) == 1):
+            data = b"".join(frames) if len(frames) > 1 else frames[0]
+            frames.clear()
+            self._write_directly(data)
+        else:
+            self._writer.unpark()
+
+    def reply_due(self) -> None:
+        """A reply is due from a task about to run (a handler just
+        cancelled). From the second one due before anything is written, the
+        frames put go to the writer until it next takes a batch: a burst of
+        replies from many tasks (a cancelled fan-out) is then written at
+        once, instead of once per frame, and a lone one still goes out at
+        once."""
+        self._due += 1
+        if self._due > 1 and self._direct is not None:
+            self._held |= _TO_WRITER
+
     def _write_directly(self, data: bytes) -> None:
         assert self._direct is not None
+        self._due = 0
         try:
             written = self._direct(data)
         except OSError:
@@ -154,6 +205,8 @@ class Outbox:
             await self._writer.park()
         batch = list(self._frames)
         self._frames.clear()
+        self._due = 0
+        self._held &= ~_TO_WRITER
         if self._senders:
             self._senders.unpark_all()
         return batch

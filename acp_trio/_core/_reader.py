@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from acp_trio._core._handler import TraceHook
     from acp_trio._core._incoming import IncomingRequests
     from acp_trio._core._ordering import NotificationOrdering
+    from acp_trio._core._outbox import Outbox
     from acp_trio._core._read_right import ReadRight
     from acp_trio._core._status import Status
 
@@ -70,6 +71,7 @@ class Reader:
         "_inbox",
         "_incoming",
         "_ordering",
+        "_outbox",
         "_receive",
         "_right",
         "_send_cancel",
@@ -91,6 +93,7 @@ class Reader:
         eager: bool,
         ordering: NotificationOrdering,
         incoming: IncomingRequests,
+        outbox: Outbox,
         right: ReadRight,
         status: Status,
         shutdown: Callable[[str, BaseException | None], None],
@@ -104,6 +107,7 @@ class Reader:
         self._ordering = ordering
         self._inbox = ordering.inbox
         self._incoming = incoming
+        self._outbox = outbox
         self._right = right
         self._status = status
         self._shutdown = shutdown
@@ -147,9 +151,13 @@ class Reader:
             pending._settle(event.result, event.error, self._ordering.received)
             return _WOKE if woke else None
         if type(event) is CancelReceived:
-            self._incoming.on_cancel_request(event.entry)
+            cancelled = self._incoming.on_cancel_request(event.entry)
             if self.cancels_due:
                 self.flush_cancels()
+            if cancelled:
+                # Its -32800 comes from its task, about to run: a burst of
+                # cancels is answered in one write (see Outbox.reply_due).
+                self._outbox.reply_due()
             return None
         if type(event) is SendFrame:
             self._incoming.put_reply(event.request_id, event.data)
@@ -158,15 +166,21 @@ class Reader:
 
     def flush_cancels(self) -> None:
         """Send the cancels that abort functions recorded as due (outside
-        any abort function: sending runs the trace hook and may write)."""
+        any abort function: sending runs the trace hook and may write), in
+        one write (a cancelled fan-out makes a thousand at once)."""
         due = self.cancels_due
-        for pending in due:  # (sending may make more due: they come last)
-            try:
-                self._send_cancel(pending)
-            except Exception:
-                # (A trace hook that raised: the call tries again as it unwinds.)
-                _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
-        due.clear()
+        outbox = self._outbox
+        outbox.hold()
+        try:
+            for pending in due:  # (sending may make more due: they come last)
+                try:
+                    self._send_cancel(pending)
+                except Exception:
+                    # (A trace hook that raised: the call tries again as it unwinds.)
+                    _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
+            due.clear()
+        finally:
+            outbox.release()
 
     # The reader task
 
