@@ -3,24 +3,112 @@
 :class:`PendingRequest` (an *outgoing* request we sent). A registry of
 handler tasks names the incoming request a task serves (walking up the
 nursery tree), so a call made from a handler knows its parent: the request
-tree."""
+tree.
+
+They import nothing of the connection: they talk to it through
+:class:`RequestOwner`, and a handler sees it as :class:`ConnectionAPI`
+(which :class:`~acp_trio.lowlevel.Connection` satisfies; a test keeps the
+two in step)."""
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, final
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol, final
 
 import trio
 
-from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._core._records import ConnectionStatistics, RequestNode
+from acp_trio._exceptions import ACPError, ConnectionClosed, RequestError
 from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 
-if TYPE_CHECKING:
-    from acp_trio._core._connection import Connection
+__all__ = [
+    "CancelCause",
+    "ConnectionAPI",
+    "PendingRequest",
+    "RequestContext",
+    "RequestOwner",
+    "current_request",
+]
 
-__all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
+
+class ConnectionAPI(Protocol):
+    """What a handler can do with the connection its request arrived on: the
+    type of :attr:`RequestContext.connection`, for code of one's own that
+    takes that connection. Every public member of :class:`Connection` (the
+    one class that has them; each is documented there) but those only the
+    code that made the connection uses: ``config``, ``handler``, ``serve``.
+    """
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection started closing (:attr:`Connection.closed`)."""
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result; cancelled, the call sends
+        one ``$/cancel_request`` (:meth:`Connection.call`)."""
+
+    async def send_request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send a request and return it without waiting for the answer; cancelled
+        while waiting for room, nothing is sent (:meth:`Connection.send_request`)."""
+
+    def open_request(
+        self, method: str, params: Any = None
+    ) -> AbstractAsyncContextManager[PendingRequest]:
+        """Send a request for the ``async with`` block; leaving it unanswered
+        cancels the request (:meth:`Connection.open_request`)."""
+
+    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
+        """Settle a pending request with ``error``, as if its reply had come
+        (:meth:`Connection.fail_request`)."""
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification; cancelled while waiting for room, nothing is
+        sent (:meth:`Connection.notify`)."""
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Send a notification without waiting, or raise ``trio.WouldBlock``
+        (:meth:`Connection.notify_nowait`)."""
+
+    def notify_past_limit_nowait(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit
+        (:meth:`Connection.notify_past_limit_nowait`)."""
+
+    def run_in_notification_order_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Have ``fn`` run after the notifications read so far, in their task
+        (:meth:`Connection.run_in_notification_order_soon`)."""
+
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[object]], *args: object, name: object = None
+    ) -> None:
+        """Start a task of the connection's own, cancelled when it closes
+        (:meth:`Connection.start_soon`)."""
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters (:meth:`Connection.statistics`)."""
+
+    def request_tree(self) -> list[RequestNode]:
+        """The live requests, as a tree (:meth:`Connection.request_tree`)."""
+
+    def dump_request_tree(self) -> str:
+        """The request tree as indented text (:meth:`Connection.dump_request_tree`)."""
+
+    def closed_error(self) -> ConnectionClosed:
+        """The error calls raise once the connection is closing
+        (:meth:`Connection.closed_error`)."""
+
+    def close_soon(self) -> None:
+        """Start closing the connection without waiting (:meth:`Connection.close_soon`)."""
+
+    async def aclose(self) -> None:
+        """Close the connection and wait until it is closed; from one of its
+        handlers, that handler is cancelled too (:meth:`Connection.aclose`)."""
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection has fully closed; cancelling the wait
+        leaves the connection as it is (:meth:`Connection.wait_closed`)."""
 
 
 class RequestOwner(Protocol):
@@ -28,7 +116,7 @@ class RequestOwner(Protocol):
     object implementing this is handed to each; they import nothing of it)."""
 
     @property
-    def connection(self) -> Connection:
+    def connection(self) -> ConnectionAPI:
         """The public connection (for :attr:`RequestContext.connection`)."""
         ...
 
@@ -138,8 +226,9 @@ class RequestContext:
         return self._entry.method
 
     @property
-    def connection(self) -> Connection:
-        """The connection the request arrived on (to make calls of one's own)."""
+    def connection(self) -> ConnectionAPI:
+        """The connection the request arrived on (to make calls of one's own):
+        the :class:`Connection`, typed as what a handler does with it."""
         return self._conn.connection
 
     @property
