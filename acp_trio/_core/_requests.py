@@ -16,7 +16,7 @@ import enum
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol, final
+from typing import Any, Final, Generic, Protocol, TypeVar, final
 
 import trio
 
@@ -118,12 +118,10 @@ class RequestOwner(Protocol):
     @property
     def connection(self) -> ConnectionAPI:
         """The public connection (for :attr:`RequestContext.connection`)."""
-        ...
 
     @property
     def notifications_handled(self) -> int:
         """How many notifications read so far were handled."""
-        ...
 
     def scope_exposed(self, scope: trio.CancelScope) -> None:
         """A handler took ``scope`` (the reader's, if it runs eagerly)."""
@@ -174,8 +172,48 @@ def current_request() -> RequestContext | None:
     return None
 
 
+IdT_co = TypeVar("IdT_co", covariant=True)
+
+
+class _Entry(Protocol[IdT_co]):
+    """What the per-request objects read of a request's entry in the peer's
+    table (an :class:`IncomingRequest` or an :class:`OutgoingRequest`)."""
+
+    @property
+    def id(self) -> IdT_co:
+        """The request's id."""
+
+    @property
+    def method(self) -> str:
+        """The request's method name."""
+
+
+class _Request(Generic[IdT_co]):
+    """What the two per-request objects share: the owner they talk to, the
+    request's entry in the peer's table, and the barrier of notifications
+    that must be handled before the handler (or the caller) goes on. Each
+    sets them in its own ``__init__`` (no call more per request)."""
+
+    __slots__ = ("_barrier", "_conn", "_entry")
+
+    _conn: RequestOwner
+    _entry: _Entry[IdT_co]
+    _barrier: int
+
+    @property
+    def id(self) -> IdT_co:
+        """The request's JSON-RPC id: as the peer sent it, for a request
+        received; the one this side gave it, for a request sent."""
+        return self._entry.id
+
+    @property
+    def method(self) -> str:
+        """The request's method name."""
+        return self._entry.method
+
+
 @final
-class RequestContext:
+class RequestContext(_Request[RequestId]):
     """An incoming request, as its handler sees it.
 
     By default a cancel (``$/cancel_request``, ``session/cancel``, the
@@ -190,17 +228,9 @@ class RequestContext:
     ``with trio.CancelScope(shield=True):`` as usual.
     """
 
-    __slots__ = (
-        "_barrier",
-        "_cause",
-        "_children",
-        "_conn",
-        "_deadline",
-        "_entry",
-        "_event",
-        "_scope",
-        "cooperative",
-    )
+    __slots__ = ("_cause", "_children", "_deadline", "_event", "_scope", "cooperative")
+
+    _entry: IncomingRequest[RequestContext]
 
     def __init__(self, conn: RequestOwner, entry: IncomingRequest[RequestContext]) -> None:
         self._conn = conn
@@ -214,16 +244,6 @@ class RequestContext:
         # The last notification read before it, if not yet handled.
         self._barrier = 0
         self.cooperative = False
-
-    @property
-    def id(self) -> RequestId:
-        """The request's JSON-RPC id, as the peer sent it."""
-        return self._entry.id
-
-    @property
-    def method(self) -> str:
-        """The request's method name, as the peer sent it."""
-        return self._entry.method
 
     @property
     def connection(self) -> ConnectionAPI:
@@ -300,7 +320,7 @@ _ERROR: Final = 2
 
 
 @final
-class PendingRequest:
+class PendingRequest(_Request[int]):
     """An outgoing request on its way, from :meth:`Connection.open_request`.
 
     Leaving the ``async with`` block while the request is unanswered cancels
@@ -308,18 +328,9 @@ class PendingRequest:
     called. The peer's late answer is then dropped quietly.
     """
 
-    __slots__ = (
-        "_barrier",
-        "_callbacks",
-        "_conn",
-        "_detached",
-        "_entry",
-        "_error",
-        "_parent",
-        "_state",
-        "_task",
-        "_value",
-    )
+    __slots__ = ("_callbacks", "_detached", "_error", "_parent", "_state", "_task", "_value")
+
+    _entry: OutgoingRequest[PendingRequest]
 
     def __init__(
         self,
@@ -337,16 +348,6 @@ class PendingRequest:
         self._barrier = 0
         self._detached = False
         self._callbacks: list[Callable[[], None]] | None = None
-
-    @property
-    def id(self) -> int:
-        """The id this side gave the outgoing request."""
-        return self._entry.id
-
-    @property
-    def method(self) -> str:
-        """The outgoing request's method name."""
-        return self._entry.method
 
     @property
     def done(self) -> bool:
