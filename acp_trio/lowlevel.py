@@ -1,8 +1,9 @@
 """The JSON-level layer under the typed API, for tools, proxies and other
 transports: a :class:`Connection` speaks JSON-RPC with ``dict`` params and
 results, runs each incoming request in its own cancel scope
-(:class:`RequestContext`) and cancels each outgoing one on the wire
-(:class:`PendingRequest`). Plus the byte-stream transports it runs on, the
+(:class:`RequestContext`, whose ``connection`` is typed as the
+:class:`ConnectionAPI` a handler uses) and cancels each outgoing one on the
+wire (:class:`PendingRequest`). Plus the byte-stream transports it runs on, the
 message-stream seam (:class:`MessageStream`, and
 :class:`BufferedMessageStream` for one that reads and writes in bursts), the method tables of the
 typed API, and the process-wide JSON library switch.
@@ -24,6 +25,7 @@ from acp_trio._core._open import connect_connection as connect_connection
 from acp_trio._core._open import open_connection as open_connection
 from acp_trio._core._open import serve_connection as serve_connection
 from acp_trio._core._requests import CancelCause as CancelCause
+from acp_trio._core._requests import ConnectionAPI as ConnectionAPI
 from acp_trio._core._requests import PendingRequest as PendingRequest
 from acp_trio._core._requests import RequestContext as RequestContext
 from acp_trio._core._requests import current_request as current_request

@@ -30,6 +30,7 @@ CLASSES = {
     "ReadRight",
     "PendingRequest",
     "RequestContext",
+    "_Request",  # what the two share
 }
 
 

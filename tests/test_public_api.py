@@ -35,7 +35,7 @@ TOP_LEVEL = {
 }  # fmt: skip
 
 LOWLEVEL = {
-    "CANCEL_REQUEST_METHOD", "CancelCause", "Connection", "ConnectionInstrument",
+    "CANCEL_REQUEST_METHOD", "CancelCause", "Connection", "ConnectionAPI", "ConnectionInstrument",
     "ConnectionStatistics", "Instrumentation",
     "BufferedMessageStream", "FramedStream", "Handler", "MessageStream", "PendingRequest",
     "RequestContext",

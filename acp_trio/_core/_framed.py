@@ -181,11 +181,6 @@ class FramedStream:
         return self._decoder.max_message_size
 
     @property
-    def buffered(self) -> int:
-        """Bytes of an unfinished frame held in memory."""
-        return self._decoder.buffered
-
-    @property
     def reads_pipe(self) -> bool:
         """Whether reading is from a pipe's descriptor (see
         :meth:`interrupt_reading`)."""
@@ -200,6 +195,13 @@ class FramedStream:
             fd = self._receive_fd.fileno()
             if fd >= 0:
                 trio.lowlevel.notify_closing(fd)
+
+    # What of the input is held in memory: part of a frame, whole frames.
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an unfinished frame held in memory."""
+        return self._decoder.buffered
 
     @property
     def frames_pending(self) -> bool:

@@ -1,6 +1,6 @@
 """What a connection calls, and how it is tuned: :class:`Handler`,
-:class:`ConnectionConfig`, and the two records it reports
-(:class:`ConnectionStatistics`, :class:`RequestNode`)."""
+:class:`ConnectionConfig`, and the request tree it reports (of
+:class:`RequestNode` records, which ``_records.py`` defines)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any, Final, Literal, Protocol
 
 import attrs
 
+from acp_trio._core._records import ConnectionStatistics, RequestNode
 from acp_trio._core._requests import PendingRequest, RequestContext
 from acp_trio._exceptions import RequestError
 from acp_trio._jsonrpc import (
     DEFAULT_MAX_MESSAGE_SIZE,
     IncomingRequest,
     OutgoingRequest,
-    RequestId,
 )
 
 __all__ = [
@@ -188,35 +188,6 @@ class ConnectionConfig:
     #: ``None`` (the default): the process-wide one, if one was installed
     #: (``Tracing.install()``, ``--otel``), else nothing, at no cost.
     instrument: Instrumentation | None = None
-
-
-@attrs.frozen
-class ConnectionStatistics:
-    """What :meth:`Connection.statistics` reports: requests in flight each
-    way, frames waiting in the output queue, notifications received, handled
-    and still queued, bytes of an unfinished input frame, and whether the
-    connection is closed.
-    """
-
-    incoming_in_flight: int
-    outgoing_pending: int
-    outbox_frames: int
-    notifications_queued: int
-    notifications_received: int
-    notifications_handled: int
-    read_buffer_bytes: int
-    closed: bool
-
-
-@attrs.frozen
-class RequestNode:
-    """One node of :meth:`Connection.request_tree`."""
-
-    direction: Literal["incoming", "outgoing"]
-    id: RequestId
-    method: str
-    state: str
-    children: tuple[RequestNode, ...] = ()
 
 
 def request_nodes(

@@ -55,19 +55,54 @@ _HOLD: Final = 1
 _TO_WRITER: Final = 2
 
 
-class Outbox:
-    __slots__ = (
-        "_closed",
-        "_direct",
-        "_due",
-        "_frames",
-        "_held",
-        "_joins",
-        "_limit",
-        "_senders",
-        "_trace",
-        "_writer",
-    )
+class _Queue(Generic[T]):
+    """What the two queues share: items in order, a limit, and one parking
+    lot for the task that takes them (the consumer, parked only while the
+    queue is empty) and one for the tasks that put them (producers, parked
+    only while it is full)."""
+
+    __slots__ = ("_closed", "_consumer", "_items", "_limit", "_producer")
+
+    def __init__(self, limit: int, what: str) -> None:
+        if limit < 1:
+            raise ValueError(f"{what} limit must be positive")
+        self._items: deque[T] = deque()
+        self._limit = limit
+        self._closed = False
+        self._consumer = trio.lowlevel.ParkingLot()
+        self._producer = trio.lowlevel.ParkingLot()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def full(self) -> bool:
+        """Whether the queue is at its limit (a ``put`` would wait)."""
+        return len(self._items) >= self._limit
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def clear(self) -> int:
+        """Drop everything queued; return how many."""
+        dropped = len(self._items)
+        self._items.clear()
+        self._producer.unpark_all()
+        return dropped
+
+    def close(self) -> None:
+        """No more items; the consumer drains what is queued, then stops."""
+        self._closed = True
+        self._consumer.unpark_all()
+        self._producer.unpark_all()
+
+
+class Outbox(_Queue[bytes]):
+    """Frames to write: its consumer is the writer task, its producers the
+    senders waiting for room."""
+
+    __slots__ = ("_direct", "_due", "_held", "_joins", "_trace")
 
     def __init__(
         self,
@@ -82,13 +117,7 @@ class Outbox:
         frames joined (a byte stream; not a message stream, where each frame
         is one message); ``trace(frame)`` sees every frame accepted, in wire
         order."""
-        if limit < 1:
-            raise ValueError("outbox limit must be positive")
-        self._frames: deque[bytes] = deque()
-        self._limit = limit
-        self._closed = False
-        self._writer = trio.lowlevel.ParkingLot()
-        self._senders = trio.lowlevel.ParkingLot()
+        super().__init__(limit, "outbox")
         self._direct = direct_write
         self._joins = joins
         self._trace = trace
@@ -99,18 +128,11 @@ class Outbox:
         # Replies due (reply_due) since the last write.
         self._due = 0
 
-    def __len__(self) -> int:
-        return len(self._frames)
-
     @property
     def writes_directly(self) -> bool:
         """Whether a frame put while the writer is idle is written at once,
         by the sender (a stream over a file descriptor)."""
         return self._direct is not None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def put_nowait(self, frame: bytes) -> bool:
         """Enqueue regardless of the limit; ``False`` if the outbox is closed."""
@@ -118,13 +140,13 @@ class Outbox:
             return False
         if self._trace is not None:
             self._trace(frame)
-        if self._direct is not None and self._writer and not self._frames and not self._held:
+        if self._direct is not None and self._consumer and not self._items and not self._held:
             # The writer is parked on an empty queue: nobody else is writing.
             self._write_directly(frame)
             return True
-        self._frames.append(frame)
-        if self._writer and not self._held & _HOLD:
-            self._writer.unpark()
+        self._items.append(frame)
+        if self._consumer and not self._held & _HOLD:
+            self._consumer.unpark()
         return True
 
     def hold(self) -> None:
@@ -136,15 +158,15 @@ class Outbox:
         """End :meth:`hold`: what was put meanwhile goes out in one write
         (at once, if the writer is idle and writing directly is possible)."""
         self._held &= ~_HOLD
-        frames = self._frames
-        if not frames or not self._writer:
+        frames = self._items
+        if not frames or not self._consumer:
             return  # (the writer was busy: it takes them)
         if self._direct is not None and not self._held and (self._joins or len(frames) == 1):
             data = b"".join(frames) if len(frames) > 1 else frames[0]
             frames.clear()
             self._write_directly(data)
         else:
-            self._writer.unpark()
+            self._consumer.unpark()
 
     def reply_due(self) -> None:
         """A reply is due from a task about to run (a handler just
@@ -165,18 +187,13 @@ class Outbox:
         except OSError:
             written = 0  # the writer's send_all meets the error and reports it
         if written < len(data):
-            self._frames.append(data[written:])
-            self._writer.unpark()
-
-    @property
-    def full(self) -> bool:
-        """Whether the queue is at its limit (a :meth:`put` would wait)."""
-        return len(self._frames) >= self._limit
+            self._items.append(data[written:])
+            self._consumer.unpark()
 
     def try_put(self, frame: bytes) -> bool:
         """Enqueue if there is room, without waiting or yielding; ``False``
         means: nothing was queued (full or closed)."""
-        if len(self._frames) >= self._limit or self._closed:
+        if len(self._items) >= self._limit or self._closed:
             return False
         return self.put_nowait(frame)
 
@@ -188,8 +205,8 @@ class Outbox:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         parked = False
-        while len(self._frames) >= self._limit and not self._closed:
-            await self._senders.park()
+        while len(self._items) >= self._limit and not self._closed:
+            await self._producer.park()
             parked = True
         if not self.put_nowait(frame):
             raise ConnectionClosed("connection closed")
@@ -199,54 +216,29 @@ class Outbox:
     async def get_batch(self) -> list[bytes] | None:
         """Everything queued, in order; waits while empty. ``None`` once the
         outbox is closed and drained."""
-        while not self._frames:
+        while not self._items:
             if self._closed:
                 return None
-            await self._writer.park()
-        batch = list(self._frames)
-        self._frames.clear()
+            await self._consumer.park()
+        batch = list(self._items)
+        self._items.clear()
         self._due = 0
         self._held &= ~_TO_WRITER
-        if self._senders:
-            self._senders.unpark_all()
+        if self._producer:
+            self._producer.unpark_all()
         return batch
 
-    def close(self) -> None:
-        """No more frames; the writer drains what is queued, then stops."""
-        self._closed = True
-        self._writer.unpark_all()
-        self._senders.unpark_all()
 
-    def discard(self) -> int:
-        """Drop everything queued (the stream is broken); return how many."""
-        dropped = len(self._frames)
-        self._frames.clear()
-        self._senders.unpark_all()
-        return dropped
+class Inbox(_Queue[T]):
+    """Items read but not yet handled, for one consumer, in order: its
+    producer is the reader."""
 
-
-class Inbox(Generic[T]):
-    """Items read but not yet handled, for one consumer, in order."""
-
-    __slots__ = ("_closed", "_consumer", "_drained", "_items", "_limit", "_producer")
+    __slots__ = ("_drained",)
 
     def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("inbox limit must be positive")
-        self._items: deque[T] = deque()
-        self._limit = limit
-        self._closed = False
+        super().__init__(limit, "inbox")
         # The consumer was told the end (get() returned None).
         self._drained = False
-        self._consumer = trio.lowlevel.ParkingLot()
-        self._producer = trio.lowlevel.ParkingLot()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    @property
-    def full(self) -> bool:
-        return len(self._items) >= self._limit
 
     # The consumer parks only on an empty inbox and the producer only on a
     # full one, so only the item that ends either state may have to wake it.
@@ -287,15 +279,12 @@ class Inbox(Generic[T]):
         """Queue ``item``, waiting while full; ``False`` once closed.
 
         Not a schedule point when there is room (the caller, the reader,
-        reaches one at its next read)."""
+        reaches one at its next read; it calls this only once
+        :meth:`put_nowait` found the inbox full)."""
         while len(self._items) >= self._limit and not self._closed:
             await self._producer.park()
-        if self._closed:
-            return False
-        self._items.append(item)
-        if len(self._items) == 1 and self._consumer:
-            self._consumer.unpark()
-        return True
+        # Not closed, so not drained: put_always queues it.
+        return not self._closed and self.put_always(item)
 
     async def get(self) -> T | None:
         """The next item, waiting while empty; ``None`` once closed and
@@ -309,16 +298,3 @@ class Inbox(Generic[T]):
         if len(self._items) == self._limit - 1 and self._producer:
             self._producer.unpark()
         return item
-
-    def clear(self) -> int:
-        """Drop everything queued; return how many."""
-        dropped = len(self._items)
-        self._items.clear()
-        self._producer.unpark_all()
-        return dropped
-
-    def close(self) -> None:
-        """No more items; the consumer drains what is queued."""
-        self._closed = True
-        self._consumer.unpark_all()
-        self._producer.unpark_all()

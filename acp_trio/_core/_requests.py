@@ -3,24 +3,115 @@
 :class:`PendingRequest` (an *outgoing* request we sent). A registry of
 handler tasks names the incoming request a task serves (walking up the
 nursery tree), so a call made from a handler knows its parent: the request
-tree."""
+tree.
+
+They import nothing of the connection: they talk to it through
+:class:`RequestOwner`, and a handler sees it as :class:`ConnectionAPI`
+(which :class:`~acp_trio.lowlevel.Connection` satisfies; a test keeps the
+two in step)."""
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, final
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Generic, Protocol, TypeVar, final
 
 import trio
 
-from acp_trio._exceptions import ACPError, RequestError
+from acp_trio._core._records import ConnectionStatistics, RequestNode
+from acp_trio._exceptions import ACPError, ConnectionClosed, RequestError
 from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 
-if TYPE_CHECKING:
-    from acp_trio._core._connection import Connection
+__all__ = [
+    "CancelCause",
+    "ConnectionAPI",
+    "PendingRequest",
+    "RequestContext",
+    "RequestOwner",
+    "current_request",
+]
 
-__all__ = ["CancelCause", "PendingRequest", "RequestContext", "RequestOwner", "current_request"]
+
+class ConnectionAPI(Protocol):
+    """What a handler can do with the connection its request arrived on: the
+    type of :attr:`RequestContext.connection`, for code of one's own that
+    takes that connection. Every public member of :class:`Connection` (the
+    one class that has them; each is documented there) but those only the
+    code that made the connection uses: ``config``, ``handler``, ``serve``.
+    """
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection started closing (:attr:`Connection.closed`)."""
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result; cancelled, the call sends
+        one ``$/cancel_request`` (:meth:`Connection.call`)."""
+
+    async def send_request(self, method: str, params: Any = None) -> PendingRequest:
+        """Send a request and return it without waiting for the answer; cancelled
+        while waiting for room, nothing is sent (:meth:`Connection.send_request`)."""
+
+    def open_request(
+        self, method: str, params: Any = None
+    ) -> AbstractAsyncContextManager[PendingRequest]:
+        """Send a request for the ``async with`` block; leaving it unanswered
+        cancels the request (:meth:`Connection.open_request`)."""
+
+    def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
+        """Settle a pending request with ``error``, as if its reply had come
+        (:meth:`Connection.fail_request`)."""
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification; cancelled while waiting for room, nothing is
+        sent (:meth:`Connection.notify`)."""
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Send a notification without waiting, or raise ``trio.WouldBlock``
+        (:meth:`Connection.notify_nowait`)."""
+
+    def notify_past_limit_nowait(self, method: str, params: Any = None) -> bool:
+        """Queue a notification at once, past the output limit
+        (:meth:`Connection.notify_past_limit_nowait`)."""
+
+    def run_in_notification_order_soon(self, fn: Callable[[], Awaitable[None]]) -> bool:
+        """Have ``fn`` run after the notifications read so far, in their task
+        (:meth:`Connection.run_in_notification_order_soon`)."""
+
+    def start_soon(
+        self, async_fn: Callable[..., Awaitable[object]], *args: object, name: object = None
+    ) -> None:
+        """Start a task of the connection's own, cancelled when it closes
+        (:meth:`Connection.start_soon`)."""
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of the connection's counters (:meth:`Connection.statistics`)."""
+
+    def output_settled(self) -> bool:
+        """Whether nothing waits to go out (:meth:`Connection.output_settled`)."""
+
+    def request_tree(self) -> list[RequestNode]:
+        """The live requests, as a tree (:meth:`Connection.request_tree`)."""
+
+    def dump_request_tree(self) -> str:
+        """The request tree as indented text (:meth:`Connection.dump_request_tree`)."""
+
+    def closed_error(self) -> ConnectionClosed:
+        """The error calls raise once the connection is closing
+        (:meth:`Connection.closed_error`)."""
+
+    def close_soon(self) -> None:
+        """Start closing the connection without waiting (:meth:`Connection.close_soon`)."""
+
+    async def aclose(self) -> None:
+        """Close the connection and wait until it is closed; from one of its
+        handlers, that handler is cancelled too (:meth:`Connection.aclose`)."""
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection has fully closed; cancelling the wait
+        leaves the connection as it is (:meth:`Connection.wait_closed`)."""
 
 
 class RequestOwner(Protocol):
@@ -28,14 +119,12 @@ class RequestOwner(Protocol):
     object implementing this is handed to each; they import nothing of it)."""
 
     @property
-    def connection(self) -> Connection:
+    def connection(self) -> ConnectionAPI:
         """The public connection (for :attr:`RequestContext.connection`)."""
-        ...
 
     @property
     def notifications_handled(self) -> int:
         """How many notifications read so far were handled."""
-        ...
 
     def scope_exposed(self, scope: trio.CancelScope) -> None:
         """A handler took ``scope`` (the reader's, if it runs eagerly)."""
@@ -86,8 +175,48 @@ def current_request() -> RequestContext | None:
     return None
 
 
+IdT_co = TypeVar("IdT_co", covariant=True)
+
+
+class _Entry(Protocol[IdT_co]):
+    """What the per-request objects read of a request's entry in the peer's
+    table (an :class:`IncomingRequest` or an :class:`OutgoingRequest`)."""
+
+    @property
+    def id(self) -> IdT_co:
+        """The request's id."""
+
+    @property
+    def method(self) -> str:
+        """The request's method name."""
+
+
+class _Request(Generic[IdT_co]):
+    """What the two per-request objects share: the owner they talk to, the
+    request's entry in the peer's table, and the barrier of notifications
+    that must be handled before the handler (or the caller) goes on. Each
+    sets them in its own ``__init__`` (no call more per request)."""
+
+    __slots__ = ("_barrier", "_conn", "_entry")
+
+    _conn: RequestOwner
+    _entry: _Entry[IdT_co]
+    _barrier: int
+
+    @property
+    def id(self) -> IdT_co:
+        """The request's JSON-RPC id: as the peer sent it, for a request
+        received; the one this side gave it, for a request sent."""
+        return self._entry.id
+
+    @property
+    def method(self) -> str:
+        """The request's method name."""
+        return self._entry.method
+
+
 @final
-class RequestContext:
+class RequestContext(_Request[RequestId]):
     """An incoming request, as its handler sees it.
 
     By default a cancel (``$/cancel_request``, ``session/cancel``, the
@@ -102,17 +231,9 @@ class RequestContext:
     ``with trio.CancelScope(shield=True):`` as usual.
     """
 
-    __slots__ = (
-        "_barrier",
-        "_cause",
-        "_children",
-        "_conn",
-        "_deadline",
-        "_entry",
-        "_event",
-        "_scope",
-        "cooperative",
-    )
+    __slots__ = ("_cause", "_children", "_deadline", "_event", "_scope", "cooperative")
+
+    _entry: IncomingRequest[RequestContext]
 
     def __init__(self, conn: RequestOwner, entry: IncomingRequest[RequestContext]) -> None:
         self._conn = conn
@@ -128,18 +249,9 @@ class RequestContext:
         self.cooperative = False
 
     @property
-    def id(self) -> RequestId:
-        """The request's JSON-RPC id, as the peer sent it."""
-        return self._entry.id
-
-    @property
-    def method(self) -> str:
-        """The request's method name, as the peer sent it."""
-        return self._entry.method
-
-    @property
-    def connection(self) -> Connection:
-        """The connection the request arrived on (to make calls of one's own)."""
+    def connection(self) -> ConnectionAPI:
+        """The connection the request arrived on (to make calls of one's own):
+        the :class:`Connection`, typed as what a handler does with it."""
         return self._conn.connection
 
     @property
@@ -211,7 +323,7 @@ _ERROR: Final = 2
 
 
 @final
-class PendingRequest:
+class PendingRequest(_Request[int]):
     """An outgoing request on its way, from :meth:`Connection.open_request`.
 
     Leaving the ``async with`` block while the request is unanswered cancels
@@ -219,18 +331,9 @@ class PendingRequest:
     called. The peer's late answer is then dropped quietly.
     """
 
-    __slots__ = (
-        "_barrier",
-        "_callbacks",
-        "_conn",
-        "_detached",
-        "_entry",
-        "_error",
-        "_parent",
-        "_state",
-        "_task",
-        "_value",
-    )
+    __slots__ = ("_callbacks", "_detached", "_error", "_parent", "_state", "_task", "_value")
+
+    _entry: OutgoingRequest[PendingRequest]
 
     def __init__(
         self,
@@ -248,16 +351,6 @@ class PendingRequest:
         self._barrier = 0
         self._detached = False
         self._callbacks: list[Callable[[], None]] | None = None
-
-    @property
-    def id(self) -> int:
-        """The id this side gave the outgoing request."""
-        return self._entry.id
-
-    @property
-    def method(self) -> str:
-        """The outgoing request's method name."""
-        return self._entry.method
 
     @property
     def done(self) -> bool:

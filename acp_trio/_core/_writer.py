@@ -96,10 +96,10 @@ class Writer:
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                     self._lost(f"connection lost while writing: {exc!r}", exc)
                     outbox.close()
-                    dropped = outbox.discard()
+                    dropped = outbox.clear()
                     if dropped:
                         _log.debug("dropped %d queued frames after a write failure", dropped)
                     return
         if self.scope.cancelled_caught:
-            dropped = outbox.discard()
+            dropped = outbox.clear()
             _log.warning("output not flushed within close_timeout; %d frames dropped", dropped)

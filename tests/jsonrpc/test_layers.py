@@ -1,11 +1,13 @@
-"""The layering rules, read from the source: the sans-IO core imports no
-Trio (nor anything of acp_trio but itself and the exceptions), the
-per-request objects and the connection's parts import nothing of the
-connection, and each part keeps its own state."""
+"""The layering rules, read from the source: no module of acp_trio imports
+itself back through others (type-checking imports counted), the sans-IO
+core imports no Trio (nor anything of acp_trio but itself and the
+exceptions), the per-request objects and the connection's parts import
+nothing of the connection, and each part keeps its own state."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import acp_trio
@@ -22,6 +24,112 @@ def imported(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module is not None:
             found.add(node.module)
     return found
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module of the package and the modules of it that it imports
+    (under ``if TYPE_CHECKING:`` too; relative imports resolved; a name
+    imported from a package counts as its submodule when it is one)."""
+    paths = {module_name(root, path): path for path in root.rglob("*.py")}
+
+    def known(name: str) -> str:
+        while name not in paths:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                    base = f"{package}.{base}" if base else package
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            found |= {known(t) for t in targets if t.split(".")[0] == root.name}
+        graph[name] = found - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: each strongly connected set of two or more modules."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
+
+
+@functools.cache
+def package_graph() -> dict[str, frozenset[str]]:
+    return {name: frozenset(targets) for name, targets in import_graph().items()}
+
+
+def test_no_import_circle_in_the_package() -> None:
+    graph = {name: set(targets) for name, targets in package_graph().items()}
+    assert len(graph) > 100
+    assert "acp_trio._core._requests" in graph["acp_trio._core._connection"]
+    assert cycles(graph) == []
+
+
+def test_the_circle_finder_finds_circles(tmp_path: Path) -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "d"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    # Relative imports, a package's submodule by name, type-checking imports.
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from pkg.sub import a\n")
+    (root / "sub" / "__init__.py").write_text("")
+    (root / "sub" / "a.py").write_text("from . import b\n")
+    (root / "sub" / "b.py").write_text("from ..c import X\n")
+    (root / "c.py").write_text("if TYPE_CHECKING:\n    from .sub.a import Y\n")
+    graph = import_graph(root)
+    assert graph["pkg"] == {"pkg.sub.a"}
+    assert graph["pkg.sub.a"] == {"pkg.sub.b"}
+    assert graph["pkg.sub.b"] == {"pkg.c"}
+    assert cycles(graph) == [["pkg.c", "pkg.sub.a", "pkg.sub.b"]]
+    # A type-checking import back is a circle too.
+    graph = {name: set(targets) for name, targets in package_graph().items()}
+    graph["acp_trio._core._requests"].add("acp_trio._core._connection")
+    (circle,) = cycles(graph)
+    assert {"acp_trio._core._connection", "acp_trio._core._requests"} <= set(circle)
 
 
 def test_the_sans_io_core_imports_no_trio() -> None:
@@ -42,15 +150,11 @@ def test_the_exceptions_import_no_trio() -> None:
 
 
 def test_the_request_objects_do_not_import_the_connection() -> None:
-    # They talk to it through RequestOwner; only the public type is named,
-    # for RequestContext.connection, and only for type checkers.
-    source = (PACKAGE / "_core" / "_requests.py").read_text()
-    runtime = [
-        node
-        for node in ast.parse(source).body
-        if isinstance(node, ast.ImportFrom) and node.module == "acp_trio._core._connection"
-    ]
-    assert runtime == []
+    # They talk to it through RequestOwner, and RequestContext.connection is
+    # typed as the ConnectionAPI protocol: not even type checkers import it.
+    path = PACKAGE / "_core" / "_requests.py"
+    source = path.read_text()
+    assert not {m for m in imported(path) if m.startswith("acp_trio._core._connection")}
     assert "._conn._" not in source
     assert "conn._" not in source.replace("self._conn", "")
 
