@@ -309,10 +309,7 @@ class Connection:
         :class:`LocalProtocolError` for ``params`` that are not an object,
         an array or ``None``.
         """
-        pending = await self._calls.send_request(method, params)
-        # A schedule point (the request is sent: no cancel point here).
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return pending
+        return await self._calls.send_request(method, params, schedule=True)
 
     @asynccontextmanager
     async def open_request(self, method: str, params: Any = None) -> AsyncIterator[PendingRequest]:
@@ -321,10 +318,8 @@ class Connection:
         result, ``detach()`` to let it run). Leaving the block while the
         request is unanswered cancels it on the wire, unless detached.
         Entering is a checkpoint, as every async function of Trio's is."""
-        pending = await self._calls.send_request(method, params)
+        pending = await self._calls.send_request(method, params, schedule=True)
         try:
-            # A schedule point (the request is sent: no cancel point here).
-            await trio.lowlevel.cancel_shielded_checkpoint()
             yield pending
         finally:
             if not pending.done:

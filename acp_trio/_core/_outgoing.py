@@ -77,10 +77,16 @@ class OutgoingCalls:
         self._closed_error = closed_error
         self._instrument = instrument
 
-    async def send_request(self, method: str, params: Any) -> PendingRequest:
+    async def send_request(
+        self, method: str, params: Any, schedule: bool = False
+    ) -> PendingRequest:
         """Queue a request (waiting only while the output queue is full) and
-        return its :class:`PendingRequest`."""
-        check_params(params)
+        return its :class:`PendingRequest`. A cancel point; with
+        ``schedule``, a schedule point too (for a caller that does not wait
+        for the reply next): the wait for room when there was one, else one
+        that cannot be cancelled once the request is queued."""
+        if type(params) is not dict:
+            check_params(params)
         if self._status.closed:
             raise self._closed_error()
         sent = None
@@ -90,10 +96,12 @@ class OutgoingCalls:
         parent = current_request()
         pending = PendingRequest(self._owner, entry, parent)
         entry.handle = pending
+        waited = False
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             if not self._outbox.try_put(frame):
-                await self._outbox.put(frame)
+                await self._outbox.put(frame, checkpoint=schedule)
+                waited = True
         except BaseException:
             # Not sent (cancelled while the queue was full).
             self._peer.forget(entry)
@@ -104,6 +112,16 @@ class OutgoingCalls:
             sent(pending)
         if parent is not None and pending._state == WAITING:
             parent._adopt(pending)
+        if schedule and not waited:
+            # (The request is queued: no cancel point here.)
+            try:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            except BaseException:
+                # (A KeyboardInterrupt: the caller never gets the request.)
+                if not pending.done:
+                    self.send_cancel(pending)
+                    self.abandon(pending)
+                raise
         return pending
 
     async def wait(self, pending: PendingRequest, call: bool) -> None:

@@ -182,6 +182,32 @@ async def test_agent_calls_need_the_client_capability(allowed: str, autojump_clo
     assert client.log == expected
 
 
+async def test_agent_calls_follow_capabilities_replaced(autojump_clock: Any) -> None:
+    """A call allowed once is checked again when the capabilities are
+    replaced: refused (nothing sent) under capabilities without it, allowed
+    again under ones with it."""
+    call, caps = AGENT_CALLS["fs/read_text_file"]
+    client = RecordingClient()
+    with trio.fail_after(LIMIT):
+        async with open_pair(ScriptedAgent(), client) as (to_agent, to_client, awire, _):
+            await initialized_agent_side(to_agent, caps)
+            await call(to_client)
+            await call(to_client)
+            to_client.capabilities = ClientCapabilities(terminal=True)
+            before = len(awire.sent())
+            with pytest.raises(CapabilityError):
+                await call(to_client)
+            assert awire.sent()[before:] == []
+            to_client.capabilities = None
+            with pytest.raises(CapabilityError):
+                await call(to_client)
+            to_client.capabilities = ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True)
+            )
+            await call(to_client)
+    assert client.log == [("read", "/a")] * 3
+
+
 async def test_agent_calls_before_initialize(autojump_clock: Any) -> None:
     """Before the client's initialize the agent knows no capabilities: every
     gated call is refused; permission requests and notifications are not
