@@ -43,10 +43,6 @@ except ImportError:  # pragma: no cover - Windows
 # Linux only (Python 3.10+ names it).
 _F_GETPIPE_SZ: int | None = getattr(_fcntl_module, "F_GETPIPE_SZ", None)
 
-#: After a read that found the pipe empty, how many reads wait for it before
-#: the next one tries it first (see ``FramedStream._read_fd``).
-_WAITS_AFTER_EMPTY = 8
-
 
 class FrameTransport(Protocol):
     """Whole frames in and out: what the connection reads and writes.
@@ -147,6 +143,7 @@ class FramedStream:
     __slots__ = (
         "_big_read",
         "_decoder",
+        "_drained",
         "_eof",
         "_frames",
         "_interrupted",
@@ -154,7 +151,6 @@ class FramedStream:
         "_receive_fd",
         "_send",
         "_send_fd",
-        "_waits",
     )
 
     def __init__(
@@ -172,8 +168,7 @@ class FramedStream:
         self._send_fd = _raw_fd(send_stream)
         self._receive_fd = _raw_receive(receive_stream)
         self._interrupted = False
-        # How many reads wait for the pipe before trying it (see _read_fd).
-        self._waits = 0
+        self._drained = False
         self._big_read = (
             _big_read_size(self._receive_fd.fileno()) if self._receive_fd is not None else 0
         )
@@ -254,33 +249,27 @@ class FramedStream:
         yield; data that is already there costs one that cannot be
         cancelled, so that data once read is never dropped by a cancel.
 
-        Whether a read tries the pipe first or waits first follows what
-        the last tries found. A try that finds data spares the wait's two
-        system calls (arming epoll for the descriptor, then ``epoll_wait``
-        besides the read): over a request/response round trip the peer's
-        answer is often there by the time this side has finished its own
-        write. A try that finds the pipe empty costs a raised
-        ``BlockingIOError``: then the next :data:`_WAITS_AFTER_EMPTY` reads
-        wait first (a wait sees data that came meanwhile at once: epoll
-        reports a readable pipe as soon as it is waited on), and the one
-        after tries again. After a big read (see :func:`_big_read_size`)
-        the next one tries the pipe first.
+        After a small read (the pipe was emptied) the next read waits first
+        instead of trying the pipe: a try that finds it empty costs a raised
+        ``BlockingIOError``, and the wait sees data that came meanwhile at
+        once (epoll reports a readable pipe as soon as it is waited on).
+        After a big read (see :func:`_big_read_size`) the next one tries the
+        pipe first.
         """
         found_empty = False
         while True:
-            if not self._waits:
+            if not self._drained:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 try:
                     data = os.read(stream.fileno(), RECEIVE_SIZE)
                 except BlockingIOError:
                     found_empty = True
-                    self._waits = _WAITS_AFTER_EMPTY
                 except OSError as exc:
                     if exc.errno == errno.EBADF:  # closed under us (fileno() is -1)
                         raise trio.ClosedResourceError("the stream was closed") from None
                     raise trio.BrokenResourceError from exc
                 else:
-                    # (The next read tries first too.)
+                    self._drained = len(data) < self._big_read
                     await trio.lowlevel.cancel_shielded_checkpoint()
                     return data
             if self._interrupted:  # (a wait now would outlast notify_closing)
@@ -299,21 +288,19 @@ class FramedStream:
                     # fstat did not recognise): it never blocks, so it is
                     # read directly from now on.
                     self._big_read = 0
-                    self._waits = 0
+                    self._drained = False
                     continue
                 raise trio.ClosedResourceError("the stream was closed") from exc
             try:
                 data = os.read(stream.fileno(), RECEIVE_SIZE)
             except BlockingIOError:
+                self._drained = True
                 continue  # woken without data: wait again
             except OSError as exc:
                 if exc.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the stream was closed") from None
                 raise trio.BrokenResourceError from exc
-            if len(data) >= self._big_read:
-                self._waits = 0
-            elif self._waits:
-                self._waits -= 1
+            self._drained = len(data) < self._big_read
             return data
 
     def unread(self, frame: bytes) -> None:

@@ -1,7 +1,6 @@
-"""How :class:`FramedStream` reads a pipe: it tries the pipe first while
-tries find data, waits first for a while after one found the pipe empty (few
-reads that find nothing), and what arrives meanwhile is still read at once,
-whole and in order."""
+"""How :class:`FramedStream` reads a pipe: after a read that emptied the pipe
+it waits before trying again (no read that finds nothing), and what arrives
+meanwhile is still read at once, whole and in order."""
 
 from __future__ import annotations
 
@@ -87,34 +86,25 @@ def pipe() -> Iterator[tuple[FramedStream, Writer]]:
     os.close(other_read)
 
 
-async def test_reads_try_the_pipe_first_until_a_try_finds_it_empty(
-    counting: CountingOs, waits: CountingWaits, pipe: tuple[FramedStream, Writer]
+async def test_after_a_short_read_the_next_read_waits_first(
+    counting: CountingOs, pipe: tuple[FramedStream, Writer]
 ) -> None:
-    """A try that found data is followed by another try; one that found the
-    pipe empty by _WAITS_AFTER_EMPTY reads that wait first (the frame that
-    came meanwhile is read at once: epoll reports it), then a try again."""
     stream, writer = pipe
     write_fd = writer.fd
     with trio.fail_after(LIMIT):
-        for n in range(3):
-            os.write(write_fd, b'{"n":%d}\n' % n)
-            assert await stream.receive_frame() == b'{"n":%d}' % n
-        assert (counting.reads, counting.empty, waits.waits) == (3, 0, 0)
-        async with trio.open_nursery() as nursery:
-            # The frame comes while the reader waits: its try found nothing.
-            nursery.start_soon(write_later, write_fd, b'{"late":1}\n')
-            assert await stream.receive_frame() == b'{"late":1}'
-        assert (counting.reads, counting.empty, waits.waits) == (5, 1, 1)
-        for n in range(1, framed._WAITS_AFTER_EMPTY):
-            # Already there, but these reads wait first (and find it at once).
+        os.write(write_fd, b'{"n":0}\n')
+        assert await stream.receive_frame() == b'{"n":0}'
+        assert (counting.reads, counting.empty) == (1, 0)
+        for n in range(1, 20):
+            async with trio.open_nursery() as nursery:
+                # The frame comes while the reader waits...
+                nursery.start_soon(write_later, write_fd, b'{"n":%d}\n' % n)
+                assert await stream.receive_frame() == b'{"n":%d}' % n
+            # ... or was there before it asked (epoll reports it at once).
             os.write(write_fd, b'{"m":%d}\n' % n)
             assert await stream.receive_frame() == b'{"m":%d}' % n
-        assert (counting.reads, counting.empty) == (5 + framed._WAITS_AFTER_EMPTY - 1, 1)
-        assert waits.waits == framed._WAITS_AFTER_EMPTY
-        # Then a try again, which finds its frame.
-        os.write(write_fd, b'{"again":1}\n')
-        assert await stream.receive_frame() == b'{"again":1}'
-        assert (counting.empty, waits.waits) == (1, framed._WAITS_AFTER_EMPTY)
+        assert counting.empty == 0
+        assert counting.reads == 1 + 2 * 19
         await stream.aclose()
 
 
@@ -187,10 +177,10 @@ async def test_a_read_that_emptied_a_full_pipe_is_followed_by_a_read_without_wai
         os.write(write_fd, b'{"more":1}\n')
         assert await stream.receive_frame() == b'{"more":1}'
         assert (counting.reads, counting.empty, waits.waits) == (2, 0, 0)
-        # That try found data: the next one tries first too.
+        # That read was small: the next one waits first, and finds its data.
         os.write(write_fd, b'{"more":2}\n')
         assert await stream.receive_frame() == b'{"more":2}'
-        assert (counting.reads, counting.empty, waits.waits) == (3, 0, 0)
+        assert (counting.reads, counting.empty, waits.waits) == (3, 0, 1)
         await stream.aclose()
 
 
@@ -269,8 +259,7 @@ async def test_a_regular_file_is_read_to_its_end(
     """A regular file behind an FdStream (a saved transcript, say) never
     blocks and cannot be waited on with epoll: it is read directly, to a
     clean end of stream, unterminated last frame included. Should fstat not
-    tell, epoll's refusal (EPERM) does, once, to a read that waits first (as
-    one does after a try found its pipe empty)."""
+    tell, epoll's refusal (EPERM) does, once."""
     if not recognised:
         monkeypatch.setattr(framed, "os", FstatFails())
     path = tmp_path / "transcript.jsonl"
@@ -278,8 +267,6 @@ async def test_a_regular_file_is_read_to_its_end(
     read_fd = os.open(path, os.O_RDONLY)
     other_read, other_write = os.pipe()
     stream = FramedStream(trio.lowlevel.FdStream(other_write), trio.lowlevel.FdStream(read_fd))
-    if not recognised:
-        stream._waits = 1
     with trio.fail_after(LIMIT):
         frames = []
         while (item := await stream.receive_frame()) is not None:
@@ -330,7 +317,7 @@ async def test_a_waiting_read_is_cancellable_and_loses_nothing(
         assert scope.cancelled_caught
         os.write(write_fd, b"2\n")
         assert await stream.receive_frame() == b"2"
-        assert counting.empty == 1  # (the cancelled read's try)
+        assert counting.empty == 0
         await stream.aclose()
 
 
