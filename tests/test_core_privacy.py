@@ -31,6 +31,7 @@ CLASSES = {
     "PendingRequest",
     "RequestContext",
     "_Request",  # what the two share
+    "_Answer",  # a PendingRequest's answer
 }
 
 

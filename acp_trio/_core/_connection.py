@@ -2,23 +2,17 @@
 
 The protocol itself (what a frame is, which ones are answered, the request
 table) is the sans-IO :class:`~acp_trio._jsonrpc.Peer`; :class:`Connection`
-runs it with Trio. It is a facade over parts that each own their state and
-get what they need when they are made:
-
-- :class:`~acp_trio._core._ordering.NotificationOrdering`: notifications in
-  wire order, and the barriers that order replies and requests after them;
-- :class:`~acp_trio._core._read_right.ReadRight`: who reads now (someone
-  always does);
-- :class:`~acp_trio._core._reader.Reader`: the reader task, and the one
-  function that acts on each frame read;
-- :class:`~acp_trio._core._incoming.IncomingRequests`: running incoming
-  requests, one reply each;
-- :class:`~acp_trio._core._outgoing.OutgoingCalls`: sending requests,
-  waiting for their replies, cancelling them.
-
-The connection itself owns its life (running, closing) and the writer task
-(:class:`~acp_trio._core._writer.Writer`). ``docs/architecture.md`` has the
-picture and the invariants.
+runs it with Trio, as a facade over parts that each own their state and get
+what they need when they are made: ``NotificationOrdering`` (notifications
+in wire order, and the barriers that order replies and requests after
+them), ``ReadRight`` (who reads now: someone always does), ``Reader`` (the
+reader task, and the one function that acts on each frame read),
+``IncomingRequests`` (running incoming requests, one reply each) and
+``OutgoingCalls`` (sending requests, waiting for their replies, cancelling
+them), in ``_ordering.py``, ``_read_right.py``, ``_reader.py``,
+``_incoming.py`` and ``_outgoing.py``. The connection itself owns its life
+(running, closing) and the writer task (``Writer``). ``docs/architecture.md``
+has the picture and the invariants.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ import trio
 from acp_trio._core._eager import run_eagerly
 from acp_trio._core._groups import single_leaf
 from acp_trio._core._handler import Handler
-from acp_trio._core._requests import CancelCause, RequestContext, handler_tasks
+from acp_trio._core._request_base import CancelCause
+from acp_trio._core._requests import RequestContext, handler_tasks
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,

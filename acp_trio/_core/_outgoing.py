@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from acp_trio._core._ordering import in_notification_handler
-from acp_trio._core._requests import WAITING, PendingRequest, RequestContext, current_request
+from acp_trio._core._request_base import WAITING
+from acp_trio._core._requests import PendingRequest, RequestContext, current_request
 from acp_trio._exceptions import ACPError, ConnectionClosed, LocalProtocolError
 from acp_trio._jsonrpc import OutgoingRequest, Peer, RequestId
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from acp_trio._core._requests import WAITING, PendingRequest, RequestContext
+from acp_trio._core._request_base import WAITING
+from acp_trio._core._requests import PendingRequest, RequestContext
 from acp_trio._core._writer import stock_stream
 from acp_trio._jsonrpc import (
     CancelReceived,

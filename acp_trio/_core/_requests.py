@@ -3,7 +3,9 @@
 :class:`PendingRequest` (an *outgoing* request we sent). A registry of
 handler tasks names the incoming request a task serves (walking up the
 nursery tree), so a call made from a handler knows its parent: the request
-tree.
+tree. What they are made of that needs neither protocol nor each other
+(:class:`CancelCause`, their shared base, a sent request's answer) is in
+:mod:`~acp_trio._core._request_base`, below.
 
 They import nothing of the connection: they talk to it through
 :class:`RequestOwner`, and a handler sees it as :class:`ConnectionAPI`
@@ -12,20 +14,19 @@ two in step)."""
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Generic, Protocol, TypeVar, final
+from typing import Any, Final, Protocol, final
 
 import trio
 
 from acp_trio._core._records import ConnectionStatistics, RequestNode
-from acp_trio._exceptions import ACPError, ConnectionClosed, RequestError
+from acp_trio._core._request_base import _ERROR, _VALUE, WAITING, CancelCause, _Answer, _Request
+from acp_trio._exceptions import ACPError, ConnectionClosed
 from acp_trio._jsonrpc import IncomingRequest, OutgoingRequest, RequestId
 
 __all__ = [
-    "CancelCause",
     "ConnectionAPI",
     "PendingRequest",
     "RequestContext",
@@ -143,17 +144,6 @@ class RequestOwner(Protocol):
         (called from an abort function: it only records it)."""
 
 
-class CancelCause(enum.Enum):
-    """Why a request was cancelled. The wire code is ``-32800`` for all of
-    them; this says who asked, for logs and for applications."""
-
-    PEER = "peer"  # the peer sent $/cancel_request
-    SESSION = "session"  # session/cancel (or session/close) for its session
-    DEADLINE = "deadline"  # the per-request deadline passed
-    LOCAL = "local"  # local code called RequestContext.request_cancel()
-    SHUTDOWN = "shutdown"  # the connection is closing
-
-
 # The handler task of each incoming request in flight (all connections):
 # cheaper than a contextvar, and it follows the nursery tree.
 handler_tasks: Final[dict[trio.lowlevel.Task, RequestContext]] = {}
@@ -175,46 +165,6 @@ def current_request() -> RequestContext | None:
     return None
 
 
-IdT_co = TypeVar("IdT_co", covariant=True)
-
-
-class _Entry(Protocol[IdT_co]):
-    """What the per-request objects read of a request's entry in the peer's
-    table (an :class:`IncomingRequest` or an :class:`OutgoingRequest`)."""
-
-    @property
-    def id(self) -> IdT_co:
-        """The request's id."""
-
-    @property
-    def method(self) -> str:
-        """The request's method name."""
-
-
-class _Request(Generic[IdT_co]):
-    """What the two per-request objects share: the owner they talk to, the
-    request's entry in the peer's table, and the barrier of notifications
-    that must be handled before the handler (or the caller) goes on. Each
-    sets them in its own ``__init__`` (no call more per request)."""
-
-    __slots__ = ("_barrier", "_conn", "_entry")
-
-    _conn: RequestOwner
-    _entry: _Entry[IdT_co]
-    _barrier: int
-
-    @property
-    def id(self) -> IdT_co:
-        """The request's JSON-RPC id: as the peer sent it, for a request
-        received; the one this side gave it, for a request sent."""
-        return self._entry.id
-
-    @property
-    def method(self) -> str:
-        """The request's method name."""
-        return self._entry.method
-
-
 @final
 class RequestContext(_Request[RequestId]):
     """An incoming request, as its handler sees it.
@@ -233,6 +183,7 @@ class RequestContext(_Request[RequestId]):
 
     __slots__ = ("_cause", "_children", "_deadline", "_event", "_scope", "cooperative")
 
+    _conn: RequestOwner
     _entry: IncomingRequest[RequestContext]
 
     def __init__(self, conn: RequestOwner, entry: IncomingRequest[RequestContext]) -> None:
@@ -317,13 +268,8 @@ class RequestContext(_Request[RequestId]):
         return f"<RequestContext {self.method} id={self.id!r} phase={self._entry.phase.value}>"
 
 
-WAITING: Final = 0
-_VALUE: Final = 1
-_ERROR: Final = 2
-
-
 @final
-class PendingRequest(_Request[int]):
+class PendingRequest(_Answer):
     """An outgoing request on its way, from :meth:`Connection.open_request`.
 
     Leaving the ``async with`` block while the request is unanswered cancels
@@ -331,8 +277,9 @@ class PendingRequest(_Request[int]):
     called. The peer's late answer is then dropped quietly.
     """
 
-    __slots__ = ("_callbacks", "_detached", "_error", "_parent", "_state", "_task", "_value")
+    __slots__ = ("_detached", "_parent")
 
+    _conn: RequestOwner
     _entry: OutgoingRequest[PendingRequest]
 
     def __init__(
@@ -344,18 +291,13 @@ class PendingRequest(_Request[int]):
         self._conn = conn
         self._entry = entry
         self._parent = parent
-        self._task: trio.lowlevel.Task | None = None
+        self._task = None
         self._state = WAITING
-        self._value: Any = None
-        self._error: BaseException | None = None
+        self._value = None
+        self._error = None
         self._barrier = 0
         self._detached = False
-        self._callbacks: list[Callable[[], None]] | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether the answer (or a failure) has arrived."""
-        return self._state != WAITING
+        self._callbacks = None
 
     @property
     def cancel_sent(self) -> bool:
@@ -412,36 +354,6 @@ class PendingRequest(_Request[int]):
         of :meth:`cancel_and_wait`."""
         self._conn.send_cancel(self)
 
-    def result_nowait(self) -> Any:
-        """The answer, if it is in: return the result, or raise what
-        :meth:`result` would raise (a fresh exception each time). Raises
-        ``trio.WouldBlock`` while the request is pending. Unlike
-        :meth:`result` it does not wait for the notifications read before
-        the answer to be handled, and any task may call it, also while
-        another waits in :meth:`result`."""
-        if self._state == WAITING:
-            raise trio.WouldBlock
-        return self._outcome()
-
-    def add_done_callback(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` once the request is settled: answered, failed,
-        abandoned or cut by the connection closing (at once, if it is
-        already). Read the answer there with :meth:`result_nowait`. It runs
-        wherever the answer is read (the reader task, the connection
-        closing), outside any task of yours: keep it quick and synchronous,
-        and do not raise (start a task with :meth:`Connection.start_soon`
-        for more)."""
-        if self._state != WAITING:
-            callback()
-        elif self._callbacks is None:
-            self._callbacks = [callback]
-        else:
-            self._callbacks.append(callback)
-
-    def _abort(self, _: Any) -> trio.lowlevel.Abort:
-        self._task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
     def _abort_call(self, _: Any) -> trio.lowlevel.Abort:
         # The task in call() is cancelled (Trio runs this inside whatever
         # cancelled it). No user code, no I/O: the cancel is recorded as due;
@@ -469,23 +381,6 @@ class PendingRequest(_Request[int]):
             self._callbacks = None
             for callback in callbacks:
                 callback()
-
-    def _outcome(self) -> Any:
-        if self._state == _VALUE:
-            return self._value
-        error = self._error
-        assert error is not None
-        # A fresh exception each raise (a stored one would collect tracebacks).
-        if isinstance(error, RequestError):
-            fresh_error = RequestError.from_error_object(error.to_error_object())
-            fresh_error.reply_to = self._entry.method
-            raise fresh_error
-        if isinstance(error, ACPError):
-            # Not copy.copy(): __init__(*args) breaks some (MessageTooLarge).
-            fresh = type(error).__new__(type(error), *error.args)
-            fresh.__dict__.update(error.__dict__)
-            raise fresh from error.__cause__
-        raise error
 
     def __repr__(self) -> str:
         state = {WAITING: "pending", _VALUE: "answered", _ERROR: "failed"}[self._state]

@@ -152,11 +152,29 @@ def test_the_exceptions_import_no_trio() -> None:
 def test_the_request_objects_do_not_import_the_connection() -> None:
     # They talk to it through RequestOwner, and RequestContext.connection is
     # typed as the ConnectionAPI protocol: not even type checkers import it.
-    path = PACKAGE / "_core" / "_requests.py"
-    source = path.read_text()
-    assert not {m for m in imported(path) if m.startswith("acp_trio._core._connection")}
-    assert "._conn._" not in source
-    assert "conn._" not in source.replace("self._conn", "")
+    for name in ("_requests", "_request_base"):
+        path = PACKAGE / "_core" / f"{name}.py"
+        source = path.read_text()
+        assert not {m for m in imported(path) if m.startswith("acp_trio._core._connection")}
+        assert "._conn._" not in source
+        assert "conn._" not in source.replace("self._conn", "")
+    # What the two share sits below them: it imports nothing of the core.
+    base = imported(PACKAGE / "_core" / "_request_base.py")
+    assert not {m for m in base if m.startswith("acp_trio._core")}
+
+
+#: The most lines a module of the core may have (docstrings and comments
+#: counted), and the connection's, which holds every public method.
+CORE_MODULE_LINES = 400
+CONNECTION_LINES = 499
+
+
+def test_no_core_module_is_too_long() -> None:
+    files = sorted((PACKAGE / "_core").glob("*.py"))
+    assert len(files) >= 10
+    lengths = {path.name: len(path.read_text().splitlines()) for path in files}
+    assert lengths.pop("_connection.py") <= CONNECTION_LINES
+    assert {name: n for name, n in lengths.items() if n > CORE_MODULE_LINES} == {}
 
 
 def test_no_connection_module_imports_the_connection_back() -> None:
