@@ -326,20 +326,18 @@ async def full_collection_ms(n: int) -> tuple[float, float]:
     return plain, frozen
 
 
-async def memory_in_flight(n: int) -> tuple[float, float, float]:
-    """Bytes per in-flight request: (serving side, calling side, both sides
-    with one caller task per request, as ``nursery.start_soon(conn.call)``).
-
-    Serving side: the handler task, its scope and context, the registry entry.
-    Calling side: the pending entry and its bookkeeping (no caller task).
-    """
+async def _serving_side(
+    n: int, snapshots: bool = False
+) -> tuple[float, tuple[tracemalloc.Snapshot, tracemalloc.Snapshot] | None]:
+    """Bytes per request with ``n`` requests in flight on the serving side,
+    fed by raw frames, every handler parked; with ``snapshots``, the
+    tracemalloc snapshots before and after (for a breakdown by line)."""
     frame = b'{"jsonrpc":"2.0","id":%d,"method":"hold"}\n'
-
-    # Serving side, fed by raw frames.
     raw, server_stream = trio.testing.memory_stream_pair()
     async with acp_trio.lowlevel.open_connection(server_stream, Hold(), config=_config()) as server:
         gc.collect()
         tracemalloc.start()
+        before = tracemalloc.take_snapshot() if snapshots else None
         base = tracemalloc.get_traced_memory()[0]
         for start in range(0, n, 1000):
             await raw.send_all(b"".join(frame % i for i in range(start, min(n, start + 1000))))
@@ -347,9 +345,21 @@ async def memory_in_flight(n: int) -> tuple[float, float, float]:
         # Every handler started and parked (registered is not yet started).
         await trio.testing.wait_all_tasks_blocked()
         gc.collect()
-        serving = (tracemalloc.get_traced_memory()[0] - base) / n
+        per_request = (tracemalloc.get_traced_memory()[0] - base) / n
+        pair = None if before is None else (before, tracemalloc.take_snapshot())
         tracemalloc.stop()
         await raw.aclose()
+    return per_request, pair
+
+
+async def memory_in_flight(n: int) -> tuple[float, float, float]:
+    """Bytes per in-flight request: (serving side, calling side, both sides
+    with one caller task per request, as ``nursery.start_soon(conn.call)``).
+
+    Serving side: the handler task, its scope and context, the registry entry.
+    Calling side: the pending entry and its bookkeeping (no caller task).
+    """
+    serving, _ = await _serving_side(n)
 
     # Calling side, facing a peer that reads and never answers.
     client_stream, sink = trio.testing.memory_stream_pair()
@@ -437,22 +447,9 @@ async def memory_breakdown(n: int, lines: int = 25) -> None:
     """``--memory-breakdown``: what one more request in flight allocates on
     the serving side (as :func:`memory_in_flight`), by the line that
     allocated it (tracemalloc, exact), beside the bare-Trio floor."""
-    frame = b'{"jsonrpc":"2.0","id":%d,"method":"hold"}\n'
-    raw, server_stream = trio.testing.memory_stream_pair()
-    async with acp_trio.lowlevel.open_connection(server_stream, Hold(), config=_config()) as server:
-        gc.collect()
-        tracemalloc.start()
-        before = tracemalloc.take_snapshot()
-        base = tracemalloc.get_traced_memory()[0]
-        for start in range(0, n, 1000):
-            await raw.send_all(b"".join(frame % i for i in range(start, min(n, start + 1000))))
-        await _wait_until(lambda: server.statistics().incoming_in_flight == n)
-        await trio.testing.wait_all_tasks_blocked()
-        gc.collect()
-        total = (tracemalloc.get_traced_memory()[0] - base) / n
-        after = tracemalloc.take_snapshot()
-        tracemalloc.stop()
-        await raw.aclose()
+    total, pair = await _serving_side(n, snapshots=True)
+    assert pair is not None
+    before, after = pair
     print(f"serving side, {n:,} requests in flight: {total:,.1f} B per request")
     for stat in after.compare_to(before, "lineno")[:lines]:
         where = stat.traceback[0]

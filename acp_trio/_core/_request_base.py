@@ -3,7 +3,8 @@ of that needs neither the connection's protocols nor the other object:
 :class:`CancelCause` (why a request was cancelled), :class:`_Request` (what
 both share: the request's entry in the peer's table) and :class:`_Answer`
 (the answer of a request sent, once settled: its state, and reading it
-without waiting). The lowest module of the three: it imports no other."""
+without waiting). The lowest of the per-request modules: it imports no
+other module of `_core`."""
 
 from __future__ import annotations
 

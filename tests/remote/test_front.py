@@ -348,21 +348,23 @@ async def test_an_idle_http1_connection_is_closed_and_a_busy_one_kept() -> None:
     comes for the timeout, the server closes it."""
     app = agent_app(ScenarioAgent)
     config = hypercorn_config(app, "127.0.0.1", 0)
-    config.keep_alive_timeout = 1.0
+    # (Wide margins: a gap between requests is 0.3 s plus the request, far
+    # under the timeout even on a loaded machine.)
+    config.keep_alive_timeout = 2.0
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
             base = (await nursery.start(functools.partial(serve_front, app, config)))[0]
             async with await connect(base) as stream:
                 started = trio.current_time()
-                # Five requests 0.4 s apart: 2 s on one connection, twice the timeout.
-                for _ in range(5):
+                # Nine requests 0.3 s apart: 2.7 s on one connection, past the timeout.
+                for _ in range(9):
                     await stream.send_all(post(dumps({"jsonrpc": "2.0", "id": 1})))
                     status, headers, rest = await read_head(stream)
                     assert status.startswith(b"HTTP/1.1 400 ")  # (no initialize first)
                     while len(rest) < int(headers[b"content-length"]):
                         rest += await stream.receive_some()
-                    await trio.sleep(0.4)
-                assert trio.current_time() - started > 2 * config.keep_alive_timeout
+                    await trio.sleep(0.3)
+                assert trio.current_time() - started > config.keep_alive_timeout
                 # Then idle: closed by the server.
                 assert await stream.receive_some() == b""
             nursery.cancel_scope.cancel()
