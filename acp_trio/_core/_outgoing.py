@@ -160,7 +160,9 @@ class OutgoingCalls:
                     pending._abort_call if call else pending._abort
                 )
                 if parks:
-                    right.wake()
+                    # (Woken by the reader, which parked: this task may make
+                    # its next call before its step ends, and read for it.)
+                    right.wake_later()
         except BaseException:
             right.wake()
             if call and pending._state == WAITING:

@@ -12,10 +12,13 @@ caller directly, without waiting for the scheduler's next pass (measured with
 The invariant, kept by every path through this class: the right is never
 free for longer than one step of the task that made it free or was woken by
 it. Whoever finds it free and does not read calls :meth:`ReadRight.wake`; a
-caller that took it gives it back (:meth:`ReadRight.give_back`, which wakes
-the reader) when it stops: its reply came, it was cancelled, the stream
-ended, or it read what only the reader may act on (left in
-:attr:`ReadRight.handed_back`).
+caller that took it gives it back (:meth:`ReadRight.give_back`) when it
+stops: its reply came, it was cancelled, the stream ended, or it read what
+only the reader may act on (left in :attr:`ReadRight.handed_back`). The
+give-back wakes the reader at the end of the caller's step (``_end_of_step``),
+and only if the right is still free then: a caller that makes its next call
+in the same step takes the right again, and the reader sleeps on, where an
+immediate wake would cost it a step to find the right taken and park again.
 
 Callers read only on a stock :class:`FramedStream` reading a pipe, or on a
 :class:`BufferedMessageStream` (our WebSocket): both can be interrupted, which
@@ -28,6 +31,7 @@ from typing import Any, Final, Protocol, final
 
 import trio
 
+from acp_trio._core._end_of_step import EndOfStep, end_of_step
 from acp_trio._jsonrpc._peer import Event
 
 __all__ = ["Interruptible", "ReadRight"]
@@ -52,7 +56,16 @@ class ReadRight:
 
     The one place that keeps the rule "someone always reads"."""
 
-    __slots__ = ("_closed", "_parked", "_pipe", "_state", "enabled", "handed_back")
+    __slots__ = (
+        "_closed",
+        "_end_of_step",
+        "_parked",
+        "_pipe",
+        "_state",
+        "_wake",
+        "enabled",
+        "handed_back",
+    )
 
     def __init__(self, pipe: Interruptible | None) -> None:
         # pipe: the stream, if callers may read it; else callers never do.
@@ -62,6 +75,9 @@ class ReadRight:
         self._state = _READER
         self._parked: trio.lowlevel.Task | None = None
         self._closed = False
+        # Installed at the first give-back, taken out at close.
+        self._end_of_step: EndOfStep | None = None
+        self._wake = self.wake
         #: An event a reading caller read and hands back to the reader (an
         #: incoming request, which the reader may run eagerly and a caller
         #: must not): the reader acts on it before reading anything else.
@@ -109,11 +125,24 @@ class ReadRight:
         return False
 
     def give_back(self) -> None:
-        """A reading caller stops reading: the reader reads again."""
+        """A reading caller stops reading: the reader reads again, unless
+        the caller takes the right back before its step ends."""
         self._state = _FREE
-        if (task := self._parked) is not None:
-            self._parked = None
-            trio.lowlevel.reschedule(task)
+        self.wake_later()
+
+    def wake_later(self) -> None:
+        """:meth:`wake` at the end of the current task step: by then the
+        task may have taken the right for its next call."""
+        if self._parked is None:
+            return
+        hook = self._end_of_step
+        if hook is None:
+            if self._closed:
+                self.wake()
+                return
+            hook = self._end_of_step = end_of_step()
+            hook.attach()
+        hook.defer(self._wake)
 
     def wake(self) -> None:
         """If the right is free, the parked reader takes it back (whoever
@@ -126,5 +155,8 @@ class ReadRight:
         """Closing: a caller waiting to read is woken (it finds its call
         settled), and nobody takes the right again."""
         self._closed = True
+        if (hook := self._end_of_step) is not None:
+            self._end_of_step = None
+            hook.detach()  # (what it owes is paid first)
         if self._state == _CALLER and self._pipe is not None:
             self._pipe.interrupt_reading()

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from acp_trio import ConnectionClosed, ConnectionConfig
+from acp_trio._core._end_of_step import EndOfStep, end_of_step
 from acp_trio.lowlevel import Connection, RequestContext, open_connection
 
 from .conftest import (
@@ -177,3 +178,129 @@ async def test_a_reading_caller_cancelled_gives_reading_back(autojump_clock: Any
             assert wire.reader_of(req("r", "echo", {"y": 2})).name == READER
             await settle()
             assert_idle(conn)
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the task steps of the tasks with a given name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == self.name:
+            self.steps += 1
+
+
+async def test_a_caller_calling_again_in_the_same_step_leaves_the_reader_asleep(
+    autojump_clock: Any,
+) -> None:
+    """A caller that got its reply and makes its next call before its step
+    ends takes the read right back: the parked reader is not woken for
+    nothing (once per round trip, before the right's give-back waited for
+    the end of the caller's step)."""
+    handler = FnHandler()
+    n = 200
+    with trio.fail_after(LIMIT):
+        async with over_a_pipe(handler) as (conn, peer, wire, _):
+
+            async def peer_side() -> None:
+                for i in range(n):
+                    assert await peer.receive() == req(i, "call", {"i": i})
+                    await peer.send(ok(i, i))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer_side)
+                assert await conn.call("call", {"i": 0}) == 0  # the reader parks
+                reader = _Steps(READER)
+                trio.lowlevel.add_instrument(reader)
+                try:
+                    for i in range(1, n):
+                        assert await conn.call("call", {"i": i}) == i
+                finally:
+                    trio.lowlevel.remove_instrument(reader)
+            assert len(wire.read_by(this_task())) == n - 1
+            # A handful at most (the last give-back wakes it); it was one
+            # per call before.
+            assert reader.steps <= 3, reader.steps
+            await settle()
+            assert_idle(conn)
+
+
+async def test_a_caller_that_stops_calling_leaves_reading_to_the_reader(
+    autojump_clock: Any,
+) -> None:
+    """A caller that read its own reply and then waits for something else
+    (its step ends without a next call): the reader reads again at once, and
+    serves what the peer sends meanwhile."""
+    handler = FnHandler({"echo": echo})
+    with trio.fail_after(LIMIT):
+        async with over_a_pipe(handler) as (conn, peer, wire, _):
+            served_at: list[float] = []
+
+            async def peer_side() -> None:
+                await answer_first(peer)
+                assert await peer.receive() == req(1, "second")
+                await peer.send(ok(1, "two"))
+                await peer.send(req("r", "echo", {"z": 3}))
+                assert await peer.receive() == ok("r", {"z": 3})
+                served_at.append(trio.current_time())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer_side)
+                assert await conn.call("first") == "one"
+                start = trio.current_time()
+                assert await conn.call("second") == "two"
+                await trio.sleep(100)
+            assert wire.reader_of(ok(1, "two")) is this_task()
+            assert wire.reader_of(req("r", "echo", {"z": 3})).name == READER
+            # Served while the caller slept, not when it woke.
+            assert served_at
+            assert served_at[0] - start < 1
+            await settle()
+            assert_idle(conn)
+
+
+async def test_the_end_of_step_hook_is_installed_only_while_a_connection_uses_it(
+    autojump_clock: Any,
+) -> None:
+    hook = end_of_step()
+    assert not hook.installed
+    with trio.fail_after(LIMIT):
+        async with over_a_pipe(FnHandler()) as (conn, peer, _wire, _):
+            assert not hook.installed  # (nothing given back yet)
+
+            async def peer_side() -> None:
+                await answer_first(peer)
+                assert await peer.receive() == req(1, "second")
+                await peer.send(ok(1, "two"))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer_side)
+                assert await conn.call("first") == "one"
+                assert await conn.call("second") == "two"
+            assert hook.installed
+        assert not hook.installed
+
+
+async def test_end_of_step_pays_what_is_owed_in_order_and_when_taken_out() -> None:
+    hook = EndOfStep()
+    paid: list[str] = []
+    hook.attach()
+    hook.attach()
+    try:
+        hook.defer(lambda: paid.append("a"))
+        hook.defer(lambda: paid.append("b"))
+        assert paid == []  # (this step has not ended)
+        await trio.lowlevel.checkpoint()
+        assert paid == ["a", "b"]
+        hook.detach()
+        assert hook.installed  # one user left
+        hook.defer(lambda: paid.append("c"))
+    finally:
+        hook.detach()
+    # The last user took it out, and what was owed was paid first.
+    assert paid == ["a", "b", "c"]
+    assert not hook.installed
+    with pytest.raises(RuntimeError, match="attach"):
+        hook.defer(lambda: paid.append("d"))  # nothing would run it
