@@ -65,7 +65,11 @@ class EndOfStep(trio.abc.Instrument):
 
         ``fn`` must not raise: it runs inside Trio's run loop."""
         if not self._installed:
-            raise RuntimeError("EndOfStep.defer() needs attach() first")
+            if self._users <= 0:
+                raise RuntimeError("EndOfStep.defer() needs attach() first")
+            # (Trio took it out after an owed call raised: back in.)
+            trio.lowlevel.add_instrument(self)
+            self._installed = True
         self._owed.append(fn)
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -74,8 +78,17 @@ class EndOfStep(trio.abc.Instrument):
 
     def _pay(self) -> None:
         owed, self._owed = self._owed, []
+        error: BaseException | None = None
         for fn in owed:
-            fn()
+            try:
+                fn()
+            except BaseException as exc:  # (the rest is still paid)
+                error = exc
+        if error is not None:
+            # Trio takes out an instrument that raises, and logs the error:
+            # the next defer() puts it back.
+            self._installed = False
+            raise error
 
 
 def end_of_step() -> EndOfStep:

@@ -140,8 +140,9 @@ class ReadRight:
             if self._closed:
                 self.wake()
                 return
-            hook = self._end_of_step = end_of_step()
+            hook = end_of_step()
             hook.attach()
+            self._end_of_step = hook  # (attached first: detach() undoes that)
         hook.defer(self._wake)
 
     def wake(self) -> None:

@@ -1,11 +1,17 @@
+"""The end-of-step give-back of the read right (``_core/_end_of_step.py``)
+at its edges: the giving task exits or is cancelled in the step it gave
+back, two connections share the run's hook, and an owed call that raises
+loses nothing."""
+
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from acp_trio._core._end_of_step import end_of_step
+from acp_trio._core._end_of_step import EndOfStep, end_of_step
 
 from .conftest import LIMIT, READER, FnHandler, assert_idle, ok, req, settle, this_task
 from .test_caller_reads import answer_first, echo, over_a_pipe
@@ -94,3 +100,31 @@ async def test_give_back_then_cancelled_in_same_step(autojump_clock: Any) -> Non
             assert wire.reader_of(req("r", "echo", {"z": 1})).name == READER
             await settle()
             assert_idle(conn)
+
+
+async def test_an_owed_call_that_raises_loses_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Trio takes out an instrument that raises (and logs the error): the
+    calls owed with the one that raised are still made, and the next
+    :meth:`EndOfStep.defer` puts the hook back, so no wake is ever lost."""
+    hook = EndOfStep()
+    paid: list[str] = []
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    hook.attach()
+    try:
+        hook.defer(lambda: paid.append("a"))
+        hook.defer(boom)
+        hook.defer(lambda: paid.append("b"))
+        await trio.lowlevel.checkpoint()
+        assert paid == ["a", "b"]
+        assert not hook.installed  # (Trio took it out)
+        assert "boom" in caplog.text
+        hook.defer(lambda: paid.append("c"))
+        assert hook.installed
+        await trio.lowlevel.checkpoint()
+        assert paid == ["a", "b", "c"]
+    finally:
+        hook.detach()
+    assert not hook.installed
