@@ -31,7 +31,7 @@ from typing import Any, Final, Protocol, final
 
 import trio
 
-from acp_trio._core._end_of_step import EndOfStep, end_of_step
+from acp_trio._core._end_of_step import EndOfStep
 from acp_trio._jsonrpc._peer import Event
 
 __all__ = ["Interruptible", "ReadRight"]
@@ -62,7 +62,6 @@ class ReadRight:
         "_parked",
         "_pipe",
         "_state",
-        "_wake",
         "enabled",
         "handed_back",
     )
@@ -75,9 +74,8 @@ class ReadRight:
         self._state = _READER
         self._parked: trio.lowlevel.Task | None = None
         self._closed = False
-        # Installed at the first give-back, taken out at close.
-        self._end_of_step: EndOfStep | None = None
-        self._wake = self.wake
+        # In the run only from a deferred wake to the end of that step.
+        self._end_of_step = EndOfStep()
         #: An event a reading caller read and hands back to the reader (an
         #: incoming request, which the reader may run eagerly and a caller
         #: must not): the reader acts on it before reading anything else.
@@ -133,17 +131,8 @@ class ReadRight:
     def wake_later(self) -> None:
         """:meth:`wake` at the end of the current task step: by then the
         task may have taken the right for its next call."""
-        if self._parked is None:
-            return
-        hook = self._end_of_step
-        if hook is None:
-            if self._closed:
-                self.wake()
-                return
-            hook = end_of_step()
-            hook.attach()
-            self._end_of_step = hook  # (attached first: detach() undoes that)
-        hook.defer(self._wake)
+        if self._parked is not None:
+            self._end_of_step.defer(self.wake)
 
     def wake(self) -> None:
         """If the right is free, the parked reader takes it back (whoever
@@ -156,8 +145,5 @@ class ReadRight:
         """Closing: a caller waiting to read is woken (it finds its call
         settled), and nobody takes the right again."""
         self._closed = True
-        if (hook := self._end_of_step) is not None:
-            self._end_of_step = None
-            hook.detach()  # (what it owes is paid first)
         if self._state == _CALLER and self._pipe is not None:
             self._pipe.interrupt_reading()

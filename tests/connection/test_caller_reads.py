@@ -15,7 +15,6 @@ import trio
 import trio.testing
 
 from acp_trio import ConnectionClosed, ConnectionConfig
-from acp_trio._core._end_of_step import EndOfStep, end_of_step
 from acp_trio.lowlevel import Connection, RequestContext, open_connection
 
 from .conftest import (
@@ -259,48 +258,3 @@ async def test_a_caller_that_stops_calling_leaves_reading_to_the_reader(
             assert served_at[0] - start < 1
             await settle()
             assert_idle(conn)
-
-
-async def test_the_end_of_step_hook_is_installed_only_while_a_connection_uses_it(
-    autojump_clock: Any,
-) -> None:
-    hook = end_of_step()
-    assert not hook.installed
-    with trio.fail_after(LIMIT):
-        async with over_a_pipe(FnHandler()) as (conn, peer, _wire, _):
-            assert not hook.installed  # (nothing given back yet)
-
-            async def peer_side() -> None:
-                await answer_first(peer)
-                assert await peer.receive() == req(1, "second")
-                await peer.send(ok(1, "two"))
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(peer_side)
-                assert await conn.call("first") == "one"
-                assert await conn.call("second") == "two"
-            assert hook.installed
-        assert not hook.installed
-
-
-async def test_end_of_step_pays_what_is_owed_in_order_and_when_taken_out() -> None:
-    hook = EndOfStep()
-    paid: list[str] = []
-    hook.attach()
-    hook.attach()
-    try:
-        hook.defer(lambda: paid.append("a"))
-        hook.defer(lambda: paid.append("b"))
-        assert paid == []  # (this step has not ended)
-        await trio.lowlevel.checkpoint()
-        assert paid == ["a", "b"]
-        hook.detach()
-        assert hook.installed  # one user left
-        hook.defer(lambda: paid.append("c"))
-    finally:
-        hook.detach()
-    # The last user took it out, and what was owed was paid first.
-    assert paid == ["a", "b", "c"]
-    assert not hook.installed
-    with pytest.raises(RuntimeError, match="attach"):
-        hook.defer(lambda: paid.append("d"))  # nothing would run it
