@@ -22,6 +22,13 @@ requests, incoming-request runner, outbox, framing), ``_transports``
 sessions, handles). ``docs/architecture.md`` draws a request's way through
 them.
 
+One naming rule says which side of a connection a function gives you:
+``open_X`` gives you X, the peer at the other end (``open_agent(client,
+stream)``, ``open_spawned_agent(client, command)``, ``open_remote_agent``
+give you the agent; ``open_client(agent, stream)`` gives you the client), and
+``serve_X`` / ``run_X`` serve your X until the peer leaves (``serve_agent``,
+``run_agent``, ``serve_proxy``).
+
 This module only re-exports.
 """
 
@@ -44,12 +51,12 @@ from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtoc
 from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._transports import serve_tcp as serve_tcp
 from acp_trio._typed._agent import Agent as Agent
-from acp_trio._typed._agent import open_agent as open_agent
+from acp_trio._typed._agent import open_client as open_client
 from acp_trio._typed._agent import run_agent as run_agent
 from acp_trio._typed._agent import serve_agent as serve_agent
 from acp_trio._typed._client import AgentProxy as AgentProxy
 from acp_trio._typed._client import Client as Client
-from acp_trio._typed._client import open_client as open_client
+from acp_trio._typed._client import open_agent as open_agent
 from acp_trio._typed._client import open_spawned_agent as open_spawned_agent
 from acp_trio._typed._client_proxy import ClientProxy as ClientProxy
 from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pair
@@ -59,69 +66,3 @@ from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
 from acp_trio._version import __version__ as __version__
 
 _fix_module_names("acp_trio", globals())
-
-# Names that moved to a namespace: still importable from here, with a
-# DeprecationWarning, until the next release.
-_MOVED: dict[str, str] = {
-    **dict.fromkeys(
-        [
-            "AGENT_METHODS",
-            "CLIENT_METHODS",
-            "CANCEL_REQUEST_METHOD",
-            "Connection",
-            "ConnectionStatistics",
-            "Handler",
-            "RequestNode",
-            "connect_connection",
-            "open_connection",
-            "serve_connection",
-            "FramedStream",
-            "json_backend",
-            "use_json_backend",
-            "CancelCause",
-            "PendingRequest",
-            "RequestContext",
-            "current_request",
-            "AgentProcess",
-            "open_agent_process",
-            "open_stdio_stream",
-            "open_tcp_stream",
-        ],
-        "acp_trio.lowlevel",
-    ),
-    **dict.fromkeys(
-        [
-            "ApproveFunc",
-            "TerminalManager",
-            "TerminalsMixin",
-            "open_terminal_manager",
-            "WorkspaceFiles",
-            "WorkspaceFilesMixin",
-        ],
-        "acp_trio.contrib",
-    ),
-}
-_RENAMED: dict[str, str] = {"connect_to_agent": "open_spawned_agent"}
-
-
-def __getattr__(name: str) -> object:
-    import importlib
-    import warnings
-
-    if name in _MOVED:
-        where = _MOVED[name]
-        warnings.warn(
-            f"acp_trio.{name} moved to {where}.{name}; the old name goes in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(where), name)
-    if name in _RENAMED:
-        new = _RENAMED[name]
-        warnings.warn(
-            f"acp_trio.{name} is now acp_trio.{new}; the old name goes in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new]
-    raise AttributeError(f"module 'acp_trio' has no attribute {name!r}")

@@ -128,7 +128,7 @@ async def open_agent(
         # What open_spawned_agent does, keeping the process at hand.
         async with acp_trio.lowlevel.open_agent_process(SCENARIO_AGENT_COMMAND) as process:
             config = ConnectionConfig(exit_details=process.exit_details)
-            async with acp_trio.open_client(client, process.stream, config=config) as agent:
+            async with acp_trio.open_agent(client, process.stream, config=config) as agent:
                 yield agent, process.pid
         return
     a_read, b_write = os.pipe()
@@ -136,8 +136,8 @@ async def open_agent(
     agent_end = trio.StapledStream(trio.lowlevel.FdStream(a_write), trio.lowlevel.FdStream(a_read))
     client_end = trio.StapledStream(trio.lowlevel.FdStream(b_write), trio.lowlevel.FdStream(b_read))
     async with (
-        acp_trio.open_agent(ScenarioAgent(), agent_end),
-        acp_trio.open_client(client, client_end) as agent,
+        acp_trio.open_client(ScenarioAgent(), agent_end),
+        acp_trio.open_agent(client, client_end) as agent,
     ):
         yield agent, None
 

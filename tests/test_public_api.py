@@ -4,7 +4,6 @@ this list (and to the CHANGELOG)."""
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import traceback
 import types
@@ -14,7 +13,9 @@ import pytest
 
 import acp_trio
 import acp_trio.contrib
+import acp_trio.contrib.v2
 import acp_trio.lowlevel
+import acp_trio.proxy
 import acp_trio.remote
 import acp_trio.testing
 import acp_trio.v2
@@ -28,7 +29,7 @@ TOP_LEVEL = {
     "TurnNotAnswered", "UnsupportedProtocolVersion",
     # typed APIs and the functions that serve and connect them
     "Agent", "AgentProxy", "Client", "ClientProxy", "ConnectionConfig",
-    "open_agent", "open_agent_client_pair", "open_client", "open_spawned_agent", "run_agent",
+    "open_client", "open_agent_client_pair", "open_agent", "open_spawned_agent", "run_agent",
     "serve_agent", "serve_tcp",
     # the agent author's kit (and the acp_trio.build module)
     "AgentSessions", "TerminalHandle", "ToolCallHandle",
@@ -52,6 +53,8 @@ TESTING = {
     "ScenarioClient", "ScriptedPeer", "Verdict", "check_agent", "find_schema",
     "open_memory_pair", "open_scripted_agent", "open_scripted_client",
     "open_scripted_process", "run_scenario_agent",
+    # the scenario vocabulary over ACP v2, and both versions behind the router
+    "ScenarioAgentV2", "run_scenario_router",
     # check-client
     "CLIENT_CHECKS", "ClientCheckInfo", "ClientCheckReport", "check_client",
     # the fake editor and the fake agent (with its script steps)
@@ -77,20 +80,6 @@ def test_lowlevel_names() -> None:
     assert public_names(acp_trio.lowlevel) == LOWLEVEL
 
 
-@pytest.mark.parametrize("name", sorted(acp_trio._MOVED))
-def test_moved_names_still_import_with_a_warning(name: str) -> None:
-    where = acp_trio._MOVED[name]
-    with pytest.warns(DeprecationWarning, match=f"moved to {where}.{name}"):
-        value = getattr(acp_trio, name)
-    assert value is getattr(importlib.import_module(where), name)
-
-
-def test_renamed_names_still_import_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match="now acp_trio.open_spawned_agent"):
-        from acp_trio import connect_to_agent  # type: ignore[attr-defined]
-    assert connect_to_agent is acp_trio.open_spawned_agent
-
-
 def test_unknown_names_raise_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         acp_trio.no_such_name  # noqa: B018
@@ -102,17 +91,24 @@ def test_testing_names() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    [acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing, acp_trio.v2, acp_trio.remote],
+    [
+        acp_trio,
+        acp_trio.lowlevel,
+        acp_trio.contrib,
+        acp_trio.contrib.v2,
+        acp_trio.proxy,
+        acp_trio.testing,
+        acp_trio.v2,
+        acp_trio.remote,
+    ],
 )
 def test_public_modules_only_re_export(module: types.ModuleType) -> None:
-    # The code lives in `_`-prefixed modules; a public module imports names,
-    # fixes their __module__, and (the top level) keeps the moved names.
+    # The code lives in `_`-prefixed modules; a public module imports names
+    # and fixes their __module__, nothing else (no shims, no __getattr__).
     tree = ast.parse(Path(inspect.getfile(module)).read_text())
     for node in tree.body:
-        if isinstance(node, ast.ClassDef | ast.AsyncFunctionDef):
+        if isinstance(node, ast.ClassDef | ast.AsyncFunctionDef | ast.FunctionDef):
             raise AssertionError(f"{module.__name__} defines {node.name}")
-        if isinstance(node, ast.FunctionDef):
-            assert node.name == "__getattr__", f"{module.__name__} defines {node.name}"
     for name in public_names(module):
         value = getattr(module, name)
         if isinstance(value, types.FunctionType):

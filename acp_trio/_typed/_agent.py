@@ -85,7 +85,7 @@ from acp_trio.schema import (
     converter,
 )
 
-__all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
+__all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_client", "run_agent", "serve_agent"]
 
 
 def _not_found(method: str) -> RequestError:
@@ -274,6 +274,12 @@ class Agent(Extensible):
 def _make_agent(agent: Agent | Callable[[], Agent]) -> Agent:
     if isinstance(agent, Agent):
         return agent
+    if not callable(agent) or isinstance(agent, type) and not issubclass(agent, Agent):
+        raise TypeError(
+            f"expected your Agent (or a factory of one), got {agent!r}; a Client "
+            f"talks to an agent with open_agent(client, stream) or "
+            f"open_spawned_agent(client, command)"
+        )
     made = agent()
     if not isinstance(made, Agent):
         raise TypeError(f"the agent factory {agent!r} returned {made!r}, not an Agent")
@@ -330,7 +336,7 @@ async def serve_agent(
 
 
 @asynccontextmanager
-async def open_agent(
+async def open_client(
     agent: Agent | Callable[[], Agent],
     stream: trio.abc.Stream | FramedStream | MessageStream,
     *,

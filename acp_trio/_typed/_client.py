@@ -92,7 +92,7 @@ from acp_trio.schema import (
 )
 from acp_trio.schema._generated_proxies import CLIENT_METHOD_NAMES
 
-__all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "open_client", "open_spawned_agent"]
+__all__ = ["CLIENT_METHODS", "AgentProxy", "Client", "open_agent", "open_spawned_agent"]
 
 #: Wire name -> :class:`Client` method name, for every method a client handles.
 CLIENT_METHODS: Final[dict[str, str]] = dict(CLIENT_METHOD_NAMES)
@@ -387,7 +387,7 @@ def _client_handler(
 
 
 @asynccontextmanager
-async def open_client(
+async def open_agent(
     client: Client,
     stream: trio.abc.Stream | FramedStream | MessageStream,
     *,
@@ -404,6 +404,12 @@ async def open_client(
     pending calls to the agent fail with :class:`ConnectionClosed`, queued
     output is flushed (bounded).
     """
+    if not isinstance(client, Client):
+        raise TypeError(
+            f"open_agent takes your Client (the agent is at the other end of the "
+            f"stream), got {client!r}; an Agent is served with "
+            f"open_client(agent, stream) or serve_agent(agent, stream)"
+        )
     name = type(client).__name__
     error = (
         f"this {name} object is already connected to an agent (its .agent is that "
@@ -449,7 +455,7 @@ async def open_spawned_agent(
     agent_env = with_telemetry(env, telemetry)
     async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
-        async with open_client(
+        async with open_agent(
             client, process.stream, config=config, schema_converter=schema_converter
         ) as agent:
             yield agent

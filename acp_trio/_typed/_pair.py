@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from acp_trio._core._connection import ConnectionConfig
-from acp_trio._typed._agent import Agent, ClientProxy, open_agent
-from acp_trio._typed._client import AgentProxy, Client, open_client
+from acp_trio._typed._agent import Agent, ClientProxy, open_client
+from acp_trio._typed._client import AgentProxy, Client, open_agent
 
 __all__ = ["open_agent_client_pair"]
 
@@ -33,7 +33,7 @@ async def open_agent_client_pair(
 
     client_end, agent_end = trio.testing.memory_stream_pair()
     async with (
-        open_agent(agent, agent_end, config=agent_config) as to_client,
-        open_client(client, client_end, config=client_config) as to_agent,
+        open_client(agent, agent_end, config=agent_config) as to_client,
+        open_agent(client, client_end, config=client_config) as to_agent,
     ):
         yield to_agent, to_client

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import attrs
 
-from acp_trio._keyed import Folding, KeyedStates
+from acp_trio.contrib._keyed import Folding, KeyedStates
 from acp_trio.schema import (
     UNSET,
     AgentMessageChunk,

@@ -7,12 +7,12 @@ turn's state and background work. The v1 helpers are in
 :mod:`acp_trio.contrib`; the two never share classes.
 """
 
-from acp_trio.v2._session_state import Compaction as Compaction
-from acp_trio.v2._session_state import Message as Message
-from acp_trio.v2._session_state import SessionAccumulator as SessionAccumulator
-from acp_trio.v2._session_state import SessionStates as SessionStates
-from acp_trio.v2._session_state import TerminalState as TerminalState
-from acp_trio.v2._session_state import ToolCallState as ToolCallState
-from acp_trio.v2._session_state import patch as patch
-from acp_trio.v2._session_state import patch_list as patch_list
-from acp_trio.v2._session_state import patch_meta as patch_meta
+from acp_trio.contrib._session_state_v2 import Compaction as Compaction
+from acp_trio.contrib._session_state_v2 import Message as Message
+from acp_trio.contrib._session_state_v2 import SessionAccumulator as SessionAccumulator
+from acp_trio.contrib._session_state_v2 import SessionStates as SessionStates
+from acp_trio.contrib._session_state_v2 import TerminalState as TerminalState
+from acp_trio.contrib._session_state_v2 import ToolCallState as ToolCallState
+from acp_trio.contrib._session_state_v2 import patch as patch
+from acp_trio.contrib._session_state_v2 import patch_list as patch_list
+from acp_trio.contrib._session_state_v2 import patch_meta as patch_meta

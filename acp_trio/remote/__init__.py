@@ -12,7 +12,7 @@ Trio backend and h2 (HTTP client).
   :class:`~acp_trio.Agent` factory; mount either in any ASGI server running
   on Trio, or run it with :func:`serve_remote`.
 - :func:`open_websocket_stream`: a client WebSocket as a message stream for
-  :func:`~acp_trio.open_client` / :func:`~acp_trio.lowlevel.open_connection`;
+  :func:`~acp_trio.open_agent` / :func:`~acp_trio.lowlevel.open_connection`;
   :func:`open_http_stream` the same over Streamable HTTP;
   :func:`open_remote_stream` picks by URL and profile;
   :func:`open_remote_agent` opens one and a client over it (with

@@ -373,7 +373,7 @@ async def open_http_stream(
 ) -> AsyncIterator[HttpMessages]:
     """Open a Streamable HTTP connection to an ACP server
     (``http://host:port/acp``) for the duration of the block, as a message
-    stream for :func:`~acp_trio.open_client` or
+    stream for :func:`~acp_trio.open_agent` or
     :func:`~acp_trio.lowlevel.open_connection`. Nothing is sent until the first
     message, which must be ``initialize``.
 

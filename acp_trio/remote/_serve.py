@@ -15,7 +15,7 @@ from hypercorn.config import Config
 from acp_trio._core._connection import ConnectionConfig
 from acp_trio._core._message_stream import MessageStream
 from acp_trio._typed._agent import Agent, serve_agent
-from acp_trio._typed._client import AgentProxy, Client, open_client
+from acp_trio._typed._client import AgentProxy, Client, open_agent
 from acp_trio.remote._app import RemoteApp
 from acp_trio.remote._front import serve_front
 from acp_trio.remote._http_client import open_http_stream
@@ -207,7 +207,7 @@ async def open_remote_agent(
 ) -> AsyncIterator[AgentProxy]:
     """Talk to the remote agent at ``url`` (``ws://host:port/acp`` or
     ``http://host:port/acp``) for the duration of the block; yields the
-    proxy to the agent, as :func:`~acp_trio.open_client` does. ``profile``
+    proxy to the agent, as :func:`~acp_trio.open_agent` does. ``profile``
     and ``resumable`` as for :func:`open_remote_stream`. The message cap is
     ``config.max_message_size``; ``token`` is sent as a bearer token.
 
@@ -239,12 +239,12 @@ async def open_remote_agent(
         )
 
     if reconnect is None:
-        async with open_stream() as stream, open_client(client, stream, config=config) as agent:
+        async with open_stream() as stream, open_agent(client, stream, config=config) as agent:
             yield agent
         return
     async with (
         open_reconnecting(open_stream, reconnect, config.max_message_size) as stream,
-        open_client(client, stream, config=config) as agent,
+        open_agent(client, stream, config=config) as agent,
     ):
         stream.fail_request = agent.connection.fail_request
         yield agent

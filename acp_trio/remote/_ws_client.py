@@ -139,7 +139,7 @@ async def open_websocket_stream(
 ) -> AsyncIterator[WebSocketMessages | ResumableWebSocketMessages]:
     """Open a WebSocket to an ACP server (``ws://host:port/acp``) for the
     duration of the block, as a message stream for
-    :func:`~acp_trio.open_client` or :func:`~acp_trio.lowlevel.open_connection`.
+    :func:`~acp_trio.open_agent` or :func:`~acp_trio.lowlevel.open_connection`.
 
     ``token`` is sent as ``Authorization: Bearer <token>``. Messages over
     ``max_message_size`` bytes are answered as on stdio; the library's own

@@ -10,6 +10,9 @@
 - :class:`ScenarioAgent` / :class:`ScenarioClient`: the reference agent of
   the shared scenario vocabulary, and its matching test client (subclass
   either). ``python -m acp_trio scenario-agent`` serves the agent on stdio.
+  :class:`ScenarioAgentV2` is the same vocabulary over ACP v2, and
+  :func:`run_scenario_router` serves both behind the version router
+  (``scenario-agent --v2``).
 - :class:`ScriptedPeer`: write exact bytes, read exact replies, expect
   silence; over memory (:func:`open_scripted_client`,
   :func:`open_scripted_agent`) or a spawned agent
@@ -24,12 +27,6 @@ This module only re-exports.
 """
 
 from acp_trio._public import fix_module_names as _fix_module_names
-from acp_trio._scenario import HOLD_PATH as HOLD_PATH
-from acp_trio._scenario import SCENARIO_AGENT_COMMAND as SCENARIO_AGENT_COMMAND
-from acp_trio._scenario import SCENARIO_CLIENT_CAPABILITIES as SCENARIO_CLIENT_CAPABILITIES
-from acp_trio._scenario import ScenarioAgent as ScenarioAgent
-from acp_trio._scenario import ScenarioClient as ScenarioClient
-from acp_trio._scenario import run_scenario_agent as run_scenario_agent
 from acp_trio.testing._check import CHECKS as CHECKS
 from acp_trio.testing._check import CheckInfo as CheckInfo
 from acp_trio.testing._check import check_agent as check_agent
@@ -70,6 +67,14 @@ from acp_trio.testing._peer import ScriptedPeer as ScriptedPeer
 from acp_trio.testing._peer import open_scripted_agent as open_scripted_agent
 from acp_trio.testing._peer import open_scripted_client as open_scripted_client
 from acp_trio.testing._peer import open_scripted_process as open_scripted_process
+from acp_trio.testing._scenario import HOLD_PATH as HOLD_PATH
+from acp_trio.testing._scenario import SCENARIO_AGENT_COMMAND as SCENARIO_AGENT_COMMAND
+from acp_trio.testing._scenario import SCENARIO_CLIENT_CAPABILITIES as SCENARIO_CLIENT_CAPABILITIES
+from acp_trio.testing._scenario import ScenarioAgent as ScenarioAgent
+from acp_trio.testing._scenario import ScenarioClient as ScenarioClient
+from acp_trio.testing._scenario import run_scenario_agent as run_scenario_agent
+from acp_trio.testing._scenario_v2 import ScenarioAgentV2 as ScenarioAgentV2
+from acp_trio.testing._scenario_v2 import run_scenario_router as run_scenario_router
 from acp_trio.testing._schema_check import find_schema as find_schema
 
 _fix_module_names("acp_trio.testing", globals())

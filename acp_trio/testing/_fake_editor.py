@@ -31,7 +31,6 @@ import attrs
 import trio
 
 from acp_trio._exceptions import RequestError
-from acp_trio._scenario import _RECORDED, ScenarioClient, _recorded
 from acp_trio._version import __version__
 from acp_trio.contrib import (
     Approver,
@@ -66,6 +65,7 @@ from acp_trio.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
+from acp_trio.testing._scenario import _RECORDED, ScenarioClient, _recorded
 
 __all__ = ["FakeCommand", "FakeEditor", "FakeTerminal", "PermissionPolicy"]
 

@@ -10,7 +10,6 @@ from typing import Generic, TypeVar
 import attrs
 
 from acp_trio._core._connection import ConnectionConfig
-from acp_trio._scenario import ScenarioAgent, ScenarioClient
 from acp_trio._typed._agent import Agent, ClientProxy, _make_agent
 from acp_trio._typed._client import AgentProxy, Client
 from acp_trio._typed._pair import open_agent_client_pair
@@ -20,6 +19,7 @@ from acp_trio.schema import (
     InitializeResponse,
     NewSessionRequest,
 )
+from acp_trio.testing._scenario import ScenarioAgent, ScenarioClient
 
 __all__ = ["AgentClientPair", "open_memory_pair"]
 

@@ -24,8 +24,8 @@ import trio.testing
 from acp_trio._core._connection import ConnectionConfig
 from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio._transports._process import StderrMode
-from acp_trio._typed._agent import Agent, open_agent
-from acp_trio._typed._client import Client, open_client
+from acp_trio._typed._agent import Agent, open_client
+from acp_trio._typed._client import Client, open_agent
 
 __all__ = [
     "ExpectationFailed",
@@ -421,7 +421,7 @@ async def open_scripted_client(
     """
     peer_end, agent_end = trio.testing.memory_stream_pair()
     peer = ScriptedPeer(peer_end, timeout=receive_timeout)
-    async with open_agent(agent, agent_end, config=config):
+    async with open_client(agent, agent_end, config=config):
         yield peer
 
 
@@ -437,7 +437,7 @@ async def open_scripted_agent(
     """
     peer_end, client_end = trio.testing.memory_stream_pair()
     peer = ScriptedPeer(peer_end, timeout=receive_timeout)
-    async with open_client(client, client_end, config=config):
+    async with open_agent(client, client_end, config=config):
         yield peer
 
 

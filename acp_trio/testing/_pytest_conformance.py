@@ -32,7 +32,7 @@ OPTIONS = (
 )
 
 #: check-agent's options, as this plugin names them (for the reasons it shows).
-_RENAMED = re.compile(
+_AS_PLUGIN_OPTION = re.compile(
     r"--(hold-prompt|hold-deadline|timeout|prompt-timeout|init-timeout|cancel-prompt|"
     r"cancel-within|allow-skips|strict|require)\b"
 )
@@ -41,7 +41,7 @@ _RENAMED = re.compile(
 def plugin_words(text: str) -> str:
     """``text`` (a reason of check-agent) with its options named as this
     plugin's (``--hold-prompt`` becomes ``--acp-hold-prompt``)."""
-    return _RENAMED.sub(lambda m: f"--acp-{m.group(1)}", text)
+    return _AS_PLUGIN_OPTION.sub(lambda m: f"--acp-{m.group(1)}", text)
 
 
 _REPORT = pytest.StashKey[Any]()

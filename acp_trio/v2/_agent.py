@@ -1,5 +1,5 @@
 """The typed ACP v2 agent side: subclass :class:`Agent`, serve it with
-:func:`serve_agent` / :func:`open_agent` / :func:`run_agent`.
+:func:`serve_agent` / :func:`open_client` / :func:`run_agent`.
 
 The v2 prompt lifecycle is built in. A ``session/prompt`` that arrives while
 the session's turn runs is *held*: it is answered only when it is inserted,
@@ -84,7 +84,7 @@ from acp_trio.schema.v2 import (
 from acp_trio.v2._client_proxy import ClientProxy
 from acp_trio.v2._turn import Session, Turn, _shielded, error_of
 
-__all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_agent", "run_agent", "serve_agent"]
+__all__ = ["AGENT_METHODS", "Agent", "ClientProxy", "open_client", "run_agent", "serve_agent"]
 
 _log = logging.getLogger("acp_trio.v2.agent")
 
@@ -411,6 +411,12 @@ class _AgentHandler(TypedHandler):
 def _make_agent(agent: Agent | Callable[[], Agent]) -> Agent:
     if isinstance(agent, Agent):
         return agent
+    if not callable(agent) or isinstance(agent, type) and not issubclass(agent, Agent):
+        raise TypeError(
+            f"expected your v2 Agent (or a factory of one), got {agent!r}; a v2 "
+            f"Client talks to an agent with acp_trio.v2.open_agent(client, stream) "
+            f"or acp_trio.v2.open_spawned_agent(client, command)"
+        )
     made = agent()
     if not isinstance(made, Agent):
         raise TypeError(f"the agent factory {agent!r} returned {made!r}, not a v2 Agent")
@@ -461,7 +467,7 @@ async def serve_agent(
 
 
 @asynccontextmanager
-async def open_agent(
+async def open_client(
     agent: Agent | Callable[[], Agent],
     stream: trio.abc.Stream | FramedStream,
     *,

@@ -67,7 +67,7 @@ from acp_trio.schema.v2 import (
 )
 from acp_trio.v2._generated_proxies import AgentProxyMethods
 
-__all__ = ["AgentProxy", "Client", "TurnResult", "open_spawned_agent", "open_client"]
+__all__ = ["AgentProxy", "Client", "TurnResult", "open_spawned_agent", "open_agent"]
 
 _log = logging.getLogger("acp_trio.v2.client")
 
@@ -157,7 +157,7 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         """``info`` defaults to acp_trio's. Raises
         :class:`~acp_trio.UnsupportedProtocolVersion` (and closes the
         connection) if the agent answers another version than 2 (see
-        :func:`acp_trio.v2.open_any_client` to fall back to v1)."""
+        :func:`acp_trio.v2.open_any_agent` to fall back to v1)."""
         # The keyword form's default for the required ``info`` is None.
         info: Implementation | None = params.info
         if info is None:
@@ -251,7 +251,7 @@ class Client(Extensible):
         the notification consumer, which only the connection closing cancels."""
 
     def capabilities(self) -> ClientCapabilities:
-        """The capabilities :func:`open_client` sends in ``initialize``."""
+        """The capabilities :func:`open_agent` sends in ``initialize``."""
         return ClientCapabilities()
 
 
@@ -286,7 +286,7 @@ class _ClientHandler(TypedHandler):
 
 
 @asynccontextmanager
-async def open_client(
+async def open_agent(
     client: Client,
     stream: trio.abc.Stream | FramedStream,
     *,
@@ -303,6 +303,12 @@ async def open_client(
         client.agent = proxy
         return _ClientHandler(client, proxy)
 
+    if not isinstance(client, Client):
+        raise TypeError(
+            f"open_agent takes your v2 Client (the agent is at the other end of the "
+            f"stream), got {client!r}; an Agent is served with "
+            f"acp_trio.v2.open_client(agent, stream) or acp_trio.v2.serve_agent(agent, stream)"
+        )
     error = f"this {type(client).__name__} object is already connected to an agent"
     with one_connection(client, error), plain_exceptions():
         async with trio.open_nursery() as nursery:
@@ -330,7 +336,7 @@ async def open_spawned_agent(
     telemetry: Mapping[str, str] | None = None,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
-    :func:`acp_trio.open_client` over a spawned process); call :meth:`AgentProxy.initialize`
+    :func:`acp_trio.open_agent` over a spawned process); call :meth:`AgentProxy.initialize`
     first. Leaving the block, also by an exception or a cancellation, closes
     the connection, then stops and reaps the process (shielded, bounded).
     ``telemetry``: ``OTEL_*`` settings added to its environment unless already set
@@ -338,5 +344,5 @@ async def open_spawned_agent(
     agent_env = with_telemetry(env, telemetry)
     async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
-        async with open_client(client, process.stream, config=config) as agent:
+        async with open_agent(client, process.stream, config=config) as agent:
             yield agent

@@ -13,7 +13,7 @@ with ``{requested, supported}`` (and the router reads on). Once chosen, the
 whole connection, that ``initialize`` first, goes to that side, for good: a
 repeated ``initialize`` goes there too.
 
-Client side (:func:`open_any_client`, :func:`open_any_spawned_agent`): ``initialize``
+Client side (:func:`open_any_agent`, :func:`open_any_spawned_agent`): ``initialize``
 offers version 2; if the agent answers 1, the v1 client takes over on a fresh
 connection (its own ``initialize`` carries v1 capabilities, which the first
 one could not).
@@ -41,7 +41,7 @@ from acp_trio._typed._agent import Agent as V1AgentClass
 from acp_trio._typed._agent import serve_agent as serve_agent_v1
 from acp_trio._typed._agent_proxy import AgentProxy as V1AgentProxy
 from acp_trio._typed._client import Client as V1Client
-from acp_trio._typed._client import open_client as open_client_v1
+from acp_trio._typed._client import open_agent as open_client_v1
 from acp_trio._version import __version__
 from acp_trio.schema import InitializeResponse as V1InitializeResponse
 from acp_trio.schema import v2 as schema_v2
@@ -54,7 +54,7 @@ __all__ = [
     "Negotiated",
     "choose_version",
     "open_any_spawned_agent",
-    "open_any_client",
+    "open_any_agent",
     "run_router",
     "serve_router",
 ]
@@ -287,7 +287,7 @@ async def _close_on_signal(
 
 @attrs.frozen
 class Negotiated:
-    """The outcome of :func:`open_any_client`: the version spoken, the proxy
+    """The outcome of :func:`open_any_agent`: the version spoken, the proxy
     to the agent (a :class:`acp_trio.v2.AgentProxy` for 2, an
     :class:`acp_trio.AgentProxy` for 1) and the agent's ``initialize``
     answer."""
@@ -298,7 +298,7 @@ class Negotiated:
 
 
 @asynccontextmanager
-async def open_any_client(
+async def open_any_agent(
     connect: Callable[[], AbstractAsyncContextManager[trio.abc.Stream]],
     v2: client_v2.Client,
     v1: V1Client | None = None,
@@ -319,7 +319,7 @@ async def open_any_client(
         capabilities=v2.capabilities(),
     )
     answered: int | None = None
-    async with connect() as stream, client_v2.open_client(v2, stream, config=config) as agent:
+    async with connect() as stream, client_v2.open_agent(v2, stream, config=config) as agent:
         try:
             result = await agent.initialize(params)
         except UnsupportedProtocolVersion as exc:
@@ -344,7 +344,7 @@ async def open_any_spawned_agent(
     env: dict[str, str] | None = None,
     config: ConnectionConfig | None = None,
 ) -> AsyncIterator[Negotiated]:
-    """:func:`open_any_client` with a spawned agent ``command`` (spawned
+    """:func:`open_any_agent` with a spawned agent ``command`` (spawned
     again for a v1 fallback). Leaving the block, also by an exception or a
     cancellation, closes the connection and stops the process."""
 
@@ -353,5 +353,5 @@ async def open_any_spawned_agent(
         async with open_agent_process(command, cwd=cwd, env=env) as process:
             yield process.stream
 
-    async with open_any_client(connect, v2, v1, config=config) as negotiated:
+    async with open_any_agent(connect, v2, v1, config=config) as negotiated:
         yield negotiated

@@ -130,7 +130,7 @@ async def test_caller_deadline_cancels_the_turn_and_the_late_answer_is_consumed(
                 exit_details=process.exit_details,
                 trace=lambda direction, frame: frames.append((direction, json.loads(frame))),
             )
-            async with acp_trio.open_client(client, process.stream, config=config) as agent:
+            async with acp_trio.open_agent(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())
                 new = NewSessionRequest(cwd="/", mcp_servers=[])
                 session = (await agent.new_session(new)).session_id

@@ -129,7 +129,7 @@ async def test_agent_killed_by_sigkill_mid_prompt() -> None:
     with trio.fail_after(LIMIT):
         async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(exit_details=process.exit_details)
-            async with acp_trio.open_client(client, process.stream, config=config) as agent:
+            async with acp_trio.open_agent(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())
                 new = NewSessionRequest(cwd="/", mcp_servers=[])
                 sessions = [(await agent.new_session(new)).session_id for _ in range(2)]
@@ -236,7 +236,7 @@ async def test_client_leaving_during_a_burst_closes_promptly() -> None:
     with trio.fail_after(LIMIT):
         async with acp_trio.lowlevel.open_agent_process([*AGENT]) as process:
             config = ConnectionConfig(exit_details=process.exit_details, close_timeout=1.5)
-            async with acp_trio.open_client(client, process.stream, config=config) as agent:
+            async with acp_trio.open_agent(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())
                 new = NewSessionRequest(cwd="/", mcp_servers=[])
                 session = (await agent.new_session(new)).session_id

@@ -361,7 +361,7 @@ async def test_slow_client_under_a_burst_gets_backpressure_not_a_close() -> None
             config = ConnectionConfig(
                 exit_details=process.exit_details, max_queued_notifications=64
             )
-            async with acp_trio.open_client(client, process.stream, config=config) as agent:
+            async with acp_trio.open_agent(client, process.stream, config=config) as agent:
                 await agent.initialize(client.initialize_request())
                 new = NewSessionRequest(cwd="/", mcp_servers=[])
                 session = (await agent.new_session(new)).session_id

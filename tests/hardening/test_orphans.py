@@ -159,7 +159,7 @@ async def test_a_signalled_trace_proxy_stops_its_agent_and_logs_its_exit(
                 acp_trio.lowlevel.open_agent_process(
                     traced(log, *AGENT, *STUBBORN["term"])
                 ) as proxy,
-                acp_trio.open_client(client, proxy.stream) as agent,
+                acp_trio.open_agent(client, proxy.stream) as agent,
             ):
                 init = await agent.initialize(client.initialize_request())
                 assert init.meta is not None

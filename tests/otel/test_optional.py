@@ -14,7 +14,7 @@ from tests.test_public_api import test_public_modules_only_re_export as check_re
 def test_nothing_imports_opentelemetry_unless_asked() -> None:
     code = (
         "import sys, acp_trio, acp_trio.lowlevel, acp_trio.contrib, acp_trio.testing, "
-        "acp_trio.proxy, acp_trio._cli, acp_trio._conductor\n"
+        "acp_trio.proxy, acp_trio._cli, acp_trio._proxy._conductor\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
     out = subprocess.run(

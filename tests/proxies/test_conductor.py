@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 import acp_trio
-from acp_trio._conductor import serve_conductor
+from acp_trio._proxy._conductor import serve_conductor
 from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ async def chain_of(
                 right, components, stderr="capture", task_status=task_status
             )
         )
-        async with acp_trio.open_client(client, left) as agent:
+        async with acp_trio.open_agent(client, left) as agent:
             yield agent
         nursery.cancel_scope.cancel()
 
@@ -179,7 +179,7 @@ async def test_a_proxy_that_crashes_mid_turn_gives_a_clear_error(where: str, tra
                     task_status=task_status,
                 )
             )
-            async with acp_trio.open_client(client, left) as agent:
+            async with acp_trio.open_agent(client, left) as agent:
                 await agent.initialize(client.initialize_request())
                 session = (await agent.new_session("/")).session_id
                 with pytest.raises(acp_trio.RequestError) as caught:
@@ -345,7 +345,7 @@ async def test_a_component_gone_before_it_is_reaped_is_named_with_its_exit_code(
 ) -> None:
     # The write to a dead proxy can fail (broken pipe) before its process is
     # reaped: the error still names its exit code, once the process reports it.
-    from acp_trio._conductor import _Chain
+    from acp_trio._proxy._conductor import _Chain
 
     chain = _Chain(2)
     chain.processes[1] = _DyingProcess()  # type: ignore[assignment]

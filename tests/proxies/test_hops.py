@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 import acp_trio
-from acp_trio._conductor import serve_conductor
+from acp_trio._proxy._conductor import serve_conductor
 from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient
 from tests.proxies.hops import CANCEL, SUCCESSOR, Trace
 from tests.proxies.test_conductor import LIMIT, PROXY, RawClient, eventually

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 import trio
 
-from acp_trio import open_client, schema
+from acp_trio import open_agent, schema
 from acp_trio.remote import agent_app, hypercorn_config
 from acp_trio.remote._front import serve_front
 from acp_trio.remote._ws_client import open_websocket_stream
@@ -95,7 +95,7 @@ async def test_tls_config_is_served_over_tls_on_every_profile(tmp_path: Path) ->
         # WebSocket over TLS (wss://): our client, and the scope says wss.
         async with (
             open_websocket_stream(f"wss://127.0.0.1:{port}/acp", ssl_context=context) as stream,
-            open_client(ScenarioClient(), stream) as agent,
+            open_agent(ScenarioClient(), stream) as agent,
         ):
             reply = await agent.initialize(schema.InitializeRequest(protocol_version=1))
             assert reply.protocol_version == 1

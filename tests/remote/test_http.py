@@ -60,7 +60,7 @@ async def test_the_client_speaks_the_http_version_asked_for(profile: str) -> Non
             client = ScenarioClient()
             async with (
                 open_http_stream(base + "/acp", http2=profile == "http") as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 await agent.initialize(client.initialize_request())
                 assert stream.connection_id is not None
@@ -189,7 +189,7 @@ async def test_the_client_reopens_a_dropped_stream_and_the_turn_goes_on(profile:
             client = ScenarioClient()
             async with (
                 open_http_stream(base + "/acp", http2=profile == "http") as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 await agent.initialize(client.initialize_request())
                 session_id = await new_session(agent)

@@ -60,7 +60,7 @@ async def test_a_connection_idle_past_the_expiry_is_not_used_again(profile: str)
                 open_http_stream(
                     binds[0] + "/acp", http2=profile == "http", keepalive_expiry=5.0
                 ) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 await agent.initialize(client.initialize_request())
                 request = schema.NewSessionRequest(cwd="/", mcp_servers=[])

@@ -205,7 +205,7 @@ async def test_the_client_resumes_a_dropped_stream_exactly(profile: str) -> None
             client = ScenarioClient()
             async with (
                 open_http_stream(base + "/acp", http2=profile == "http", resumable=True) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 await agent.initialize(client.initialize_request())
                 session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
@@ -234,7 +234,7 @@ async def test_the_client_fails_the_stream_on_409() -> None:
             client = ScenarioClient()
             async with (
                 open_http_stream(base + "/acp", resumable=True) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 await agent.initialize(client.initialize_request())
                 new = schema.NewSessionRequest(cwd="/", mcp_servers=[])

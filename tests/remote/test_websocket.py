@@ -81,7 +81,7 @@ async def test_each_websocket_is_its_own_connection_with_an_id() -> None:
         client = ScenarioClient()
         async with open_websocket_stream(url) as stream:
             ids.append(stream.connection_id)
-            async with acp_trio.open_client(client, stream) as agent:
+            async with acp_trio.open_agent(client, stream) as agent:
                 await agent.initialize(client.initialize_request())
                 session_id = await new_session(agent)
                 await agent.prompt_text(session_id, f"echo {word} {word}")

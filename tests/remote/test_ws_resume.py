@@ -43,7 +43,7 @@ async def test_a_websocket_lost_mid_turn_is_resumed_and_the_turn_goes_on() -> No
             client = ScenarioClient()
             async with (
                 open_websocket_stream(ws_url(base), resumable=True) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 assert isinstance(stream, ResumableWebSocketMessages)
                 await agent.initialize(client.initialize_request())
@@ -91,7 +91,7 @@ async def test_a_turn_waiting_on_the_client_survives_a_lost_websocket() -> None:
             client = ScenarioClient()
             async with (
                 open_websocket_stream(ws_url(base), resumable=True) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 assert isinstance(stream, ResumableWebSocketMessages)
                 await agent.initialize(client.initialize_request())
@@ -191,7 +191,7 @@ async def test_websockets_are_not_resumable_unless_asked() -> None:
             client = ScenarioClient()
             async with (
                 open_websocket_stream(ws_url(base)) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 assert not isinstance(stream, ResumableWebSocketMessages)
                 await agent.initialize(client.initialize_request())
@@ -205,7 +205,7 @@ async def test_a_server_that_does_not_resume_fails_the_stream_soon() -> None:
             client = ScenarioClient()
             async with (
                 open_websocket_stream(ws_url(base), resumable=True) as stream,
-                acp_trio.open_client(client, stream) as agent,
+                acp_trio.open_agent(client, stream) as agent,
             ):
                 assert isinstance(stream, ResumableWebSocketMessages)
                 stream._handshake_timeout = 0.2

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from acp_trio import ConnectionConfig, open_client
+from acp_trio import ConnectionConfig, open_agent
 from acp_trio.lowlevel import open_agent_process
 from acp_trio.schema import NewSessionRequest, PromptResponse
 from acp_trio.testing import SCENARIO_AGENT_COMMAND, ScenarioClient, open_scripted_process
@@ -38,7 +38,7 @@ async def test_a_session_through_the_proxy_is_logged_message_by_message(tmp_path
     with trio.fail_after(REAL_LIMIT):
         async with (
             open_agent_process(trace_command(log, SCENARIO_AGENT_COMMAND)) as proxy,
-            open_client(client, proxy.stream, config=config) as agent,
+            open_agent(client, proxy.stream, config=config) as agent,
         ):
             await agent.initialize(client.initialize_request())
             new = await agent.new_session(NewSessionRequest(cwd="/", mcp_servers=[]))

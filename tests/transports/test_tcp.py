@@ -26,7 +26,7 @@ async def test_a_client_talks_to_an_agent_over_tcp() -> None:
             assert host == "127.0.0.1"
             stream = await acp_trio.lowlevel.open_tcp_stream(host, port)
             client = ScenarioClient()
-            async with acp_trio.open_client(client, stream) as agent:
+            async with acp_trio.open_agent(client, stream) as agent:
                 await agent.initialize(client.initialize_request())
                 session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
                 result = await agent.prompt_text(session.session_id, "echo over tcp")
@@ -46,7 +46,7 @@ async def test_a_factory_serves_each_tcp_connection_its_own_agent() -> None:
     async def talk(port: int, text: str, texts: dict[str, list[str]]) -> None:
         stream = await acp_trio.lowlevel.open_tcp_stream("127.0.0.1", port)
         client = ScenarioClient()
-        async with acp_trio.open_client(client, stream) as agent:
+        async with acp_trio.open_agent(client, stream) as agent:
             await agent.initialize(client.initialize_request())
             session = await agent.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
             result = await agent.prompt_text(session.session_id, f"echo {text} {text}")

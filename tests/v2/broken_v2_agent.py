@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from acp_trio import v2
 from acp_trio.schema import v2 as s2
+from acp_trio.testing import ScenarioAgentV2
 
 
-class Broken(v2.ScenarioAgent):
+class Broken(ScenarioAgentV2):
     async def prompt(self, params: s2.PromptRequest, turn: v2.Turn) -> str | None:
         try:
             return await super().prompt(params, turn)

@@ -82,8 +82,8 @@ async def memory_pair(
     """The v2 test agent and ``client`` over memory streams, initialized."""
     left, right = trio.testing.memory_stream_pair()
     async with (
-        v2.open_agent(agent or V2TestAgent(), left),
-        v2.open_client(client, right) as proxy,
+        v2.open_client(agent or V2TestAgent(), left),
+        v2.open_agent(client, right) as proxy,
     ):
         await proxy.initialize()
         yield proxy

@@ -25,9 +25,9 @@ async def test_an_error_in_the_open_block_comes_out_plain(
 ) -> None:
     left, right = trio.testing.memory_stream_pair()
     opened: AbstractAsyncContextManager[object] = (
-        v2.open_agent(V2TestAgent(), left)
+        v2.open_client(V2TestAgent(), left)
         if side == "agent"
-        else v2.open_client(RecordingClient(), right)
+        else v2.open_agent(RecordingClient(), right)
     )
     with trio.fail_after(LIMIT), pytest.raises(ValueError, match="mine"):
         async with opened:
@@ -43,12 +43,12 @@ async def test_prompt_raises_connection_closed_when_the_agent_goes_mid_turn(
 
     async def agent_side() -> None:
         # Serves until the turn runs, then closes the connection under it.
-        async with v2.open_agent(V2TestAgent(), left):
+        async with v2.open_client(V2TestAgent(), left):
             await client.wait_for(lambda u: u.get("state") == "running")
         agent_gone.set()
 
     with trio.fail_after(LIMIT):
-        async with v2.open_client(client, right) as proxy, trio.open_nursery() as nursery:
+        async with v2.open_agent(client, right) as proxy, trio.open_nursery() as nursery:
             nursery.start_soon(agent_side)
             await proxy.initialize()
             sid = (await proxy.new_session("/tmp")).session_id
@@ -170,7 +170,7 @@ async def test_a_malformed_session_cancel_is_ignored_quietly(
 ) -> None:
     left, right = trio.testing.memory_stream_pair()
     with trio.fail_after(LIMIT):
-        async with v2.open_agent(V2TestAgent(), left):
+        async with v2.open_client(V2TestAgent(), left):
             peer = ScriptedPeer(right, timeout=30)
             await peer.send(
                 b'{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": []}}\n'
@@ -207,8 +207,8 @@ async def test_a_prompt_read_during_close_but_started_after_it_is_still_refused(
     errors: list[int] = []
     with trio.fail_after(LIMIT):
         async with (
-            v2.open_agent(agent_side, left, config=config),
-            v2.open_client(client, right) as agent,
+            v2.open_client(agent_side, left, config=config),
+            v2.open_agent(client, right) as agent,
         ):
             await agent.initialize()
             sid = (await agent.new_session("/tmp")).session_id

@@ -116,7 +116,7 @@ async def test_sigterm_shuts_the_router_down_in_order_before_and_after_the_choic
         for choose in (False, True):
             async with (
                 open_agent_process(AGENT, stderr="discard") as process,
-                v2.open_client(RecordingClient(), process.stream) as agent,
+                v2.open_agent(RecordingClient(), process.stream) as agent,
             ):
                 if choose:
                     await agent.initialize()

@@ -209,7 +209,7 @@ async def test_the_client_offers_v2_and_gets_it(autojump_clock: trio.testing.Moc
     count: list[int] = []
     client = RecordingClient()
     with trio.fail_after(LIMIT):
-        async with v2.open_any_client(connector(BOTH, count), client, V1Recorder()) as got:
+        async with v2.open_any_agent(connector(BOTH, count), client, V1Recorder()) as got:
             assert got.version == 2
             assert isinstance(got.agent, v2.AgentProxy)
             assert isinstance(got.initialize, s2.InitializeResponse)
@@ -224,7 +224,7 @@ async def test_the_client_falls_back_to_v1_on_a_fresh_connection(
 ) -> None:
     count: list[int] = []
     with trio.fail_after(LIMIT):
-        async with v2.open_any_client(
+        async with v2.open_any_agent(
             connector({"v1": V1TestAgent}, count), RecordingClient(), V1Recorder()
         ) as got:
             assert got.version == 1
@@ -241,7 +241,7 @@ async def test_without_a_v1_client_a_v1_answer_is_unsupported(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     with trio.fail_after(LIMIT), pytest.raises(acp_trio.UnsupportedProtocolVersion):
-        async with v2.open_any_client(connector({"v1": V1TestAgent}, []), RecordingClient()):
+        async with v2.open_any_agent(connector({"v1": V1TestAgent}, []), RecordingClient()):
             pass
 
 
@@ -252,7 +252,7 @@ async def test_a_v1_client_through_the_router_gets_v1(
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: v2.serve_router(left, **BOTH))
-            async with acp_trio.open_client(V1Recorder(), right) as agent:
+            async with acp_trio.open_agent(V1Recorder(), right) as agent:
                 answer = await agent.initialize()
             nursery.cancel_scope.cancel()
     assert answer.protocol_version == 1
@@ -288,8 +288,8 @@ async def test_a_v2_client_alone_refuses_a_v1_answer(
     left, right = trio.testing.memory_stream_pair()
     with trio.fail_after(LIMIT):
         async with (
-            acp_trio.open_agent(V1TestAgent, left),
-            v2.open_client(RecordingClient(), right) as agent,
+            acp_trio.open_client(V1TestAgent, left),
+            v2.open_agent(RecordingClient(), right) as agent,
         ):
             with pytest.raises(acp_trio.UnsupportedProtocolVersion) as info:
                 await agent.initialize()

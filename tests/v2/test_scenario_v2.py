@@ -85,7 +85,7 @@ async def test_a_v1_client_gets_the_v1_scenario_agent_through_the_router() -> No
         client = ScenarioClient()
         async with (
             open_agent_process(COMMAND) as process,
-            acp_trio.open_client(client, process.stream) as agent,
+            acp_trio.open_agent(client, process.stream) as agent,
         ):
             await agent.initialize()
             session = await agent.new_session("/tmp")

@@ -8,7 +8,6 @@ from collections.abc import (
 
 import trio
 
-from acp_trio._scenario import HOLD_PATH
 from acp_trio.testing._check._base import (
     CANCELLATION,
     CANCELLED,
@@ -22,6 +21,7 @@ from acp_trio.testing._check._wire import (
     IncomingRequest,
     same_id,
 )
+from acp_trio.testing._scenario import HOLD_PATH
 
 
 @_check(

@@ -349,7 +349,7 @@ def _scenario(name: str, level: Level, description: str) -> None:
                 else ""
             )
             raise _Skip(
-                f"needs the v2 scenario vocabulary (acp_trio.v2.ScenarioAgent's): "
+                f"needs the v2 scenario vocabulary (acp_trio.testing.ScenarioAgentV2's): "
                 f"{r.scenario_reason}{hint}"
             )
         env = dict(r.env) if r.env is not None else None

@@ -1,5 +1,5 @@
 """``check-agent-v2``'s scenario checks: on an agent speaking the v2
-scenario vocabulary (``acp_trio.v2.ScenarioAgent``'s), each spawns the agent
+scenario vocabulary (``acp_trio.testing.ScenarioAgentV2``'s), each spawns the agent
 afresh (stderr captured), offers protocol version 2, and checks one rule of
 the v2 lifecycle:
 

@@ -24,9 +24,9 @@ from acp_trio._core._framed import FramedStream
 from acp_trio._core._open import open_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import RequestError
-from acp_trio._scenario import HOLD_PATH
 from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio.testing._peer import NOT_JSON
+from acp_trio.testing._scenario import HOLD_PATH
 
 __all__ = [
     "PERMISSION_POLICIES",

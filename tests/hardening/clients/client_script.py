@@ -52,7 +52,7 @@ async def prompts(args: argparse.Namespace) -> None:
     )
     async with (
         acp_trio.lowlevel.open_stdio_stream() as stream,
-        acp_trio.open_client(client, stream, config=config) as agent,
+        acp_trio.open_agent(client, stream, config=config) as agent,
     ):
         try:
             await agent.initialize(client.initialize_request())

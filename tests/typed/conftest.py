@@ -13,7 +13,7 @@ clock (the autojump clock would jump while bytes sit in the kernel).
   the agent's prompt runs a per-test script, the client records everything
   and holds requests open on demand.
 - :func:`open_pair` connects them over memory (``open_agent_client_pair``)
-  or over two real OS pipes (``open_agent``/``open_client``).
+  or over two real OS pipes (``open_client``/``open_agent``).
 """
 
 from __future__ import annotations
@@ -379,8 +379,8 @@ async def open_pair(
     else:
         agent_end, client_end = pipe_stream_pair()
         async with (
-            acp_trio.open_agent(agent, agent_end, config=a_cfg) as to_client,
-            acp_trio.open_client(client, client_end, config=c_cfg) as to_agent,
+            acp_trio.open_client(agent, agent_end, config=a_cfg) as to_client,
+            acp_trio.open_agent(client, client_end, config=c_cfg) as to_agent,
         ):
             yield to_agent, to_client, agent_wire, client_wire
 
@@ -392,7 +392,7 @@ async def raw_client(
     """A typed agent facing a :class:`ScriptedPeer` as its client."""
     wire = Wire()
     ours, theirs = trio.testing.memory_stream_pair()
-    async with acp_trio.open_agent(
+    async with acp_trio.open_client(
         agent, ours, config=ConnectionConfig(trace=wire, **config)
     ) as to_client:
         yield raw_peer(theirs), to_client, wire
@@ -405,7 +405,7 @@ async def raw_agent(
     """A typed client facing a :class:`ScriptedPeer` as its agent."""
     wire = Wire()
     ours, theirs = trio.testing.memory_stream_pair()
-    async with acp_trio.open_client(
+    async with acp_trio.open_agent(
         client, ours, config=ConnectionConfig(trace=wire, **config)
     ) as to_agent:
         yield raw_peer(theirs), to_agent, wire

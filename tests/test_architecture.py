@@ -1,8 +1,9 @@
-"""The layering rules, read from the source: no module of acp_trio imports
+"""The architecture, read from the source: no module of acp_trio imports
 itself back through others (type-checking imports counted), the sans-IO
 core imports no Trio (nor anything of acp_trio but itself and the
 exceptions), the per-request objects and the connection's parts import
-nothing of the connection, and each part keeps its own state."""
+nothing of the connection, each part keeps its own state, and each concept
+has a room of its own under the public faces."""
 
 from __future__ import annotations
 
@@ -163,20 +164,6 @@ def test_the_request_objects_do_not_import_the_connection() -> None:
     assert not {m for m in base if m.startswith("acp_trio._core")}
 
 
-#: The most lines a module of the core may have (docstrings and comments
-#: counted), and the connection's, which holds every public method.
-CORE_MODULE_LINES = 400
-CONNECTION_LINES = 499
-
-
-def test_no_core_module_is_too_long() -> None:
-    files = sorted((PACKAGE / "_core").glob("*.py"))
-    assert len(files) >= 10
-    lengths = {path.name: len(path.read_text().splitlines()) for path in files}
-    assert lengths.pop("_connection.py") <= CONNECTION_LINES
-    assert {name: n for name, n in lengths.items() if n > CORE_MODULE_LINES} == {}
-
-
 def test_no_connection_module_imports_the_connection_back() -> None:
     # The connection's parts get what they need when they are made.
     parts = ("_incoming", "_ordering", "_outgoing", "_reader", "_read_right", "_writer", "_status")
@@ -199,6 +186,30 @@ def test_the_typed_layer_imports_no_test_kit() -> None:
     for path in sorted((PACKAGE / "_typed").glob("*.py")):
         for module in imported(path):
             assert not module.startswith("acp_trio.testing"), (path.name, module)
+
+
+def test_only_the_command_line_stands_on_the_test_kit() -> None:
+    # The library is a floor under the test kit, and the command line stands
+    # on both: nothing but the kit itself and the command line imports
+    # acp_trio.testing, and nothing but ``python -m acp_trio`` imports the
+    # command line.
+    graph = package_graph()
+    for name, targets in graph.items():
+        if name.startswith(("acp_trio.testing", "acp_trio._cli")):
+            continue
+        assert not {t for t in targets if t.startswith("acp_trio.testing")}, name
+        if name != "acp_trio.__main__":
+            assert not {t for t in targets if t.startswith("acp_trio._cli")}, name
+
+
+def test_each_concept_has_a_room() -> None:
+    # The top of the package holds the public faces and the few modules every
+    # layer shares; the code of a concept lives in its own package.
+    top = {path.name for path in PACKAGE.glob("*.py")}
+    assert top == {
+        "__init__.py", "__main__.py", "_exceptions.py", "_public.py", "_version.py",
+        "build.py", "lowlevel.py", "proxy.py",
+    }  # fmt: skip
 
 
 def test_no_class_in_the_core_declares_attributes_under_type_checking() -> None:

@@ -1,4 +1,4 @@
-"""The scenario agent's vocabulary over ACP v2: :class:`ScenarioAgent`.
+"""The scenario agent's vocabulary over ACP v2: :class:`ScenarioAgentV2`.
 
 The same commands as the v1 reference agent (``../shared/scenario-agent.md``)
 where v2 has their methods, with the v2 lifecycle: the prompt is answered
@@ -38,7 +38,6 @@ import uuid
 import trio
 
 from acp_trio._exceptions import RequestError
-from acp_trio._scenario import ScenarioAgent as V1ScenarioAgent
 from acp_trio._version import __version__
 from acp_trio.schema.v2 import (
     PROTOCOL_VERSION,
@@ -55,11 +54,12 @@ from acp_trio.schema.v2 import (
     SessionCapabilities,
     TextContent,
 )
+from acp_trio.testing._scenario import ScenarioAgent
 from acp_trio.v2._agent import Agent
 from acp_trio.v2._router import run_router
 from acp_trio.v2._turn import ToolCallHandle, Turn
 
-__all__ = ["ScenarioAgent", "run_scenario_router"]
+__all__ = ["ScenarioAgentV2", "run_scenario_router"]
 
 
 def _int(word: str, what: str) -> int:
@@ -69,7 +69,7 @@ def _int(word: str, what: str) -> int:
         raise RequestError.invalid_params({"problem": f"{what} must be an integer"}) from None
 
 
-class ScenarioAgent(Agent):
+class ScenarioAgentV2(Agent):
     """The scenario vocabulary as a v2 agent (see the module doc)."""
 
     info = Implementation(name="acp_trio-scenario-agent", version=__version__)
@@ -165,4 +165,4 @@ async def run_scenario_router() -> None:
     """Serve the v1 and the v2 scenario agents on this process's stdio,
     behind the version router; cancelling it closes the connection (running
     requests answered ``-32800``)."""
-    await run_router(v1=V1ScenarioAgent, v2=ScenarioAgent)
+    await run_router(v1=ScenarioAgent, v2=ScenarioAgentV2)

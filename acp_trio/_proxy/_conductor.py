@@ -34,7 +34,7 @@ With a trace file (``conduct --trace FILE``), every message of every hop is
 a JSON line with the hop's number, its peer (``client``, ``proxy N``,
 ``agent``) and its own ids, and each request the conductor passes on is
 linked to the one it came from (``"event": "forward"``), so one request can
-be followed through the chain (see :class:`~acp_trio._trace.TraceLog`).
+be followed through the chain (see :class:`~acp_trio._proxy._trace.TraceLog`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ from acp_trio._core._handler import effective_instrument
 from acp_trio._core._open import connect_connection
 from acp_trio._core._requests import RequestContext
 from acp_trio._exceptions import ConnectionClosed, RequestError
-from acp_trio._forward_order import ForwardOrder
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
     cancel_request_frame,
@@ -69,7 +68,8 @@ from acp_trio._jsonrpc import (
     request,
 )
 from acp_trio._jsonrpc._messages import ERROR_REPLY, NOTIFICATION, REQUEST, RESULT
-from acp_trio._trace import TraceLog
+from acp_trio._proxy._forward_order import ForwardOrder
+from acp_trio._proxy._trace import TraceLog
 from acp_trio._transports import AgentProcess, open_agent_process
 from acp_trio._transports._process import StderrMode
 
@@ -223,7 +223,7 @@ class _HopHandler(Handler):
         return self.chain.route(self.index, method, params)
 
     # A notification goes on after the requests read before it (see
-    # acp_trio._forward_order): a session/cancel never overtakes its prompt.
+    # acp_trio._proxy._forward_order): a session/cancel never overtakes its prompt.
 
     def request_received(self, ctx: RequestContext, params: Any) -> None:
         self.order.received(ctx)

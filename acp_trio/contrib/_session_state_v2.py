@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
-from acp_trio._keyed import Folding, KeyedStates
+from acp_trio.contrib._keyed import Folding, KeyedStates
 from acp_trio.schema.v2 import (
     UNSET,
     AgentMessage,

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
-from acp_trio._cli_kit import (
+from acp_trio._cli._kit import (
     AGENT_NO_SESSION,
     V2_NO_SESSION,
     add_kit_options,
@@ -263,7 +263,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         nargs=argparse.REMAINDER,
         help="-- PROXY_CMD... [-- PROXY_CMD...] -- AGENT_CMD...",
     )
-    from acp_trio._cli_remote import add_parsers
+    from acp_trio._cli._remote import add_parsers
 
     remote = add_parsers(sub)
     tools = {
@@ -495,7 +495,7 @@ def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | Non
             components[-1].append(word)
     if not components or any(not command for command in components):
         parser.error("give each component's command after its own -- (the agent last)")
-    from acp_trio._conductor import serve_conductor
+    from acp_trio._proxy._conductor import serve_conductor
     from acp_trio._transports import open_stdio_stream
 
     try:
@@ -548,7 +548,7 @@ def _run(tools: dict[str, argparse.ArgumentParser], args: argparse.Namespace) ->
     if args.tool == "check-client":
         return _check_client(tools["check-client"], args)
     if args.tool == "trace":
-        from acp_trio._trace import run_trace
+        from acp_trio._proxy._trace import run_trace
 
         command = _command(tools["trace"], args.command)
         try:
@@ -560,11 +560,11 @@ def _run(tools: dict[str, argparse.ArgumentParser], args: argparse.Namespace) ->
     if args.tool == "conduct":
         return _conduct(tools["conduct"], args.command, args.trace)
     if args.tool in ("serve", "connect"):
-        from acp_trio._cli_remote import run
+        from acp_trio._cli._remote import run
 
         return run(tools[args.tool], args)
     if args.v2:
-        from acp_trio.v2._scenario import run_scenario_router
+        from acp_trio.testing._scenario_v2 import run_scenario_router
 
         trio.run(run_scenario_router)
         return 0

@@ -36,7 +36,7 @@ def streaming_agent(both_prompting: trio.Event, prompting: list[str]) -> Scripte
 
 
 async def run_client(client: RecordingClient, stream: trio.abc.Stream, text: str) -> None:
-    async with acp_trio.open_client(client, stream) as to_agent:
+    async with acp_trio.open_agent(client, stream) as to_agent:
         sid = await start_session(to_agent)
         result = await to_agent.prompt_text(sid, text)
         assert result.stop_reason == "end_turn"
@@ -90,14 +90,14 @@ async def test_one_agent_object_on_two_connections_at_once_is_an_error(
     agent = ScriptedAgent()
     with trio.fail_after(LIMIT):
         first_client, first_end = trio.testing.memory_stream_pair()
-        async with acp_trio.open_agent(agent, first_end) as to_first:
+        async with acp_trio.open_client(agent, first_end) as to_first:
             _, second_end = trio.testing.memory_stream_pair()
             with pytest.raises(RuntimeError, match="pass a factory") as caught:
                 await acp_trio.serve_agent(agent, second_end)
             assert type(caught.value) is RuntimeError
             assert "serve_agent(ScriptedAgent, stream)" in str(caught.value)
             with pytest.raises(RuntimeError, match="pass a factory"):
-                async with acp_trio.open_agent(agent, second_end):
+                async with acp_trio.open_client(agent, second_end):
                     pass  # pragma: no cover
             assert agent.client is to_first
             client = RecordingClient()
@@ -116,7 +116,7 @@ async def test_one_client_object_on_two_connections_at_once_is_an_error(
         async with open_memory_pair(ScriptedAgent(), client) as pair:
             _, stream = trio.testing.memory_stream_pair()
             with pytest.raises(RuntimeError, match="one client object per connection"):
-                async with acp_trio.open_client(client, stream):
+                async with acp_trio.open_agent(client, stream):
                     pass  # pragma: no cover
             assert client.agent is pair.to_agent
         async with open_memory_pair(ScriptedAgent(), client) as pair:

@@ -90,8 +90,8 @@ def open_side(side: str, stream: trio.abc.Stream) -> AbstractAsyncContextManager
     if side == "connection":
         return acp_trio.lowlevel.open_connection(stream)
     if side == "agent":
-        return acp_trio.open_agent(ScriptedAgent(), stream)
-    return acp_trio.open_client(RecordingClient(), stream)
+        return acp_trio.open_client(ScriptedAgent(), stream)
+    return acp_trio.open_agent(RecordingClient(), stream)
 
 
 @pytest.mark.parametrize("side", ["connection", "agent", "client"])
