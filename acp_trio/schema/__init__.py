@@ -12,7 +12,7 @@ classes and its ``Unknown...`` class). Convert with :data:`converter`::
 
 The converter's policy (unknown keys and variants survive, leniency only
 where the schema asks, no coercion, exact round trips) is described in
-:mod:`acp_trio.schema._converter`. Unknown keys live in each object's
+``acp_trio/schema/_converter.py``. Unknown keys live in each object's
 ``extra_``; :data:`UNSET` marks "absent" where ``null`` has its own meaning
 (``SessionInfoUpdate.title``). :data:`METHODS` (and :data:`REQUESTS`,
 :data:`NOTIFICATIONS`) map wire method names to :class:`MethodInfo`.
