@@ -17,6 +17,9 @@ where the schema asks, no coercion, exact round trips) is described in
 (``SessionInfoUpdate.title``). :data:`METHODS` (and :data:`REQUESTS`,
 :data:`NOTIFICATIONS`) map wire method names to :class:`MethodInfo`.
 
+``PROTOCOL_VERSION`` is the protocol version these types are for, and
+``SCHEMA_VERSION`` names the schema release they were generated from.
+
 Unstable protocol additions live in the opt-in module
 :mod:`acp_trio.schema.unstable`.
 """

@@ -282,7 +282,7 @@ class ExportedData(SphinxDirective):
             obj = getattr(namespace, name)
             if isinstance(obj, (type, types.ModuleType)) or (callable(obj) and not _is_alias(obj)):
                 continue
-            doc = self._doc_comment(name, ModuleAnalyzer)
+            doc = self._doc_comment(name, obj, ModuleAnalyzer)
             lines.append(f".. py:data:: {name}")
             if doc is None:
                 value = repr(obj)
@@ -296,8 +296,8 @@ class ExportedData(SphinxDirective):
         self.state.nested_parse(StringList(lines, source=self.arguments[0]), 0, container)
         return container.children
 
-    def _doc_comment(self, name: str, analyzer_class: Any) -> list[str] | None:
-        for module in _defining_modules(name):
+    def _doc_comment(self, name: str, obj: Any, analyzer_class: Any) -> list[str] | None:
+        for module in _defining_modules(name, obj):
             try:
                 docs = analyzer_class.for_module(module).find_attr_docs()
             except Exception:
@@ -312,8 +312,8 @@ def _is_alias(obj: Any) -> bool:
     return type(obj).__module__ in {"typing", "types"} or hasattr(obj, "__origin__")
 
 
-def _defining_modules(name: str) -> list[str]:
-    """The private acp_trio modules that define ``name`` at their top level."""
+def _defining_modules(name: str, obj: Any) -> list[str]:
+    """The private acp_trio modules that hold ``obj`` as ``name`` at their top level."""
     import sys
 
     return sorted(
@@ -321,7 +321,7 @@ def _defining_modules(name: str) -> list[str]:
         for module_name, module in list(sys.modules.items())
         if module_name.startswith("acp_trio.")
         and module is not None
-        and name in vars(module)
+        and vars(module).get(name) is obj
         and "._" in f".{module_name}"
     )
 

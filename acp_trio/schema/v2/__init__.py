@@ -14,6 +14,10 @@ Upstream calls v2 a preview: its types can still change between releases.
 state; the converter adds ``sessionUpdate`` when it writes one as a
 :data:`SessionUpdate`.
 
+``PROTOCOL_VERSION`` (2) and ``SCHEMA_VERSION`` say which protocol version
+and schema release these types are for; ``UNSET`` is v1's sentinel for an
+absent key, used by v2's patch fields too.
+
 Unstable v2 additions live in the opt-in module :mod:`acp_trio.schema.v2.unstable`.
 """
 
