@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-SRC    := acp_trio tests tools examples benchmarks
+SRC    := acp_trio tests tools examples benchmarks docs/conf.py docs/_ext
 
 # The TypeScript SDK, for the interop tests (skipped where npm is missing).
 INTEROP_STAMP := tests/interop/node_modules/.installed
