@@ -11,6 +11,9 @@ prose from the schema reached the package.
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +212,33 @@ def test_the_structural_schemas_validate_as_the_published_ones() -> None:
                     assert a.is_valid(probe) == b.is_valid(probe), (flavour, name, probe)
                     checked += 1
         assert checked > 50, flavour
+
+
+def test_the_schema_pages_commands_exist() -> None:
+    # docs/schema.md's commands: the make targets (dry run) and the generator's option.
+    page = (REPO_ROOT / "docs" / "schema.md").read_text()
+    (block,) = re.findall(r"```sh\n(.*?)```", page, flags=re.DOTALL)
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+    assert lines == [
+        "make regen",
+        "make schema-update VERSION=2.5.0",
+        "python tools/gen_schema.py --check",
+    ]
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    for line in lines[:2]:
+        dry = subprocess.run(
+            [*line.split(), "-n"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        )
+        assert dry.returncode == 0, dry.stderr
+        assert "tools/gen_schema.py" in dry.stdout
+    assert (
+        "@agentclientprotocol/sdk@2.5.0"
+        in subprocess.run(
+            ["make", "-n", "schema-update", "VERSION=2.5.0"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
