@@ -328,7 +328,8 @@ def test_each_step_of_the_ci_recipe_runs_in_a_fresh_folder(
         assert acp_trio_from in CI_PAGE.read_text()  # the page shows this very line
     else:
         clone = committed_clone(release, tmp_path)
-        acp_trio_from = re.sub(r"git\+https://\S+", f"git+file://{clone}", page_source)
+        # (file://localhost/...: the pip of a fresh venv wants a host in the URL)
+        acp_trio_from = re.sub(r"git\+https://\S+", f"git+file://localhost{clone}", page_source)
     # actions/checkout: the agent's repository (an agent with a known fault, and its baseline).
     job = tmp_path / "job"
     job.mkdir(exist_ok=True)
