@@ -29,7 +29,7 @@ HYPERCORN_VENV := .venv-hypercorn-latest
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: docs test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
+.PHONY: docs test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen schema-update clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -142,8 +142,18 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP)
 	$(BIN)/python -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
 
-# Regenerate acp_trio/schema/_generated_*.py from ../shared/acp-schema.
-regen: $(STAMP)
+# Regenerate the schema modules and the structural schemas the package ships
+# (acp_trio/schema/) from the @agentclientprotocol/sdk npm package that
+# tests/interop/package.json pins (npm installs it).
+regen: $(STAMP) $(INTEROP_STAMP)
+	$(BIN)/python tools/gen_schema.py
+
+# Pin another release of @agentclientprotocol/sdk (the TypeScript interop
+# tests' peer too), then regenerate: make schema-update VERSION=2.5.0
+schema-update: $(STAMP)
+	@test -n "$(VERSION)" || { echo "usage: make schema-update VERSION=X.Y.Z"; exit 2; }
+	npm install --prefix tests/interop --save-exact --no-audit --no-fund @agentclientprotocol/sdk@$(VERSION)
+	touch $(INTEROP_STAMP)
 	$(BIN)/python tools/gen_schema.py
 
 clean:

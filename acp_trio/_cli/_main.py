@@ -114,7 +114,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--scenario",
         action="store_true",
-        help="run the scenario checks even if `echo <token>` does not detect the vocabulary",
+        help="run the scenario checks even if `echo <token>` does not detect the scenario "
+        "vocabulary (docs/scenario-agent.md in acp_trio's source)",
     )
     check.add_argument("--no-scenario", action="store_true", help="skip the scenario checks")
     check.add_argument(
@@ -150,9 +151,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--schema",
         metavar="PATH",
-        help="validate with jsonschema against this ACP v1 schema.json (default: "
-        "../shared/acp-schema/v1/schema.json relative to the current directory or to the "
-        "repository if found, else the generated types of acp_trio.schema)",
+        help="validate with jsonschema against this ACP v1 schema.json (default: the schema "
+        "acp_trio ships, with jsonschema from the 'check' extra; without it, the generated "
+        "types of acp_trio.schema)",
     )
     check.add_argument(
         "--cancel-prompt",
@@ -164,7 +165,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--hold-prompt",
         metavar="TEXT",
-        help="for agents without the scenario vocabulary: a prompt on which the agent sends "
+        help="for agents without the scenario vocabulary (docs/scenario-agent.md in acp_trio's "
+        "source): a prompt on which the agent sends "
         "the client a request (permission, file, terminal); the checker holds it unanswered "
         "and runs session-cancel and the cancellation checks (but deadline) on that turn",
     )
@@ -217,7 +219,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         description="Spawn a stdio ACP v2 agent (any SDK) and check the v2 rules: negotiation, "
         "-32022, requests before and repeated initialize, the prompt lifecycle, robustness; "
         "held prompts, tool_call/cancel and error turns with the v2 scenario vocabulary "
-        "(`python -m acp_trio scenario-agent --v2`). Exit status as check-agent's: 0 CONFORMS, "
+        "(`python -m acp_trio scenario-agent --v2`; docs/scenario-agent.md in acp_trio's "
+        "source). Exit status as check-agent's: 0 CONFORMS, "
         "1 DOES NOT CONFORM, 3 INCOMPLETE, 2 usage error.",
     )
     for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
@@ -226,15 +229,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check_v2.add_argument(
         "--hold-prompt",
         metavar="TEXT",
-        help="for agents without the v2 scenario vocabulary: a prompt on which the agent "
-        "sends the client a request (a permission); held-prompts then runs on that turn",
+        help="for agents without the v2 scenario vocabulary (docs/scenario-agent.md in "
+        "acp_trio's source): a prompt on which the agent sends the client a request (a "
+        "permission); held-prompts then runs on that turn",
     )
     add_kit_options(check_v2)
     check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
     for name in ("--init-timeout", "--prompt-timeout"):
         check_v2.add_argument(name, type=float, metavar="S", help=f"as check-agent {name}")
     check_v2.add_argument(
-        "--schema", metavar="PATH", help="the ACP v2 schema.json to validate with"
+        "--schema",
+        metavar="PATH",
+        help="validate with jsonschema against this ACP v2 schema.json (default: the one "
+        "acp_trio ships, as for check-agent)",
     )
     check_v2.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 

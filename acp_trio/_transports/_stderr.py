@@ -55,6 +55,24 @@ _LINE_OVERHEAD = 64
 
 # Interpreters and launchers: the program is their first non-option argument.
 _LAUNCHERS = ("python", "node", "bun", "deno", "npx", "pnpx", "uvx", "bunx")
+# Per launcher: options whose value is the program's code (the name is then
+# the launcher and the option: ``python -c``), options that take a value
+# (skipped with it), and subcommands before the program (``deno run``).
+_INLINE = {
+    "python": ("-c",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "bun": ("-e", "--eval", "-p", "--print"),
+    "deno": ("eval",),
+}
+_VALUED = {
+    "python": ("-W", "-X", "--check-hash-based-pycs"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader"),
+    "npx": ("-p", "--package"),
+    "uvx": ("--from", "--with", "-p", "--python"),
+}
+_SUBCOMMANDS = {"deno": ("run",), "bun": ("run",)}
+# A longer "name", or one with spaces, is code or a command line, not a name.
+_MAX_NAME = 64
 
 #: Writes a batch of decoded lines (drop notices included) somewhere; runs in
 #: a worker thread and may block.
@@ -88,14 +106,30 @@ class TailBuffer:
 def default_prefix(command: Sequence[str], pid: int) -> str:
     """``"name[pid]: "``, where name is the program's file name, or for an
     interpreter or launcher (``python agent.py``, ``npx some-agent``) its
-    first argument that is not an option: what tells two agents apart."""
+    first argument that is not an option: what tells two agents apart. Code
+    given inline is not a name: ``python -c CODE`` is ``python -c``."""
+    return f"{_program_name(command)}[{pid}]: "
+
+
+def _program_name(command: Sequence[str]) -> str:
     name = os.path.basename(command[0])
-    if name.startswith(_LAUNCHERS):
-        for arg in command[1:]:
-            if not arg.startswith("-"):
-                name = os.path.basename(arg.rstrip("/")) or arg
-                break
-    return f"{name}[{pid}]: "
+    family = next((launcher for launcher in _LAUNCHERS if name.startswith(launcher)), None)
+    if family is None:
+        return name
+    args = iter(command[1:])
+    for arg in args:
+        if arg in _INLINE.get(family, ()):
+            return f"{name} {arg}"
+        if arg in _VALUED.get(family, ()):
+            next(args, None)
+            continue
+        if arg.startswith("-") or arg in _SUBCOMMANDS.get(family, ()):
+            continue
+        program = os.path.basename(arg.rstrip("/")) or arg
+        if len(program) > _MAX_NAME or any(c.isspace() for c in program):
+            return name
+        return program
+    return name
 
 
 def stream_sink(prefix: str) -> Sink:

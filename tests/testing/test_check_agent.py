@@ -8,12 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 import trio
 
+import acp_trio
 from acp_trio import RequestError
 from acp_trio.testing import (
     CHECKS,
@@ -393,9 +395,30 @@ def test_the_validator_reads_the_messages_of_their_method(
     assert validator.check({"jsonrpc": "2.0", "method": "_x/y", "params": [1]}) is None
 
 
-def test_the_schema_check_is_skipped_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_jsonschema_the_types_validate_and_the_extra_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "jsonschema.validators", None)
-    assert MessageValidator.load() == "jsonschema is not installed (pip install jsonschema)"
+    reason = MessageValidator.load()
+    assert reason == schema_check.NO_JSONSCHEMA
+    assert "pip install 'acp-trio[check]'" in reason
+    validator = schema_check.load_validator()
+    assert isinstance(validator, TypedValidator)
+    assert "pip install 'acp-trio[check]'" in validator.description
+    with pytest.raises(ValueError, match=r"acp-trio\[check\]"):
+        schema_check.load_validator(schema_check.DEFAULT_SCHEMA)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_by_default_jsonschema_validates_against_the_shipped_schema(version: int) -> None:
+    validator = schema_check.load_validator(version=version)
+    assert isinstance(validator, MessageValidator)
+    folder = "v2" if version == 2 else "v1"
+    assert validator.path is not None
+    assert validator.path.parts[-5:] == ("acp_trio", "schema", "json", folder, "schema.json")
+    assert validator.path.is_relative_to(Path(acp_trio.__file__).parent)
+    found, tried = schema_check.find_schema(version=version)
+    assert (found, tried) == (validator.path, [validator.path])
 
 
 SESSION_FREE = {

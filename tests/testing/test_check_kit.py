@@ -164,14 +164,16 @@ async def test_check_client_suite_and_results(tmp_path: Path) -> None:
 
 
 def _recipe() -> tuple[str, str]:
-    """The CI job of ``docs/testing.md``: the command of its step "Check the
-    agent", and the baseline file shown after it."""
-    page = (REPO / "docs" / "testing.md").read_text()
+    """The CI job of docs/checking-in-ci.md: the command of its step "Check
+    the agent", and the baseline file shown after it. (tests/test_install.py
+    runs every step of it, with acp_trio installed as the page says.)"""
+    page = (REPO / "docs" / "checking-in-ci.md").read_text()
     job = page.split("<!-- ci-recipe -->", 1)[1]
     command = re.search(r"- name: Check the agent\n\s+run: (.+)\n", job)
     assert command is not None
-    blocks = re.findall(r"```yaml\n(.*?)```", job, flags=re.DOTALL)
-    return command.group(1), blocks[1]
+    baseline = re.search(r"<!-- ci-baseline -->\n```yaml\n(.*?)```", page, flags=re.DOTALL)
+    assert baseline is not None
+    return command.group(1), baseline.group(1)
 
 
 async def test_the_ci_recipe_runs_as_printed(tmp_path: Path) -> None:

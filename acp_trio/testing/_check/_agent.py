@@ -199,7 +199,8 @@ async def check_agent(
     ``timeout``, at least 15).
     ``schema`` is the ACP v1 ``schema.json`` to validate every message with
     ``jsonschema`` (``ValueError`` if it does not exist); by default the one
-    :func:`find_schema` finds, else the generated types of
+    this package ships (:func:`find_schema`), or, without ``jsonschema``
+    (``pip install 'acp-trio[check]'``), the generated types of
     :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
     ``cwd`` and ``env`` are the agent's.
     ``prompt_timeout`` bounds the answer to a prompt (a model's turn, not a

@@ -34,6 +34,8 @@ TURN_OUTPUT: Final = frozenset(
         "tool_call_update",
     }
 )
+#: Where the scenario vocabulary is described, for the hints that name it.
+SCENARIO_DOCS: Final = "docs/scenario-agent.md in acp_trio's source"
 #: A prompt that keeps a model busy for a while, for agents without the
 #: scenario vocabulary (``wait_for_cancel`` means nothing to a model).
 LONG_PROMPT: Final = (

@@ -23,6 +23,7 @@ from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio.testing._check._base import (
     NESTED,
+    SCENARIO_DOCS,
     CheckFunc,
     CheckInfo,
     _brief,
@@ -557,7 +558,8 @@ class _Runner(_WireQueries):
                 await self.echo(session, session.session_id)
         if not self.scenario:
             raise _Skip(
-                f"scenario vocabulary {self.scenario_reason}; for an agent without it, "
+                f"scenario vocabulary ({SCENARIO_DOCS}) {self.scenario_reason}; for an agent "
+                "without it, "
                 "--hold-prompt TEXT (a prompt on which it asks the client something) runs "
                 "this check"
             )

@@ -39,6 +39,7 @@ from acp_trio.testing._check._base import (
     CANCELLATION,
     RECOMMENDED,
     REQUIRED,
+    SCENARIO_DOCS,
     CheckFunc,
     CheckInfo,
     _brief,
@@ -349,7 +350,8 @@ def _scenario(name: str, level: Level, description: str) -> None:
                 else ""
             )
             raise _Skip(
-                f"needs the v2 scenario vocabulary (acp_trio.testing.ScenarioAgentV2's): "
+                f"needs the v2 scenario vocabulary (acp_trio.testing.ScenarioAgentV2's; "
+                f"{SCENARIO_DOCS}): "
                 f"{r.scenario_reason}{hint}"
             )
         env = dict(r.env) if r.env is not None else None
@@ -408,10 +410,11 @@ async def check_agent_v2(
 ) -> CheckReport:
     """Run the v2 checks against the stdio agent ``command``; the options
     are :func:`acp_trio.testing.check_agent`'s (``schema``: the ACP v2
-    ``schema.json``; by default the one found beside the repository, else
-    the generated v2 types). ``hold_prompt``: for an agent without the v2
-    scenario vocabulary, a prompt on which it sends the client a request
-    (a permission): ``held-prompts`` then runs on that turn."""
+    ``schema.json``; by default the one this package ships, or without
+    ``jsonschema`` (the ``check`` extra) the generated v2 types).
+    ``hold_prompt``: for an agent without the v2 scenario vocabulary, a
+    prompt on which it sends the client a request (a permission):
+    ``held-prompts`` then runs on that turn."""
     if not command:
         raise ValueError("command must not be empty")
     selected = list(_V2)
