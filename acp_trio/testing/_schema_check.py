@@ -74,8 +74,9 @@ def find_schema(
     """The schema file to use, and every place looked at.
 
     An explicit ``path`` is taken as is; otherwise the structural schema of
-    ACP ``version`` that this package ships (:data:`DEFAULT_SCHEMA`,
-    :data:`DEFAULT_SCHEMA_V2`), which every install has.
+    ACP ``version`` that this package ships
+    (``acp_trio/schema/json/v1/schema.json`` or ``.../v2/schema.json``),
+    which every install has.
     """
     candidates = [Path(path) if path is not None else _default(version)]
     for candidate in candidates:
