@@ -24,6 +24,7 @@ __all__ = [
     "ErrorCode",
     "LocalProtocolError",
     "MessageTooLarge",
+    "PromptNotSent",
     "ProtocolError",
     "RemoteProtocolError",
     "RequestError",
@@ -281,10 +282,13 @@ class UnsupportedProtocolVersion(RemoteProtocolError):
 
 
 class TurnNotAnswered(RemoteProtocolError):
-    """The agent did not answer a cancelled prompt turn within the grace
-    period after ``session/cancel`` (ACP says it must answer it, with
-    ``stopReason: "cancelled"``). Raised by the next ``prompt()`` on that
-    session, which was not sent, and by ``AgentProxy.cancel_turn()``."""
+    """The agent answered neither ``session/cancel`` nor ``$/cancel_request``
+    for a cancelled prompt turn within ``grace`` seconds of the first (ACP
+    says it must answer ``session/cancel``, with ``stopReason:
+    "cancelled"``), so the client abandoned the turn: its late answer, if
+    one ever comes, is dropped. Raised by that turn's ``prompt()`` if its
+    caller still waits for it. (``AgentProxy.cancel_turn()`` returns the
+    abandoned outcome instead.)"""
 
     def __init__(self, session_id: str, request_id: int, grace: float) -> None:
         self.session_id = session_id
@@ -293,12 +297,38 @@ class TurnNotAnswered(RemoteProtocolError):
         super().__init__(
             f"the agent never answered the cancelled prompt turn of session {session_id!r} "
             f"(session/prompt request {request_id}): no reply within {grace:g} s of "
-            f"session/cancel. The next prompt was not sent; the turn's reply is still "
-            f"awaited (cancel_turn() sends session/cancel again), or use a new session"
+            f"session/cancel, $/cancel_request included. The turn was abandoned: a late "
+            f"reply is dropped"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.session_id, self.request_id, self.grace), self.__dict__)
+
+
+class PromptNotSent(ACPError):
+    """A prompt that waited behind a cancelled turn of its session was not
+    sent: the session was cancelled again while it waited (``reason ==
+    "cancelled"``: a stop button stops what was queued too), or the turn
+    ahead was abandoned and the abandon policy closed the connection or
+    stopped the agent (``reason == "abandoned"``). ``outcome`` is how the
+    turn ahead ended (an :class:`~acp_trio.CancelOutcome`)."""
+
+    def __init__(self, session_id: str, reason: str, outcome: Any) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        self.outcome = outcome
+        why = (
+            "the session was cancelled again while it waited"
+            if reason == "cancelled"
+            else "the cancelled turn ahead of it was abandoned, and with it the agent"
+        )
+        super().__init__(
+            f"the prompt for session {session_id!r} was not sent: {why} "
+            f"(the turn ahead ended {getattr(outcome, 'how', outcome)})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id, self.reason, self.outcome), self.__dict__)
 
 
 class MessageTooLarge(RemoteProtocolError):
