@@ -43,6 +43,7 @@ from acp_trio._exceptions import ConnectionClosed as ConnectionClosed
 from acp_trio._exceptions import ErrorCode as ErrorCode
 from acp_trio._exceptions import LocalProtocolError as LocalProtocolError
 from acp_trio._exceptions import MessageTooLarge as MessageTooLarge
+from acp_trio._exceptions import PromptNotSent as PromptNotSent
 from acp_trio._exceptions import ProtocolError as ProtocolError
 from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
@@ -63,6 +64,7 @@ from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pa
 from acp_trio._typed._sessions import AgentSessions as AgentSessions
 from acp_trio._typed._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
+from acp_trio._typed._turn import CancelOutcome as CancelOutcome
 from acp_trio._version import __version__ as __version__
 
 _fix_module_names("acp_trio", globals())

@@ -10,10 +10,12 @@ import pytest
 
 from acp_trio import (
     ACPError,
+    CancelOutcome,
     ConnectionClosed,
     ErrorCode,
     LocalProtocolError,
     MessageTooLarge,
+    PromptNotSent,
     ProtocolError,
     RemoteProtocolError,
     RequestError,
@@ -207,3 +209,9 @@ def test_other_errors_survive_copy_and_pickle(copier: Any) -> None:
     assert type(unanswered) is TurnNotAnswered
     assert (unanswered.session_id, unanswered.request_id, unanswered.grace) == ("s1", 7, 2.5)
     assert str(unanswered) == str(TurnNotAnswered("s1", 7, 2.5))
+    outcome = CancelOutcome("s1", "escalated", error=RequestError(-32800), request_id=7)
+    not_sent = copier(PromptNotSent("s1", "cancelled", outcome))
+    assert type(not_sent) is PromptNotSent
+    assert (not_sent.session_id, not_sent.reason) == ("s1", "cancelled")
+    assert not_sent.outcome.how == "escalated"
+    assert str(not_sent) == str(PromptNotSent("s1", "cancelled", outcome))
