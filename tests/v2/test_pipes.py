@@ -132,3 +132,23 @@ async def test_sigterm_shuts_the_router_down_in_order_before_and_after_the_choic
                 codes.append(await process.process.wait())
     # An orderly exit (0), not death by the signal (-15).
     assert codes == [0, 0]
+
+
+@pytest.mark.parametrize("run", range(5))
+async def test_a_prompt_cancelled_with_its_block_still_ends_the_turn(run: int) -> None:
+    """The relay's shape, v2: the scope around the spawned agent's block is
+    cancelled while ``prompt()`` waits. ``session/cancel`` goes out, and
+    leaving the block gives the turn its grace to go idle (``cancelled``)
+    before the connection and the process go."""
+    client = RecordingClient()
+    with trio.fail_after(PIPE_LIMIT):
+        with trio.CancelScope() as scope:
+            async with v2.open_spawned_agent(client, AGENT, stderr="capture") as agent:
+                await agent.initialize()
+                sid = (await agent.new_session("/tmp")).session_id
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(agent.prompt, sid, text("wait"))
+                    await client.wait_for(lambda u: u.get("state") == "running")
+                    scope.cancel()
+        assert scope.cancelled_caught
+    assert client.states() == [("running", None), ("idle", "cancelled")]
