@@ -49,6 +49,7 @@ from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
+from acp_trio._exceptions import passing_errors_on as passing_errors_on
 from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._transports import serve_tcp as serve_tcp
 from acp_trio._typed._agent import Agent as Agent

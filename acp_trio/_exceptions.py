@@ -15,6 +15,8 @@ This module is pure Python: the sans-IO core imports it too.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "RequestError",
     "TurnNotAnswered",
     "UnsupportedProtocolVersion",
+    "passing_errors_on",
 ]
 
 
@@ -76,7 +79,8 @@ class RequestError(ACPError):
     error through does not answer with the peer's code, which would describe
     the nested call, not its own request: the SDK answers ``-32603`` whose
     ``data`` names the nested method and its error. To pass the peer's error
-    on as it is, raise ``e.passed_on()``.
+    on as it is, raise ``e.passed_on()``, or make the call inside
+    ``with acp_trio.passing_errors_on():``.
     """
 
     code: int
@@ -206,6 +210,29 @@ class RequestError(ACPError):
         """
         return cls(ErrorCode.RESOURCE_NOT_FOUND, None, data)
 
+
+
+@contextmanager
+def passing_errors_on() -> Iterator[None]:
+    """Within the block, the peer's error answer to a call (a
+    :class:`RequestError` with :attr:`~RequestError.reply_to`) is raised as
+    :meth:`~RequestError.passed_on`: a handler that lets it out answers its
+    own request with that very error (code, message, data) instead of
+    ``-32603``. For a relay that stands for the agent it calls: a
+    sub-agent's ``-32800`` (its deadline) stays ``-32800``::
+
+        with acp_trio.passing_errors_on():
+            answer = await sub.prompt(params)
+
+    Errors made locally (no ``reply_to``) and other exceptions go through
+    unchanged.
+    """
+    try:
+        yield
+    except RequestError as exc:
+        if exc.reply_to is None:
+            raise
+        raise exc.passed_on() from exc
 
 class ProtocolError(ACPError):
     """A JSON-RPC protocol violation; see the two subclasses for whose."""

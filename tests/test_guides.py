@@ -11,6 +11,7 @@ against the example agent), as in ``tests/test_readme.py`` for the README.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 import trio
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDES = ["docs/agents.md", "docs/clients.md"]
+GUIDES = ["docs/agents.md", "docs/clients.md", "docs/how-a-turn-ends.md"]
 LIMIT = 180  # real seconds: mypy and pytest in subprocesses
 
 _BLOCK = re.compile(
@@ -80,7 +81,11 @@ async def test_the_guide_type_checks(guide: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("guide", "tests", "passed"),
-    [("docs/agents.md", "test_agent.py", 6), ("docs/clients.md", "test_client.py", 2)],
+    [
+        ("docs/agents.md", "test_agent.py", 6),
+        ("docs/clients.md", "test_client.py", 2),
+        ("docs/how-a-turn-ends.md", "test_relay.py", 4),
+    ],
 )
 async def test_the_guide_tests_pass(guide: str, tests: str, passed: int, tmp_path: Path) -> None:
     files = write_guide(guide, tmp_path)
@@ -121,3 +126,14 @@ async def test_the_guide_client_conforms(tmp_path: Path) -> None:
     assert result.returncode == 3, out + result.stderr.decode()
     assert "INCOMPLETE" in out, out
     assert "(0 required)" in out, out
+
+
+def test_the_turn_picture_is_what_its_script_draws() -> None:
+    """``docs/how-a-turn-ends.svg`` is ``tools/draw_turn_ends.py``'s output:
+    change the script and run it, not the picture."""
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "tools" / "draw_turn_ends.py")
+    assert spec is not None and spec.loader is not None
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    assert (ROOT / "docs" / "how-a-turn-ends.svg").read_text() == draw.draw()
+    assert "how-a-turn-ends.svg" in (ROOT / "docs" / "how-a-turn-ends.md").read_text()

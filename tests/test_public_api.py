@@ -26,7 +26,7 @@ TOP_LEVEL = {
     # errors
     "ACPError", "CapabilityError", "ConnectionClosed", "ErrorCode", "LocalProtocolError",
     "MessageTooLarge", "ProtocolError", "RemoteProtocolError", "RequestError",
-    "TurnNotAnswered", "UnsupportedProtocolVersion", "PromptNotSent",
+    "TurnNotAnswered", "UnsupportedProtocolVersion", "PromptNotSent", "passing_errors_on",
     # typed APIs and the functions that serve and connect them
     "Agent", "AgentProxy", "Client", "ClientProxy", "ConnectionConfig",
     "open_client", "open_agent_client_pair", "open_agent", "open_spawned_agent", "run_agent",

@@ -20,6 +20,7 @@ from acp_trio import (
     RemoteProtocolError,
     RequestError,
     TurnNotAnswered,
+    passing_errors_on,
 )
 
 
@@ -215,3 +216,21 @@ def test_other_errors_survive_copy_and_pickle(copier: Any) -> None:
     assert (not_sent.session_id, not_sent.reason) == ("s1", "cancelled")
     assert not_sent.outcome.how == "escalated"
     assert str(not_sent) == str(PromptNotSent("s1", "cancelled", outcome))
+
+
+def test_passing_errors_on_answers_with_the_peers_own_error() -> None:
+    peer_error = RequestError(-32800, "Request cancelled", {"why": "deadline"})
+    peer_error.reply_to = "session/prompt"
+    with pytest.raises(RequestError) as info, passing_errors_on():
+        raise peer_error
+    passed = info.value
+    assert passed.reply_to is None  # answered as it is, not as -32603
+    assert passed.to_error_object() == peer_error.to_error_object()
+    assert passed.__cause__ is peer_error
+    # Our own errors, and anything else, go through untouched.
+    own = RequestError(-32602)
+    with pytest.raises(RequestError) as info, passing_errors_on():
+        raise own
+    assert info.value is own
+    with pytest.raises(KeyError), passing_errors_on():
+        raise KeyError("x")
