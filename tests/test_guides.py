@@ -132,7 +132,8 @@ def test_the_turn_picture_is_what_its_script_draws() -> None:
     """``docs/how-a-turn-ends.svg`` is ``tools/draw_turn_ends.py``'s output:
     change the script and run it, not the picture."""
     spec = importlib.util.spec_from_file_location("draw", ROOT / "tools" / "draw_turn_ends.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     draw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(draw)
     assert (ROOT / "docs" / "how-a-turn-ends.svg").read_text() == draw.draw()

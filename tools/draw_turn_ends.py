@@ -72,7 +72,8 @@ def ladder(top: float) -> list[str]:
         out.append(text(x, axis + 22 + 16 * (i == 2), when, size=12, anchor="middle"))
         out.append(text(x, top + 24, what, size=12, anchor="middle", font_style="italic"))
     rows = [
-        ("answered", GREEN, 1.2, [], ["the agent answers session/cancel", "(stopReason cancelled)"]),
+        ("answered", GREEN, 1.2, [],
+         ["the agent answers session/cancel", "(stopReason cancelled)"]),
         ("escalated", AMBER, CANCEL_GRACE + 0.8, [CANCEL_GRACE],
          ["it answers $/cancel_request", "(-32800, or its stop reason)"]),
         ("abandoned", RED, end, [CANCEL_GRACE],
