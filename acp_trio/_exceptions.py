@@ -211,7 +211,6 @@ class RequestError(ACPError):
         return cls(ErrorCode.RESOURCE_NOT_FOUND, None, data)
 
 
-
 @contextmanager
 def passing_errors_on() -> Iterator[None]:
     """Within the block, the peer's error answer to a call (a
@@ -233,6 +232,7 @@ def passing_errors_on() -> Iterator[None]:
         if exc.reply_to is None:
             raise
         raise exc.passed_on() from exc
+
 
 class ProtocolError(ACPError):
     """A JSON-RPC protocol violation; see the two subclasses for whose."""

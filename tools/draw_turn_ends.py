@@ -28,7 +28,7 @@ def text(x: float, y: float, s: str, *, size: int = 13, anchor: str = "start", *
     attrs = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in kw.items())
     return (
         f'<text x="{x:g}" y="{y:g}" font-size="{size}" text-anchor="{anchor}"'
-        f'{attrs}>{escape(s)}</text>'
+        f"{attrs}>{escape(s)}</text>"
     )
 
 
@@ -56,8 +56,13 @@ def ladder(top: float) -> list[str]:
         return left + t * scale
 
     out = [
-        text(20, top, "The cancel ladder: AgentProxy.cancel_turn(), cancel(), a cancelled prompt()",
-             size=16, font_weight="bold"),
+        text(
+            20,
+            top,
+            "The cancel ladder: AgentProxy.cancel_turn(), cancel(), a cancelled prompt()",
+            size=16,
+            font_weight="bold",
+        ),
     ]
     axis = top + 205
     out.append(line(left, axis, right, axis))
@@ -72,13 +77,32 @@ def ladder(top: float) -> list[str]:
         out.append(text(x, axis + 22 + 16 * (i == 2), when, size=12, anchor="middle"))
         out.append(text(x, top + 24, what, size=12, anchor="middle", font_style="italic"))
     rows = [
-        ("answered", GREEN, 1.2, [],
-         ["the agent answers session/cancel", "(stopReason cancelled)"]),
-        ("escalated", AMBER, CANCEL_GRACE + 0.8, [CANCEL_GRACE],
-         ["it answers $/cancel_request", "(-32800, or its stop reason)"]),
-        ("abandoned", RED, end, [CANCEL_GRACE],
-         ["no answer: the late one is dropped;", "then the abandon_policy: free_session",
-          "(the next prompt is sent), close_connection", "or stop_process"]),
+        (
+            "answered",
+            GREEN,
+            1.2,
+            [],
+            ["the agent answers session/cancel", "(stopReason cancelled)"],
+        ),
+        (
+            "escalated",
+            AMBER,
+            CANCEL_GRACE + 0.8,
+            [CANCEL_GRACE],
+            ["it answers $/cancel_request", "(-32800, or its stop reason)"],
+        ),
+        (
+            "abandoned",
+            RED,
+            end,
+            [CANCEL_GRACE],
+            [
+                "no answer: the late one is dropped;",
+                "then the abandon_policy: free_session",
+                "(the next prompt is sent), close_connection",
+                "or stop_process",
+            ],
+        ),
     ]
     for i, (name, color, stop, steps, notes) in enumerate(rows):
         y = top + 60 + i * 45
@@ -96,15 +120,25 @@ def ladder(top: float) -> list[str]:
 def leaving(top: float) -> list[str]:
     """Leaving open_spawned_agent's block, for any reason, in order."""
     out = [
-        text(20, top, "Leaving open_spawned_agent() (normally, by an error, by a cancel), in order",
-             size=16, font_weight="bold"),
+        text(
+            20,
+            top,
+            "Leaving open_spawned_agent() (normally, by an error, by a cancel), in order",
+            size=16,
+            font_weight="bold",
+        ),
     ]
     steps = [
         ("session/cancel", "sent at once by", "the cancelled prompt()", GREEN, 135),
         ("wind down", "each cancelled turn ends:", "≤ cancel_grace + escalation_grace", AMBER, 205),
         ("close", "the connection:", "≤ close_timeout (5 s)", GREY, 135),
-        ("stop", "stdin closed, shutdown_grace (2 s),", "SIGTERM, terminate_grace (2 s), SIGKILL",
-         RED, 250),
+        (
+            "stop",
+            "stdin closed, shutdown_grace (2 s),",
+            "SIGTERM, terminate_grace (2 s), SIGKILL",
+            RED,
+            250,
+        ),
         ("stderr", "read to its end,", "every line forwarded", GREY, 125),
     ]
     x = 20.0
@@ -119,14 +153,22 @@ def leaving(top: float) -> list[str]:
             out.append(line(x + 2, y + 37, x + 14, y + 37, INK, marker_end="url(#arrow)"))
             x += 18
     out.append(
-        text(20, y + 100,
-             "The connection and the stderr forwarding live until the block is left, not until "
-             "the scope around it is cancelled:", size=12)
+        text(
+            20,
+            y + 100,
+            "The connection and the stderr forwarding live until the block is left, not until "
+            "the scope around it is cancelled:",
+            size=12,
+        )
     )
     out.append(
-        text(20, y + 116,
-             "so a relay's sub-agent reads session/cancel first and has its grace to answer "
-             "before end of input and signals.", size=12)
+        text(
+            20,
+            y + 116,
+            "so a relay's sub-agent reads session/cancel first and has its grace to answer "
+            "before end of input and signals.",
+            size=12,
+        )
     )
     return out
 
@@ -141,7 +183,7 @@ def draw() -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="470" '
         f'viewBox="0 0 {WIDTH} 470" font-family="sans-serif" fill="{INK}">\n'
-        f'{rect(0, 0, WIDTH, 470, "#ffffff")}\n{defs}\n' + "\n".join(body) + "\n</svg>\n"
+        f"{rect(0, 0, WIDTH, 470, '#ffffff')}\n{defs}\n" + "\n".join(body) + "\n</svg>\n"
     )
 
 
