@@ -23,10 +23,12 @@ does not turn the answer into ``-32800``.
 
 A cancelled :meth:`AgentProxy.prompt` (a deadline, a scope, an enclosing
 request's cancel) is a ``session/cancel`` too, sent from the cancelled call
-without waiting; the turn is kept until the agent answers it, and the
-session's next prompt goes out only after that answer (within
-:attr:`AgentProxy.cancel_grace`, else :class:`TurnNotAnswered`).
-:meth:`AgentProxy.cancel_turn` cancels and waits for the turn's answer.
+without waiting; the turn then climbs the cancel ladder (``_turn.py``:
+``$/cancel_request`` after :attr:`AgentProxy.cancel_grace`, abandoned after
+:attr:`AgentProxy.escalation_grace` more), and the session's next prompt
+goes out once it has ended. :meth:`AgentProxy.cancel_turn` cancels and
+waits for that end. Leaving :func:`open_agent` lets cancelled turns end
+before the connection closes (``docs/how-a-turn-ends.md``).
 """
 
 from __future__ import annotations
