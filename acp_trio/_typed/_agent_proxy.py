@@ -104,6 +104,9 @@ class ClientSide(Protocol):
     #: The proxy's turns (set by the proxy): a permission request of a
     #: cancelled turn is answered ``cancelled`` by the SDK.
     turns: TurnBook
+    #: Set when the connection's block is being left: ``session/update``
+    #: notifications are dropped from then on.
+    leaving: bool
 
     def cancel_permissions(self, session_id: str) -> None:
         """Answer the session's pending permission requests ``cancelled``."""
@@ -506,7 +509,9 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     async def _wind_down(self) -> None:
         """Leaving the connection's block: let each cancelled turn end
         (answered, or abandoned at the end of its ladder) before the
-        connection closes."""
+        connection closes. The updates read meanwhile are dropped, as
+        closing drops them: the application is done with them."""
+        self._handler.leaving = True
         await self._turns.wind_down()
 
 

@@ -310,6 +310,9 @@ class _ClientHandler(TypedHandler):
         self._permission_requests: dict[trio.CancelScope, RequestContext] = {}
         # The proxy's turns (the proxy sets it, once made).
         self.turns: TurnBook
+        # The block is being left: updates are not handed on any more (the
+        # connection still reads, for the cancelled turns' answers).
+        self.leaving = False
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in CLIENT_METHODS.items():
@@ -318,7 +321,7 @@ class _ClientHandler(TypedHandler):
                 continue  # -32601, whatever the params
             table = requests if info.kind == "request" else notifications
             table[wire] = Route(info.params, getattr(client, attr))
-        notifications["session/update"] = Route(SessionNotification, self.early.receive)
+        notifications["session/update"] = Route(SessionNotification, self._session_update)
         if "session/request_permission" in requests:
             requests["session/request_permission"] = Route(
                 RequestPermissionRequest, self._request_permission
@@ -331,6 +334,13 @@ class _ClientHandler(TypedHandler):
             client._extension_handlers(),
             schema_converter=schema_converter,
         )
+
+    async def _session_update(self, params: SessionNotification) -> None:
+        # Leaving drops the updates not handled yet, as closing always did:
+        # the wind-down reads on only to see the cancelled turns end (behind
+        # a backlog a slow UI would take long to work through).
+        if not self.leaving:
+            await self.early.receive(params)
 
     async def _request_permission(
         self, params: RequestPermissionRequest

@@ -107,6 +107,8 @@ class _Turns:
         # Cancelled prompts not answered yet (their turn's id unknown).
         self._accepting: dict[PendingRequest, float] = {}
         self._accepting_changed = trio.Event()
+        #: The block is being left: updates are no longer handed on.
+        self.leaving = False
 
     def close(self, error: Callable[[], ConnectionClosed]) -> None:
         """The connection is closed: wake every waiter, to raise ``error()``."""
@@ -155,7 +157,9 @@ class _Turns:
 
     async def wind_down(self) -> None:
         """Until each cancelled turn has been accepted and gone idle, or its
-        grace has passed (then it is left, with a warning)."""
+        grace has passed (then it is left, with a warning). The updates read
+        meanwhile are not handed to the application."""
+        self.leaving = True
         while self._accepting and self._closed is None:
             deadline = min(self._accepting.values())
             with trio.move_on_at(deadline):
@@ -378,7 +382,10 @@ class _ClientHandler(TypedHandler):
 
     async def _session_update(self, params: UpdateSessionNotification) -> None:
         self.proxy.turns.saw(params)
-        await self.client.session_update(params)
+        # Leaving drops the updates not handled yet (as closing does): the
+        # wind-down reads on only for the cancelled turns' idle states.
+        if not self.proxy.turns.leaving:
+            await self.client.session_update(params)
 
 
 @asynccontextmanager
