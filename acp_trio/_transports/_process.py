@@ -260,18 +260,17 @@ class _Stopper:
 
 
 async def _forward_stderr(
-    pump: StderrPump, stderr: trio.abc.ReceiveStream, scopes: list[trio.CancelScope]
+    pump: StderrPump, stderr: trio.abc.ReceiveStream, scopes: dict[str, trio.CancelScope]
 ) -> None:
     # Shielded: the lines come until the agent's end, however the block is
     # left; the block's end stops these two tasks itself (bounded).
     async with trio.open_nursery() as nursery:
-        for task in (functools.partial(pump.read, stderr), pump.write):
-            nursery.start_soon(_shielded, task, scopes)
+        nursery.start_soon(_within, scopes["read"], functools.partial(pump.read, stderr))
+        nursery.start_soon(_within, scopes["write"], pump.write)
 
 
-async def _shielded(task: Callable[[], Awaitable[None]], scopes: list[trio.CancelScope]) -> None:
-    with trio.CancelScope(shield=True) as scope:
-        scopes.append(scope)
+async def _within(scope: trio.CancelScope, task: Callable[[], Awaitable[None]]) -> None:
+    with scope:
         await task()
 
 
@@ -370,8 +369,9 @@ async def open_agent_process(
     stream = trio.StapledStream(process.stdin, stdout)
     stopper = _Stopper(process, process.stdin, shutdown_grace, terminate_grace)
     agent = AgentProcess._create(process, stream, pump, stopper)
-    # The stderr tasks' scopes: [reader, writer] once they run.
-    scopes: list[trio.CancelScope] = []
+    # The stderr tasks' scopes (made here: one cancelled before its task
+    # starts still stops it).
+    scopes = {"read": trio.CancelScope(shield=True), "write": trio.CancelScope(shield=True)}
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
             stopper._nursery = nursery
@@ -389,16 +389,15 @@ async def open_agent_process(
                 nursery.cancel_scope.cancel()
 
 
-async def _end_stderr(pump: StderrPump, scopes: list[trio.CancelScope]) -> None:
+async def _end_stderr(pump: StderrPump, scopes: dict[str, trio.CancelScope]) -> None:
     """The agent is gone: its stderr lines are read to the end of the pipe
     and handed on. Bounded: a grandchild may hold the pipe open (reading
     stops after a moment), and the destination may be stuck (the lines
     left are dropped after a while; see ``_stderr``)."""
     with trio.move_on_after(_STDERR_EOF_WAIT):
         await pump.eof.wait()
-    for scope in scopes[:1]:
-        scope.cancel()  # the reader: what it read is queued, the writer told
+    scopes["read"].cancel()  # what it read is queued, the writer told
     with trio.move_on_after(_STDERR_FLUSH_WAIT):
         await pump.flushed.wait()
-    for scope in scopes:
+    for scope in scopes.values():
         scope.cancel()
