@@ -11,7 +11,8 @@ The prompt's text picks the turn:
 - ``wait``: one update (``started``), then wait until cancelled;
 - ``mute``: one update, then ignore both cancels and never answer; it also
   ignores SIGTERM and its stdin closing (only SIGKILL ends it);
-- ``exit``: one update, then exit with code 3 when ``session/cancel`` comes.
+- ``exit``: one update, then exit with code 3 the moment ``session/cancel``
+  is read (before the SDK could answer the turn).
 """
 
 import functools
@@ -26,6 +27,7 @@ import acp_trio
 from acp_trio import ConnectionConfig, schema
 
 RECORD = sys.argv[1]
+MODE = {"turn": ""}
 
 
 def record(line: str) -> None:
@@ -36,6 +38,9 @@ def record(line: str) -> None:
 
 def trace(direction: str, frame: bytes) -> None:
     msg = json.loads(frame)
+    if direction == "recv" and msg.get("method") == "session/cancel" and MODE["turn"] == "exit":
+        record("<exit>")
+        os._exit(3)
     what = msg.get("method")
     if what is None:
         what = "<answer> " + json.dumps(msg.get("result", msg.get("error")), sort_keys=True)
@@ -54,7 +59,7 @@ class Sub(acp_trio.Agent):
         return schema.NewSessionResponse(session_id="sub-1")
 
     async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
-        self.mode = params.prompt[0].text  # type: ignore[union-attr]
+        self.mode = MODE["turn"] = params.prompt[0].text  # type: ignore[union-attr]
         print("sub: turn started", file=sys.stderr, flush=True)
         await self.client.send_text(params.session_id, "started")
         try:
@@ -66,11 +71,6 @@ class Sub(acp_trio.Agent):
         finally:
             print("sub: turn ended", file=sys.stderr, flush=True)
         raise AssertionError("not reached")
-
-    async def cancel(self, params: schema.CancelNotification) -> None:
-        if self.mode == "exit":
-            record("<exit>")
-            os._exit(3)
 
 
 trio.run(
