@@ -36,6 +36,7 @@ RUN_BY_TESTS: dict[str, set[str]] = {
     "README.md": {"agent.py", "client.py"},  # tests/test_readme.py: as a pair, and checked
     "docs/agents.md": {"agent.py", "conftest.py", "test_agent.py"},  # tests/test_guides.py
     "docs/clients.md": {"client.py", "test_client.py"},  # tests/test_guides.py
+    "docs/how-a-turn-ends.md": {"relay.py", "test_relay.py"},  # tests/test_guides.py
     "docs/proxies.md": {"context_proxy.py"},  # tests/test_docs.py: in a conduct chain
     # tests/test_from_asyncio.py: the client with the agent's command, the agent under check-agent
     "docs/from-asyncio.md": {"trio_host.py", "asyncio_client.py", "asyncio_agent.py"},

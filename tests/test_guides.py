@@ -6,6 +6,7 @@ see ``tests/docblocks.py``); ``tests/test_docs.py`` type-checks them.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,11 @@ async def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
 
 @pytest.mark.parametrize(
     ("guide", "tests", "passed"),
-    [("docs/agents.md", "test_agent.py", 6), ("docs/clients.md", "test_client.py", 2)],
+    [
+        ("docs/agents.md", "test_agent.py", 6),
+        ("docs/clients.md", "test_client.py", 2),
+        ("docs/how-a-turn-ends.md", "test_relay.py", 4),
+    ],
 )
 async def test_the_guide_tests_pass(guide: str, tests: str, passed: int, tmp_path: Path) -> None:
     files = write_guide(guide, tmp_path)
@@ -71,3 +76,15 @@ async def test_the_guide_client_conforms(tmp_path: Path) -> None:
     assert result.returncode == 3, out + result.stderr.decode()
     assert "INCOMPLETE" in out, out
     assert "(0 required)" in out, out
+
+
+def test_the_turn_picture_is_what_its_script_draws() -> None:
+    """``docs/how-a-turn-ends.svg`` is ``tools/draw_turn_ends.py``'s output:
+    change the script and run it, not the picture."""
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "tools" / "draw_turn_ends.py")
+    assert spec is not None
+    assert spec.loader is not None
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    assert (ROOT / "docs" / "how-a-turn-ends.svg").read_text() == draw.draw()
+    assert "how-a-turn-ends.svg" in (ROOT / "docs" / "how-a-turn-ends.md").read_text()

@@ -26,13 +26,15 @@ TOP_LEVEL = {
     # errors
     "ACPError", "CapabilityError", "ConnectionClosed", "ErrorCode", "LocalProtocolError",
     "MessageTooLarge", "ProtocolError", "RemoteProtocolError", "RequestError",
-    "TurnNotAnswered", "UnsupportedProtocolVersion",
+    "TurnNotAnswered", "UnsupportedProtocolVersion", "PromptNotSent", "passing_errors_on",
     # typed APIs and the functions that serve and connect them
     "Agent", "AgentProxy", "Client", "ClientProxy", "ConnectionConfig",
     "open_client", "open_agent_client_pair", "open_agent", "open_spawned_agent", "run_agent",
     "serve_agent", "serve_tcp",
     # the agent author's kit (and the acp_trio.build module)
     "AgentSessions", "TerminalHandle", "ToolCallHandle",
+    # how a cancelled turn ended (AgentProxy.cancel_turn)
+    "CancelOutcome",
 }  # fmt: skip
 
 LOWLEVEL = {

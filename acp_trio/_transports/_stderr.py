@@ -207,21 +207,31 @@ class StderrPump:
         self.peak_queued_bytes = 0
         # One thread at most, stuck or not: never the default limiter's.
         self._limiter = trio.CapacityLimiter(1)
+        #: Set once reading ended (end of file, or the reader cancelled).
+        self.eof = trio.Event()
+        #: Set once the writer handed on all there was (or was cancelled).
+        self.flushed = trio.Event()
 
     # -- reader ---------------------------------------------------------
 
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
-        """Until end of file: never waits on anything but the pipe."""
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            while chunk := await stream.receive_some(65536):
-                self.tail.add(chunk)
-                if self._sink is not None:
-                    self._feed(chunk)
-        if self._partial:
-            self._push(bytes(self._partial))
+        """Until end of file: never waits on anything but the pipe. Cancelled
+        (a grandchild holds the pipe open), what was read still goes out:
+        the last line, even without its newline, is queued, and the writer
+        is told that nothing more comes."""
+        try:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                while chunk := await stream.receive_some(65536):
+                    self.tail.add(chunk)
+                    if self._sink is not None:
+                        self._feed(chunk)
+        finally:
+            if self._partial and not self._skipping:
+                self._push(bytes(self._partial))
             self._partial.clear()
-        self._eof = True
-        self._wake.set()
+            self._eof = True
+            self._wake.set()
+            self.eof.set()
 
     @property
     def idle(self) -> bool:
@@ -296,6 +306,12 @@ class StderrPump:
 
     async def write(self) -> None:
         """Hands the queued lines to the destination until end of file."""
+        try:
+            await self._write()
+        finally:
+            self.flushed.set()
+
+    async def _write(self) -> None:
         if self._sink is None:
             return
         while True:
