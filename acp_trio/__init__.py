@@ -65,6 +65,7 @@ from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pa
 from acp_trio._typed._sessions import AgentSessions as AgentSessions
 from acp_trio._typed._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
+from acp_trio._typed._turn import AbandonPolicy as AbandonPolicy
 from acp_trio._typed._turn import CancelOutcome as CancelOutcome
 from acp_trio._version import __version__ as __version__
 

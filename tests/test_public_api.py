@@ -34,7 +34,7 @@ TOP_LEVEL = {
     # the agent author's kit (and the acp_trio.build module)
     "AgentSessions", "TerminalHandle", "ToolCallHandle",
     # how a cancelled turn ended (AgentProxy.cancel_turn)
-    "CancelOutcome",
+    "AbandonPolicy", "CancelOutcome",
 }  # fmt: skip
 
 LOWLEVEL = {
