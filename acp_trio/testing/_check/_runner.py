@@ -124,6 +124,9 @@ class _Runner(_WireQueries):
         self.auth_refusal: tuple[str, WireEntry | None] | None = None
         # (session, id) of our requests the agent died before answering.
         self.abandoned: set[tuple[int, Any]] = set()
+        #: The turn cancelled with session/cancel, once a check ran it:
+        #: ``session-cancel`` and ``cancel-promptly`` judge the same turn.
+        self.cancelled_turn: Any = None
 
     # -- processes and sessions
 
