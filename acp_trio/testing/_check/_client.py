@@ -328,8 +328,8 @@ class _AgentSide(Wire):
             done.set()
 
     async def _ignored_cancel_turn(self, prompt_id: Any) -> dict[str, Any]:
-        started = trio.current_time()
-        arrived = len(self.session_cancels)
+        # As the third prompt was read: a cancel that follows it is stale.
+        started, arrived = self.prompt_marks[2]
         await self.say(f"{PROMPT_AGAIN}\n")
         await self.until(lambda: len(self.session_cancels) > arrived, _LEAK_WINDOW)
         self.judge_idle_cancel(arrived, started)

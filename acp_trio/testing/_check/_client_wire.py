@@ -116,8 +116,10 @@ class Wire:
         #: Every session/cancel and $/cancel_request of the client: (time, params).
         self.session_cancels: list[tuple[float, Any]] = []
         self.cancel_requests: list[tuple[float, Any]] = []
-        #: The session/prompt requests read so far (counted as they are read).
+        #: The session/prompt requests read so far (counted as they are read),
+        #: and for each, when it was read and how many session/cancel came before.
         self.prompt_requests = 0
+        self.prompt_marks: list[tuple[float, int]] = []
         self._activity = trio.Event()
         #: The last lines both ways ("> " sent, "< " received), for evidence.
         self.wire: collections.deque[str] = collections.deque(maxlen=EVIDENCE_LINES)
@@ -307,6 +309,7 @@ class Wire:
         elif "id" in message:
             if method == "session/prompt":
                 self.prompt_requests += 1
+                self.prompt_marks.append((now, len(self.session_cancels)))
             nursery.start_soon(self.handle_request, message)
         elif method == "session/cancel":
             self.session_cancels.append((now, message.get("params")))

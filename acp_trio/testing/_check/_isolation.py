@@ -11,7 +11,6 @@ from typing import Final
 import trio
 
 from acp_trio.testing._check._base import (
-    QUIET,
     RECOMMENDED,
     _brief,
     _check,
@@ -27,7 +26,10 @@ from acp_trio.testing._check._wire import AgentSession
 #: The scenario prompt of the session that is not cancelled: it runs for a
 #: moment (so the other session's cancel lands while it runs), then ends
 #: ``end_turn``.
-OTHER_TURN: Final = "sleep 600"
+OTHER_TURN: Final = "sleep 400"
+#: A moment for a reply to a session/cancel to show (the next prompt's
+#: round trip gives it more).
+SETTLE: Final = 0.05
 
 
 async def _turn_after(r: _Runner, session: AgentSession, session_id: str, after: str) -> _Reply:
@@ -64,11 +66,11 @@ async def _idle_cancel(r: _Runner) -> _Pass:
     session, session_id = await r.fresh_session()
     mark = r.transcript.mark()
     await session.connection.notify("session/cancel", {"sessionId": session_id})
-    await trio.sleep(QUIET)
+    await trio.sleep(SETTLE)
     await _turn_after(r, session, session_id, "after a session/cancel sent before any turn")
     # The race of a stop button and the turn's end: the cancel comes late.
     await session.connection.notify("session/cancel", {"sessionId": session_id})
-    await trio.sleep(QUIET)
+    await trio.sleep(SETTLE)
     second = await _turn_after(
         r, session, session_id, "after a session/cancel sent once the previous turn had ended"
     )

@@ -2,10 +2,10 @@
 
     python trio_client.py -- AGENT_CMD...
 
-Each prompt runs in a cancel scope; the agent's cue cancels it, as a stop
-button would (a cancelled ``prompt()`` sends ``session/cancel``; the SDK
-decides what follows when the agent does not answer: ``cancel_grace`` is
-one second here). When a turn said ``check-client: prompt again`` the next
+Each prompt runs in a cancel scope; the agent's cue is the stop button: it
+sends ``session/cancel`` (``AgentProxy.cancel``) and cancels that scope (the
+SDK decides what follows when the agent does not answer: ``cancel_grace``
+is one second here). When a turn said ``check-client: prompt again`` the next
 prompt goes out on the same session. It reads and writes real files and
 runs terminals (the SDK's ``TerminalsMixin``, every command approved).
 Permission requests titled ``check-client: choose an option`` are answered
@@ -53,8 +53,12 @@ class CheckedClient(acp_trio.contrib.TerminalsMixin, acp_trio.Client):
             return
         if PROMPT_AGAIN in update.content.text:
             self.prompt_again = True
-        if CUE in update.content.text and self.stop is not None:
-            self.stop.cancel()
+        if CUE in update.content.text:
+            # The stop button: session/cancel now, whatever the turn's state
+            # (its answer may already be on its way), and the prompt's scope.
+            await self.agent.cancel(params.session_id)
+            if self.stop is not None:
+                self.stop.cancel()
 
     async def request_permission(
         self, params: RequestPermissionRequest
