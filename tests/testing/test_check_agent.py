@@ -580,3 +580,18 @@ def test_the_well_behaved_agents_pass_the_new_checks(fault_reports: dict[str, Ch
         assert clean[check].passed, clean[check].reason
     assert "the other's: stopReason 'end_turn'" in clean["cancel-isolation"].reason
     assert "had ended before the cancel" not in clean["cancel-isolation"].reason
+
+
+async def test_an_agent_that_cannot_reach_its_model_is_incomplete_not_failing() -> None:
+    # As opencode answers without network access: "Cannot connect to API".
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(agent_command("no_model"), timeout=CHECK_TIMEOUT)
+    table = report.format_table()
+    assert report.status is Status.INCOMPLETE, table
+    assert not report.failures(), table
+    for name in ("prompt", "idle-cancel", "cancel-isolation", "deadline"):
+        assert report[name].skipped, table
+        assert report[name].reason.startswith("no model reachable: "), table
+        assert "Cannot connect to API" in report[name].reason
+    # A cancelled turn needs no model: it is judged.
+    assert report["session-cancel"].passed, table

@@ -11,6 +11,7 @@ from typing import Final
 import trio
 
 from acp_trio.testing._check._base import (
+    QUIET,
     RECOMMENDED,
     _brief,
     _check,
@@ -21,7 +22,7 @@ from acp_trio.testing._check._base import (
 )
 from acp_trio.testing._check._report import Rule
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check._wire import AgentSession
+from acp_trio.testing._check._wire import AgentSession, same_id
 
 #: The scenario prompt of the session that is not cancelled: it runs for a
 #: moment (so the other session's cancel lands while it runs), then ends
@@ -63,6 +64,7 @@ async def _turn_after(r: _Runner, session: AgentSession, session_id: str, after:
     ),
 )
 async def _idle_cancel(r: _Runner) -> _Pass:
+    r.require_model()
     session, session_id = await r.fresh_session()
     mark = r.transcript.mark()
     await session.connection.notify("session/cancel", {"sessionId": session_id})
@@ -99,25 +101,20 @@ async def _idle_cancel(r: _Runner) -> _Pass:
     ),
 )
 async def _cancel_isolation(r: _Runner) -> _Pass:
-    held = r.held_mode()
-    if not held and r.scenario is None:
+    if r.held_mode():
+        return await _held_isolation(r)
+    r.require_model()
+    if r.scenario is None:
         main = await r.ensure_main()  # whether it speaks the scenario vocabulary
         assert main.session_id is not None
         with contextlib.suppress(_Fail):  # the prompt check judges that turn
             await r.echo(main, main.session_id)
-    session, cancelled_id = await r.fresh_session(hold_all=held)
+    session, cancelled_id = await r.fresh_session()
     _, other_id = await r.fresh_session()
-    if held:
-        assert r.hold_prompt is not None
-        cancelled_text, other_text = r.hold_prompt, r.hold_prompt
-    else:
-        cancelled_text = r.cancel_prompt
-        other_text = OTHER_TURN if r.scenario else f"echo {r.token}"
+    cancelled_text = r.cancel_prompt
+    other_text = OTHER_TURN if r.scenario else f"echo {r.token}"
     async with r.open_prompt(session, cancelled_id, cancelled_text) as cancelled:
-        if held:
-            await r.held_requests(session, cancelled_id, cancelled)
-        else:
-            await trio.sleep(0.1)
+        await trio.sleep(0.1)
         async with r.open_prompt(session, other_id, other_text) as other:
             await trio.sleep(0.1)
             if cancelled.done:
@@ -131,7 +128,6 @@ async def _cancel_isolation(r: _Runner) -> _Pass:
                 )
             other_ran = not other.done
             await session.connection.notify("session/cancel", {"sessionId": cancelled_id})
-            session.client.cancel_permissions(cancelled_id)
             first = await r.outcome(session, cancelled.result, "answer after session/cancel")
             second = await r.outcome(
                 session,
@@ -145,6 +141,7 @@ async def _cancel_isolation(r: _Runner) -> _Pass:
             f"was not answered within {r.prompt_timeout:g} s (--prompt-timeout)"
         )
     r.refused_for_auth(session, "session/prompt", second)
+    r.no_model(second)
     if second.cancelled:
         raise _Fail(
             f"session/cancel of {cancelled_id!r} ended the turn of the other session "
@@ -160,4 +157,47 @@ async def _cancel_isolation(r: _Runner) -> _Pass:
     return _Pass(
         f"the cancelled session's turn: {how}; the other's: {second.describe()}{note}",
         second.latency,
+    )
+
+
+async def _held_isolation(r: _Runner) -> _Pass:
+    """``cancel-isolation`` on ``--hold-prompt``: both sessions run the hold
+    prompt, every request of the agent held; after the cancel of one, the
+    other's turn must still run and its held requests stay uncancelled (it
+    is then cancelled too, to end it)."""
+    assert r.hold_prompt is not None
+    session, cancelled_id = await r.fresh_session(hold_all=True)
+    _, other_id = await r.fresh_session(hold_all=True)
+    mark = r.transcript.mark()
+    async with (
+        r.open_prompt(session, cancelled_id, r.hold_prompt) as cancelled,
+        r.open_prompt(session, other_id, r.hold_prompt) as other,
+    ):
+        await r.held_requests(session, cancelled_id, cancelled)
+        kept = await r.held_requests(session, other_id, other)
+        await session.connection.notify("session/cancel", {"sessionId": cancelled_id})
+        session.client.cancel_permissions(cancelled_id)
+        first = await r.outcome(session, cancelled.result, "answer after session/cancel")
+        await trio.sleep(QUIET)
+        ended = await r.outcome(session, other.result, "answer", 0) if other.done else None
+        seen = r.transcript.cancels_received(session.index, mark)
+        touched = [q for q in kept if any(same_id(q.id, c) for c in seen) or q.answered]
+        await session.connection.notify("session/cancel", {"sessionId": other_id})
+        session.client.cancel_permissions(other_id)
+        await r.outcome(session, other.result, "answer after session/cancel")
+    if ended is not None:
+        raise _Fail(
+            f"session/cancel of {cancelled_id!r} ended the turn of the other session "
+            f"{other_id!r} too: it was answered {ended.describe()}"
+        )
+    if touched:
+        names = ", ".join(f"{q.method} (id {q.id!r})" for q in touched)
+        raise _Fail(
+            f"session/cancel of {cancelled_id!r} cancelled the held requests of the other "
+            f"session {other_id!r}: {names}"
+        )
+    how = first.describe() if first is not None else "no answer (session-cancel judges that)"
+    return _Pass(
+        f"the cancelled session's turn: {how}; the other's still ran, its {len(kept)} held "
+        "request(s) untouched"
     )

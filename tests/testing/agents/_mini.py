@@ -40,6 +40,9 @@ it passes every check. The faults:
   answered with 2, in v2's shape).
 - ``sticky-cancel``: a ``session/cancel`` of a session with no turn running
   is kept, and ends that session's next turn at once (``cancelled``).
+- ``no-model``: opens sessions but answers every prompt that is not
+  cancelled first with ``-32603 Cannot connect to API`` after 0.3 s (as
+  opencode does without network access to its model).
 - ``cancel-all-sessions``: a ``session/cancel`` cancels the running turn of
   every session, not only the one it names.
 - ``ask-permission``: every prompt asks permission
@@ -90,6 +93,7 @@ FAULTS = {
     "v2-only",
     "sticky-cancel",
     "cancel-all-sessions",
+    "no-model",
 }
 #: The answer of an agent speaking version 2 (the shape codex-acp 2.6.0 answers).
 V2_INIT = {
@@ -237,6 +241,9 @@ class MiniAgent(Handler):
         words = text.split()
         if self.fault == "prompt-needs-auth":
             raise RequestError(-32000, "Authentication required")
+        if self.fault == "no-model" and words[:1] != ["wait_for_cancel"]:
+            await trio.sleep(0.3)
+            raise RequestError(-32603, "Internal error: Cannot connect to API: Unable to connect")
         if session_id in self.sticky:
             self.sticky.discard(session_id)
             return {"stopReason": "cancelled"}
