@@ -59,3 +59,17 @@ def test_list_lines_name_each_sentence() -> None:
     assert rule.strip().startswith("rests on: MUST (initialization): ")
     convention = [line for line in list_lines(CHECKS) if "no normative word (JSON-RPC 2.0" in line]
     assert convention  # invalid-params, parse-error, ...
+
+
+def test_the_docs_page_lists_every_check_with_its_level_and_word() -> None:
+    from .conftest import REPO
+
+    text = (REPO / "docs" / "checks.md").read_text(encoding="utf-8")
+    sections = text.split("### `")[1:]
+    pages = {section.split("`", 1)[0]: section for section in sections}
+    assert set(pages) == set(ALL)
+    for tool, infos in ALL.items():
+        for info in infos:
+            word = "no normative word" if info.rule.word == "none" else info.rule.word
+            row = f"| `{info.name}` | {info.level.value} | {word} ({info.rule.source}): "
+            assert row in pages[tool], (tool, info.name)
