@@ -60,9 +60,9 @@ ACPX = HERE.parent / "acpx" / "node_modules" / ".bin" / "acpx"
 )
 async def test_acpx_conforms(tmp_path: Path) -> None:
     # A persistent session, one prompt, and `acpx cancel` from outside at
-    # the cue. One prompt only: the checks of the later turns are skipped. --approve-all answers every permission request at once (and
-    # lets the fs writes and terminals through), so `cancelled-permission`
-    # cannot be exercised.
+    # the cue: the checks of the later turns are skipped. --approve-all
+    # answers every permission request at once (and lets the fs writes and
+    # terminals through), so `cancelled-permission` cannot be exercised.
     acpx = f"{ACPX} --ttl 1 --agent '{{agent}}'"
     prompt = f"{acpx} --approve-all --format json prompt 'check me'"
     command = ["sh", "-c", f"{acpx} sessions new && exec {prompt}"]
