@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-SRC    := acp_trio tests tools examples benchmarks
+SRC    := acp_trio tests tools examples benchmarks docs/conf.py docs/_ext
 
 # The TypeScript SDK, for the interop tests (skipped where npm is missing).
 INTEROP_STAMP := tests/interop/node_modules/.installed
@@ -29,7 +29,7 @@ HYPERCORN_VENV := .venv-hypercorn-latest
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
+.PHONY: docs test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -130,12 +130,24 @@ bench-sdks: $(BENCH_STAMP) $(INTEROP_STAMP)
 bench-report: $(BENCH_STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/bench_report.py
 
+# The documentation site (docs/, Sphinx with MyST Markdown) into docs/_build/html,
+# warnings as errors (-W), every reference into acp_trio resolved (-n). The
+# `docs` extra goes into .venv beside the test extra.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+
 # Regenerate acp_trio/schema/_generated_*.py from ../shared/acp-schema.
 regen: $(STAMP)
 	$(BIN)/python tools/gen_schema.py
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) $(HYPERCORN_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf docs/_build $(VENV) $(BENCH_VENV) $(HYPERCORN_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
 # Every real ACP agent from npm that installs here and speaks ACP over stdio
 # (pinned in tests/real_agents, about 2 GB), checked with check-agent and

@@ -1,6 +1,7 @@
 """The CI kit of the checkers: ``--list``, ``--only``, ``--suite``,
 ``--results DIR`` (JSON and JUnit XML), ``--expected-failures FILE`` (its
-three outcomes), and the README's CI recipe, its command run as printed."""
+three outcomes), and the CI recipe of ``docs/testing.md``, its command run as
+printed."""
 
 from __future__ import annotations
 
@@ -164,10 +165,10 @@ async def test_check_client_suite_and_results(tmp_path: Path) -> None:
 
 
 def _recipe() -> tuple[str, str]:
-    """The README's CI job: the command of its step "Check the agent", and
-    the baseline file shown after it."""
-    readme = (REPO / "README.md").read_text()
-    job = readme.split("<!-- ci-recipe -->", 1)[1]
+    """The CI job of ``docs/testing.md``: the command of its step "Check the
+    agent", and the baseline file shown after it."""
+    page = (REPO / "docs" / "testing.md").read_text()
+    job = page.split("<!-- ci-recipe -->", 1)[1]
     command = re.search(r"- name: Check the agent\n\s+run: (.+)\n", job)
     assert command is not None
     blocks = re.findall(r"```yaml\n(.*?)```", job, flags=re.DOTALL)

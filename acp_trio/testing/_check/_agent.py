@@ -99,6 +99,8 @@ ORDER: Final = (
 )
 _REGISTRY.sort(key=lambda entry: ORDER.index(entry[0].name))
 
+#: Every check of ``check-agent``, in the order it runs them: name, level and
+#: what it checks (``python -m acp_trio check-agent --list`` prints them).
 CHECKS: Final[tuple[CheckInfo, ...]] = tuple(info for info, _ in _REGISTRY)
 
 
