@@ -4,7 +4,7 @@ pinned in ``tests/real_agents`` and write the matrix of their verdicts to
 recorded in :data:`KNOWN` (a new failure, or one that went away), 2 if the
 agents are not installed.
 
-    make check-real-agents            # installs them (npm ci), then runs this
+    make check-real-agents            # installs them (npm install, with the lock), then runs this
     .venv/bin/python tools/real_agents.py [--jobs 4] [--timeout 10] [--only NAME ...]
                                         [--output docs/real-agents.md]
 
@@ -79,6 +79,8 @@ class Agent:
     package: str
     command: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    #: Checker options of its own (they come after the common ones).
+    options: tuple[str, ...] = ()
 
 
 def _bin(name: str, *args: str) -> tuple[str, ...]:
@@ -96,7 +98,10 @@ AGENTS: tuple[Agent, ...] = (
     Agent("codex-acp", "@agentclientprotocol/codex-acp", _bin("codex-acp")),
     Agent("gemini", "@google/gemini-cli", _bin("gemini", "--acp")),
     Agent("qwen", "@qwen-code/qwen-code", _bin("qwen", "--acp")),
-    Agent("opencode", "opencode-ai", tuple(_opencode())),
+    # Without network access, opencode takes some 10 s to answer session/new
+    # (it looks for its models) and a minute to refuse a prompt ("Cannot
+    # connect to API"): its waits get 30 s.
+    Agent("opencode", "opencode-ai", tuple(_opencode()), options=("--timeout", "30")),
     Agent("copilot", "@github/copilot", _bin("copilot", "--acp")),
     Agent("auggie", "@augmentcode/auggie", _bin("auggie", "--acp")),
     Agent("cline", "cline", _bin("cline", "--acp")),
@@ -106,9 +111,26 @@ TOOLS = {1: "check-agent", 2: "check-agent-v2"}
 #: The failures each agent's wire shows today, per protocol version: a run
 #: whose failures differ (new, or gone) fails ``make check-real-agents``.
 #: Each is a real conformance problem the matrix page explains.
+_SILENT_ON_BAD_INPUT = frozenset({"parse-error", "batch-array", "scalar-message"})
 KNOWN: dict[tuple[str, int], frozenset[str]] = {
+    # Refuses the prompt for want of authentication, lists no authMethods.
     ("claude-agent-acp", 1): frozenset({"auth-methods"}),
     ("claude-agent-acp", 2): frozenset({"auth-methods"}),
+    # No reply to invalid JSON, a batch or a scalar; -32603 for ill-typed params.
+    ("gemini", 1): _SILENT_ON_BAD_INPUT | {"invalid-params"},
+    ("qwen", 1): _SILENT_ON_BAD_INPUT | {"invalid-params"},
+    ("copilot", 1): _SILENT_ON_BAD_INPUT,
+    ("opencode", 1): _SILENT_ON_BAD_INPUT,
+    # Exits on a JSON scalar (required: malformed-input); authMethods empty.
+    ("auggie", 1): _SILENT_ON_BAD_INPUT | {"invalid-params", "malformed-input", "auth-methods"},
+    ("cline", 1): _SILENT_ON_BAD_INPUT | {"malformed-input"},
+}
+#: Failures seen in some runs and not in others (a race in the agent): they
+#: may come or go without failing the run; the page shows each run's.
+SOMETIMES: dict[tuple[str, int], frozenset[str]] = {
+    # A session/cancel 0.2 s into a turn (no model reachable) is sometimes
+    # answered end_turn instead of cancelled.
+    ("opencode", 1): frozenset({"session-cancel"}),
 }
 
 
@@ -196,6 +218,7 @@ def run(agent: Agent, protocol: int, options: Sequence[str], limit: float, sessi
             "NO_COLOR": "1",
         }
         command = [sys.executable, "-m", "acp_trio", TOOLS[protocol], "--json", *options]
+        command += agent.options
         command += ["--", *agent.command]
         process = subprocess.Popen(
             command,
@@ -367,15 +390,30 @@ def page(runs: Sequence[Run], options: Sequence[str], wall: float) -> str:
                 level = check.get("level", level) if check else level
                 row.append(cells.get(check.get("verdict", ""), "-") if check else "-")
             lines.append(f"| `{name}` | {level} | " + " | ".join(row) + " |")
+    failing: dict[tuple[int, str], list[str]] = {}
+    levels: dict[str, str] = {}
+    for r in runs:
+        for c in r.checks if r.served else []:
+            if c.get("verdict") == "fail":
+                failing.setdefault((r.protocol, c["name"]), []).append(r.agent.name)
+                levels[c["name"]] = str(c.get("level", "?"))
+    lines += ["", "## Findings, check by check", ""]
+    if not failing:
+        lines.append("No agent fails a check.")
+    for (protocol, name), agents in sorted(failing.items()):
+        sometimes = [a for a in agents if name in SOMETIMES.get((a, protocol), frozenset())]
+        note = f" (in some runs: {', '.join(sometimes)})" if sometimes else ""
+        lines.append(f"- `{name}` ({levels[name]}, v{protocol}): {', '.join(agents)}{note}")
     lines += [
         "",
-        "## How to read a finding",
-        "",
-        "A FAIL here is the agent's: the checker does not paper over it. `auth-methods` "
-        "(recommended) fails when an agent refuses a request for want of authentication "
-        "but lists no `authMethods` in its `initialize` result, so a client cannot know how "
-        "to log in. An agent that leaves processes running after its stdin closed and it "
-        "was sent SIGTERM and SIGKILL (to its process group) is named in its row.",
+        "A FAIL here is the agent's: the checker does not paper over it (its rows give the "
+        "evidence). Silence on invalid JSON, a batch or a JSON scalar fails the recommended "
+        "checks (no MUST covers input ACP forbids a client to send); dying on it fails "
+        "`malformed-input` (required: the valid requests after it go unanswered). "
+        "`auth-methods` (recommended) fails when an agent refuses a request for want of "
+        "authentication but lists no `authMethods`, so a client cannot know how to log in. "
+        "An agent that leaves processes running after it was stopped (stdin closed, then "
+        "SIGTERM and SIGKILL to its process group) is named in its row.",
         "",
     ]
     return "\n".join(lines)
@@ -392,6 +430,7 @@ def unexpected(runs: Sequence[Run]) -> list[str]:
             continue
         failed = frozenset(r.names("fail"))
         known = KNOWN.get((r.agent.name, r.protocol), frozenset())
+        failed -= SOMETIMES.get((r.agent.name, r.protocol), frozenset())
         if failed != known:
             out.append(
                 f"{r.agent.name} v{r.protocol}: fails {sorted(failed)}, recorded {sorted(known)}"
@@ -418,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [a.name for a in agents if not Path(a.command[0]).exists()]
     if missing:
         print(
-            f"not installed: {', '.join(missing)} (run: npm ci --prefix tests/real_agents "
+            f"not installed: {', '.join(missing)} (run: npm install --prefix tests/real_agents "
             "--ignore-scripts --engine-strict=false)"
         )
         return 2

@@ -192,6 +192,6 @@ async def test_the_ci_recipe_runs_as_printed(tmp_path: Path) -> None:
         )
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
-    assert "expected failure: session-cancel" in out
+    assert "expected failure: cancel-promptly" in out
     assert list((tmp_path / "acp-results").glob("check-agent-*.json"))
     assert list((tmp_path / "acp-results").glob("check-agent-*.xml"))

@@ -1,7 +1,7 @@
 """``tools/real_agents.py`` (``make check-real-agents``): the matrix of the
 real ACP agents pinned in ``tests/real_agents``. The page logic is tested
 here on made-up reports; the run against the agents themselves is skipped
-unless they are installed (``npm ci --prefix tests/real_agents``)."""
+unless they are installed (``make check-real-agents``)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_every_agent_is_pinned_in_the_package_file() -> None:
 @pytest.mark.skipif(
     not (MODULES / ".bin" / "codex-acp").exists()
     or not (MODULES / ".bin" / "claude-agent-acp").exists(),
-    reason="the real agents are not installed (make check-real-agents, or npm ci --prefix "
+    reason="the real agents are not installed (make check-real-agents, or npm install --prefix "
     "tests/real_agents --ignore-scripts --engine-strict=false: about 2 GB)",
 )
 @pytest.mark.timeout(600)
