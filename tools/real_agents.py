@@ -278,7 +278,10 @@ def brief(text: Any, limit: int = 180) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_REFUSAL = re.compile(r"\((\S[^;]*? was answered with .*?); this checker does not authenticate\)")
+_REFUSAL = re.compile(
+    r"\(((?:session|auth|initialize)[^;]*? was answered with .*?); this checker does not "
+    r"authenticate\)"
+)
 
 
 def _auth_point(run: Run) -> str:

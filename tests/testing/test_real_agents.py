@@ -78,6 +78,18 @@ def test_the_page_shows_verdicts_evidence_and_what_comes_before_authentication()
     assert "| `malformed-input` | required | **FAIL** |" in page
 
 
+def test_where_authentication_stopped_it_is_read_from_the_skip_reasons() -> None:
+    reason = (
+        "authentication required: (no authMethods listed) (session/prompt (its turn) was "
+        "answered with error -32000 (Authentication required); this checker does not "
+        "authenticate)"
+    )
+    run = made_up("claude-agent-acp", 2, [check("lifecycle", "skip", reason)])
+    assert tool._auth_point(run) == (
+        "session/prompt (its turn) was answered with error -32000 (Authentication required)"
+    )
+
+
 def test_a_failure_that_is_not_recorded_and_leftovers_are_unexpected() -> None:
     known = made_up("claude-agent-acp", 1, [check("auth-methods", "fail", level="recommended")])
     assert tool.unexpected([known]) == []
