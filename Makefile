@@ -159,11 +159,14 @@ schema-update: $(STAMP)
 clean:
 	rm -rf docs/_build $(VENV) $(BENCH_VENV) $(HYPERCORN_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
-# check-agent against real ACP agents from npm (pinned in tests/real_agents;
-# about 400 MB; no model credentials, so they stop at session/new).
+# Every real ACP agent from npm that installs here and speaks ACP over stdio
+# (pinned in tests/real_agents, about 2 GB), checked with check-agent and
+# check-agent-v2, a few at a time, each in a fresh HOME; writes the matrix
+# docs/real-agents.md and fails if an agent's failures are not the recorded
+# ones (tools/real_agents.py KNOWN). No model credentials: most stop at
+# authentication, and the matrix says so per check (INCOMPLETE). `npm install`
+# with the lock, not `npm ci`: the lock lacks the optional platform packages of
+# some agents (opencode's, cline's) for other platforms.
 check-real-agents: $(STAMP)
-	npm ci --prefix tests/real_agents --no-audit --no-fund --silent --ignore-scripts --engine-strict=false
+	npm install --prefix tests/real_agents --no-audit --no-fund --silent --ignore-scripts --engine-strict=false
 	$(BIN)/python tools/real_agents.py
-	$(BIN)/python tools/real_agents.py --strict
-	$(BIN)/python tools/real_agents.py --tool check-agent-v2
-	$(BIN)/python tools/real_agents.py --tool check-agent-v2 --strict

@@ -50,7 +50,7 @@ LOWLEVEL = {
 
 TESTING = {
     "AgentClientPair", "CHECKS", "CheckInfo", "CheckReport", "CheckResult",
-    "ExpectationFailed", "HOLD_PATH", "Level", "NOT_JSON", "PeerEvent",
+    "ExpectationFailed", "HOLD_PATH", "Level", "NOT_JSON", "PeerEvent", "Rule",
     "SCENARIO_AGENT_COMMAND", "SCENARIO_CLIENT_CAPABILITIES", "ScenarioAgent",
     "ScenarioClient", "ScriptedPeer", "Verdict", "check_agent", "find_schema",
     "open_memory_pair", "open_scripted_agent", "open_scripted_client",

@@ -42,6 +42,7 @@ from acp_trio.testing._check._report import CheckReport as CheckReport
 from acp_trio.testing._check._report import CheckResult as CheckResult
 from acp_trio.testing._check._report import ClientCheckReport as ClientCheckReport
 from acp_trio.testing._check._report import Level as Level
+from acp_trio.testing._check._report import Rule as Rule
 from acp_trio.testing._check._report import Verdict as Verdict
 from acp_trio.testing._fake_agent import AskPermission as AskPermission
 from acp_trio.testing._fake_agent import Call as Call

@@ -47,6 +47,7 @@ from acp_trio._core._groups import plain_exceptions
 # The check modules register their checks when imported.
 from acp_trio.testing._check import (  # noqa: F401
     _cancellation,
+    _isolation,
     _lifecycle,
     _robustness,
     _transcript,
@@ -76,6 +77,9 @@ ORDER: Final = (
     "session-new",
     "prompt",
     "session-cancel",
+    "cancel-promptly",
+    "idle-cancel",
+    "cancel-isolation",
     "unknown-method",
     "invalid-params",
     "unknown-notification",

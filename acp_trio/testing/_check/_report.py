@@ -19,23 +19,77 @@ __all__ = [
     "CheckResult",
     "ClientCheckReport",
     "Level",
+    "Rule",
     "Status",
     "Verdict",
 ]
 
 
 class Level(enum.Enum):
-    """How much a check matters. Only required checks decide conformance,
+    """How much a check matters: the normative word of the sentence it rests
+    on (its :class:`Rule`) decides. Only required checks decide conformance,
     unless a run promotes the other levels (``strict``, ``require``)."""
 
-    #: A MUST of ACP or JSON-RPC 2.0: a failure makes the agent non-conforming.
+    #: A MUST (or MUST NOT) of ACP or JSON-RPC 2.0: a failure makes the peer
+    #: non-conforming.
     REQUIRED = "required"
-    #: A SHOULD of the protocol.
+    #: A SHOULD or MAY of the protocol, or a convention it names without a
+    #: normative word.
     RECOMMENDED = "recommended"
-    #: The optional ``$/cancel_request`` support and its cascade to nested
-    #: requests (recommended by the cancellation RFD); checked with the
-    #: scenario vocabulary.
+    #: Recommended too: the MAYs and SHOULDs of cancellation (a receiver of
+    #: ``$/cancel_request`` MAY cancel the work and its nested requests,
+    #: internal cancellation SHOULD answer ``-32800``), grouped so that
+    #: ``require=["cancellation"]`` counts them; most need the scenario
+    #: vocabulary or a hold prompt.
     CANCELLATION = "cancellation"
+
+
+#: The normative words a :class:`Rule` may rest on; ``none`` is a
+#: convention the text names without one (an error code JSON-RPC defines).
+WORDS: Final = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "none")
+
+
+@attrs.frozen
+class Rule:
+    """The protocol sentence a check rests on: its normative word, where it
+    is written, and what it says (in our words)."""
+
+    #: One of :data:`WORDS`.
+    word: str
+    #: Where: an ACP page and anchor (``prompt-turn#cancellation``, of
+    #: agentclientprotocol.com/protocol/), or ``JSON-RPC 2.0 §5``.
+    source: str
+    text: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.word not in WORDS:
+            raise ValueError(f"a rule's word is one of {', '.join(WORDS)}, not {self.word!r}")
+
+    @property
+    def binding(self) -> bool:
+        """Whether the word is a MUST (or MUST NOT): a required check."""
+        return self.word in ("MUST", "MUST NOT")
+
+    def fits(self, level: Level) -> bool:
+        """Whether ``level`` is the one the word gives: required for a MUST,
+        recommended (or cancellation) for the rest."""
+        return (level is Level.REQUIRED) is self.binding
+
+    def __str__(self) -> str:
+        word = "no normative word" if self.word == "none" else self.word
+        return f"{word} ({self.source}): {self.text}"
+
+
+def list_lines(infos: Iterable[Any]) -> list[str]:
+    """``--list``: each check's name, level and description on a line, and
+    under it, indented, the sentence it rests on."""
+    checks = list(infos)
+    width = max(len(info.name) for info in checks)
+    lines = []
+    for info in checks:
+        lines.append(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
+        lines.append(f"{' ' * (width + 2)}rests on: {info.rule}")
+    return lines
 
 
 class Status(enum.Enum):
