@@ -288,7 +288,7 @@ def test_the_recipe_is_found() -> None:
     assert steps[0] == 'pip install "$ACP_TRIO"'
     assert any(step.startswith("python -m acp_trio check-agent --strict ") for step in steps)
     assert any(step.startswith("pytest ") and "--acp-agent" in step for step in steps)
-    assert "session-cancel:" in baseline
+    assert "cancel-promptly:" in baseline
     # Every way of installing the page shows is one the test below runs.
     assert "pip install acp-trio\n" not in CI_PAGE.read_text()
 
@@ -358,7 +358,7 @@ def test_each_step_of_the_ci_recipe_runs_in_a_fresh_folder(
         )
         assert done.returncode == 0, f"{step}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         if "check-agent" in step:
-            assert "expected failure: session-cancel" in done.stdout
+            assert "expected failure: cancel-promptly" in done.stdout
     where = run([str(bin_dir / "python"), "-c", "import acp_trio; print(acp_trio.__file__)"], job)
     assert Path(where.strip()).is_relative_to(tmp_path / "python")
     results = job / "acp-results"

@@ -90,23 +90,16 @@ def failed(report: ClientCheckReport) -> set[str]:
     return {r.name for r in report.failures()}
 
 
-#: What acp_trio's own client does not do yet (issue 45, the turn-ends
-#: branch): after an ignored session/cancel, its next prompt raises
-#: TurnNotAnswered without being sent, so the client gives up the session.
-SDK_GAPS = {"usable-after-ignored-cancel"}
-
-
 @pytest.mark.parametrize("name", ["clean", "acp_trio"])
 def test_conforming_clients_pass_every_check(
     reports: dict[str, ClientCheckReport], name: str
 ) -> None:
     report = reports[name]
-    gaps = SDK_GAPS if name == "acp_trio" else set()
     assert [r.name for r in report] == NAMES
-    assert all(r.passed for r in report if r.name not in gaps), report.format_table()
+    assert all(r.passed for r in report), report.format_table()
     assert report.ok
     assert report.exit_code == 0
-    assert report.client_exit == (0 if not gaps else 1)
+    assert report.client_exit == 0
     assert report.protocol_version == 1
     # The cancellations were exercised, not answered around.
     assert report["cancel-request"].reason == "-32800"
@@ -115,30 +108,16 @@ def test_conforming_clients_pass_every_check(
     assert "$/cancel_request for the prompt" in reports["clean"]["ignored-cancel"].reason
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 45: acp_trio's AgentProxy wedges a session whose cancelled turn the agent "
-    "never answers (TurnNotAnswered at the next prompt, nothing sent); the turn-ends branch "
-    "gives cancel_turn its ladder. Remove this mark when it lands.",
-)
 def test_acp_trio_client_keeps_the_session_after_an_ignored_cancel(
     reports: dict[str, ClientCheckReport],
 ) -> None:
+    # The cancel ladder: session/cancel, then $/cancel_request for the prompt,
+    # then the session is free for the next prompt (issue 45).
     report = reports["acp_trio"]
+    assert report["ignored-cancel"].passed, report.format_table()
     assert report["usable-after-ignored-cancel"].passed, report.format_table()
-
-
-def test_the_checker_finds_acp_trio_clients_wedged_session(
-    reports: dict[str, ClientCheckReport],
-) -> None:
-    # What the xfail above stands for, as the checker reports it today.
-    report = reports["acp_trio"]
-    result = report["usable-after-ignored-cancel"]
-    if result.passed:
-        pytest.skip("the ladder has landed: the xfail above now fails, remove it")
-    assert "closed the connection instead of prompting again" in result.reason
-    assert "TurnNotAnswered" in report.client_output
-    assert report["ignored-cancel"].passed  # it does not hang: it gives up
+    assert "$/cancel_request for the prompt" in report["ignored-cancel"].reason
+    assert "TurnNotAnswered" not in report.client_output
 
 
 @pytest.mark.parametrize("fault", ["leak-cancel", "wait-forever", "close-after-ignored-cancel"])
