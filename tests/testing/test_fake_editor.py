@@ -297,6 +297,9 @@ async def test_a_read_of_hold_waits_until_it_is_cancelled(
                 await pair.to_agent.prompt_text(sid, "deadline 500")
             assert info.value.code == -32800
             assert [p.path for p in editor.received("fs/read_text_file")] == [HOLD_PATH]
+            # The $/cancel_request came before the prompt's answer; the
+            # editor's handler runs its cancellation when next scheduled.
+            await trio.testing.wait_all_tasks_blocked()
             assert editor.cancelled == ["fs/read_text_file"]
             # Any other path is read from the workspace at once.
             result = await pair.to_agent.prompt_text(sid, f"read 1 {editor.path('notes.txt')}")
