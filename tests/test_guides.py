@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from typecheck import mypy_strict
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDES = ["docs/agents.md", "docs/clients.md"]
@@ -67,14 +68,13 @@ def test_blocks_are_found() -> None:
         guide_files("t.md", "```python\nx = 1\n```\n")
 
 
+@pytest.mark.typecheck
 @pytest.mark.parametrize("guide", GUIDES)
 async def test_the_guide_type_checks(guide: str, tmp_path: Path) -> None:
     files = write_guide(guide, tmp_path)
     python = sorted(name for name in files if name.endswith(".py"))
     assert python, f"{guide} has no python files"
-    result = await run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *python], tmp_path
-    )
+    result = await run([*mypy_strict(), *python], tmp_path)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 

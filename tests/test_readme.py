@@ -7,7 +7,9 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import trio
+from typecheck import mypy_strict
 
 import acp_trio
 import acp_trio.testing
@@ -74,6 +76,7 @@ def all_python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
 
 
+@pytest.mark.typecheck
 async def test_every_python_block_type_checks(tmp_path: Path) -> None:
     blocks = all_python_blocks()
     assert len(blocks) >= 6
@@ -82,7 +85,7 @@ async def test_every_python_block_type_checks(tmp_path: Path) -> None:
         name = f"readme_block_{index}.py"
         (tmp_path / name).write_text(code)
         names.append(name)
-    argv = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *names]
+    argv = [*mypy_strict(), *names]
     with trio.fail_after(180):
         result = await trio.run_process(argv, cwd=tmp_path, capture_stdout=True, check=False)
     assert result.returncode == 0, result.stdout.decode()

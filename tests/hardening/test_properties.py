@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 import trio
 import trio.testing
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -263,7 +264,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,7 +78,7 @@ def test_messages_with_big_ids_and_params_parse_the_same(backend: str, value: An
         assert same(msg.params, [value]), name
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     text=st.from_regex(
         r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,4})?", fullmatch=True
@@ -90,7 +91,7 @@ def test_numbers_read_the_same(text: str) -> None:
     assert same(outcome[1], expected), (text, outcome)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     frame=st.one_of(
         st.binary(max_size=40),
