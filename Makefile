@@ -148,6 +148,13 @@ bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py --connections 1000
 	$(BIN)/python benchmarks/bench_scale.py --connections 5000 --profile websocket
 
+# The other Pythons the classifiers name: a smoke run on each (imports, the
+# demo, tests/jsonrpc and tests/connection) in a virtualenv of its own
+# (tools/smoke_python.sh; a Python the machine lacks is skipped, saying so).
+SMOKE_PYTHONS ?= 3.12 3.13
+test-pythons:
+	@for version in $(SMOKE_PYTHONS); do tools/smoke_python.sh $$version || exit 1; done
+
 # The canary: the contract over the private hypercorn names the server's
 # front uses, and the front's own tests, against the newest hypercorn on the
 # package index (CI, after `make test`): a hypercorn release that breaks the

@@ -9,6 +9,10 @@
   package (the README's and the guides' blocks). Skipped unless
   ``--run-typecheck`` (``make typecheck``, beside its own mypy step).
 
+And ``process`` (tests that start processes or wait on their timing: every
+test in :data:`PROCESS_FOLDERS` and :data:`PROCESS_MODULES`, and others
+marked by hand), in the default run but not in ``make check``'s fast one.
+
 **Hypothesis profiles**: ``dev`` (the default), ``ci`` (with ``CI=true``) and
 ``deep``; ``HYPOTHESIS_PROFILE`` chooses one. A test with no budget of its
 own runs the profile's ``max_examples``; a test that sets one writes it as
@@ -23,6 +27,7 @@ cannot quietly skip in CI; elsewhere they skip, visibly, when it is absent.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,6 +47,14 @@ _UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("dev", max_examples=20, **_UNTIMED)
 settings.register_profile("ci", max_examples=100, print_blob=True, **_UNTIMED)
 settings.register_profile("deep", max_examples=1000, print_blob=True, **_UNTIMED)
+
+
+# When a Hypothesis test fails, its pytest plugin imports hypothesis.extra._patching
+# to suggest a patch; pytest rewrites that module on import, and on CPython
+# 3.11.7 its ast.parse can fail there with "SystemError: AST constructor
+# recursion depth mismatch", which kills the xdist worker and hides the real
+# failure. Without the patch suggestion the failure is reported as usual.
+sys.modules.setdefault("hypothesis.extra._patching", None)
 
 
 def _in_ci() -> bool:
@@ -66,7 +79,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: Folders whose tests start processes or wait on their timing: every test in
+#: them is marked ``process`` (left out of ``make check``'s fast run only).
+PROCESS_FOLDERS = frozenset(
+    {"hardening", "interop", "remote", "otel", "proxies", "examples", "transports"}
+)
+#: Modules elsewhere that start processes (check-agent and check-client runs,
+#: pytest and mypy in subprocesses, the README's and guides' programs).
+PROCESS_MODULES = frozenset(
+    {
+        "testing/test_check_agent.py",
+        "testing/test_check_client.py",
+        "testing/test_check_hold.py",
+        "testing/test_check_kit.py",
+        "testing/test_check_verdicts.py",
+        "testing/test_plugin.py",
+        "testing/test_plugin_conformance.py",
+        "testing/test_real_agents.py",
+        "testing/test_trace.py",
+        "v2/test_check_v2.py",
+        "typed/test_subprocess.py",
+        "test_guides.py",
+        "test_readme.py",
+    }
+)
+TESTS = Path(__file__).resolve().parent
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    parts = item.path.relative_to(TESTS).parts
+    return (len(parts) > 1 and parts[0] in PROCESS_FOLDERS) or "/".join(parts) in PROCESS_MODULES
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.process)
     for marker, (option, target) in TIERS.items():
         if config.getoption(option):
             continue

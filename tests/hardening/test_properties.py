@@ -34,6 +34,7 @@ from collections import Counter
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from budget import examples
@@ -263,6 +264,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
         assert growth < MEMORY_TOLERANCE, f"memory grew by {growth} bytes"
 
 
+@pytest.mark.slow  # memory growth (tracemalloc) over random programs
 @settings(
     max_examples=examples(40),
     deadline=None,
