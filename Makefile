@@ -43,6 +43,11 @@ $(STAMP): pyproject.toml
 # `make check` is the inner loop: the same without coverage, the interop
 # installs or the tests that wait on other processes' timing.
 
+# pytest rewrites the asserts of every module of the tests and of acp_trio (a
+# pytest plugin's distribution) on import; with bytecode writes off it does so
+# again in every run and in every worker (three times the CPU of collecting).
+unexport PYTHONDONTWRITEBYTECODE
+
 #: pytest-xdist workers: `auto` is one per core. PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= auto
 XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
