@@ -116,7 +116,7 @@ test-slow: $(STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
 # layers miss: each file's missing lines and branches ("12->15": the branch
 # from line 12 to line 15 never taken). Reads the data of the last `make test`.
 coverage-report: $(STAMP)
-	@$(BIN)/python -m coverage combine -q 2>/dev/null || true
+	@$(BIN)/python -m coverage combine --append -q 2>/dev/null || true
 	$(BIN)/python -m coverage report --include='$(CORE)' --show-missing --skip-covered --fail-under=0
 	@echo "branch coverage of acp_trio (the floor is fail_under in pyproject.toml):"
 	@$(BIN)/python -m coverage report --format=total
