@@ -2,7 +2,8 @@
 # A smoke run of acp_trio on another Python (make test-pythons): the public
 # modules import, the demo runs, and the core's tests pass (tests/jsonrpc and
 # tests/connection, Hypothesis's dev profile), in a virtualenv of its own
-# (.venv-pyX.Y, kept between runs) with the remote extra and the test runner.
+# (.venv-pyX.Y, kept between runs) with the remote and fast extras and the
+# test runner.
 # The full suite runs on the Python of .venv (make test).
 #
 #   tools/smoke_python.sh 3.13
@@ -41,10 +42,10 @@ if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; the
     rm -rf "$venv"
     "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
-    # The package with its remote extra, and what tests/jsonrpc and
+    # The package with its remote and fast (orjson) extras, and what tests/jsonrpc and
     # tests/connection need to run (the rest of the test extra is for the
     # full suite: interop peers, type checking, benchmarks' charts).
-    "$venv/bin/python" -m pip install --quiet -e '.[remote]' \
+    "$venv/bin/python" -m pip install --quiet -e '.[remote,fast]' \
         'pytest>=8' 'pytest-trio>=0.8' 'pytest-timeout>=2.3' 'pytest-xdist>=3.6' 'hypothesis>=6.100'
     touch "$venv/.installed"
 fi
