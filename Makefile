@@ -28,7 +28,7 @@ OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: test check lint typecheck typecheck-docs pytest pytest-fast test-slow coverage coverage-report test-pythons demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
+.PHONY: test check lint typecheck typecheck-docs pytest pytest-fast test-slow coverage coverage-report test-pythons test-pythons-prepare demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -159,6 +159,11 @@ bench-scale: $(STAMP)
 SMOKE_PYTHONS ?= 3.12 3.13
 test-pythons:
 	@for version in $(SMOKE_PYTHONS); do tools/smoke_python.sh $$version || exit 1; done
+
+# Only their virtualenvs (downloads and installs: .ci/run makes them beside
+# the test run, which keeps the cores busy meanwhile).
+test-pythons-prepare:
+	@for version in $(SMOKE_PYTHONS); do tools/smoke_python.sh $$version --prepare || exit 1; done
 
 # The canary: the contract over the private hypercorn names the server's
 # front uses, and the front's own tests, against the newest hypercorn on the

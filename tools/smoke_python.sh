@@ -7,6 +7,7 @@
 # The full suite runs on the Python of .venv (make test).
 #
 #   tools/smoke_python.sh 3.13
+#   tools/smoke_python.sh 3.13 --prepare   # only make the virtualenv
 #
 # A Python the machine does not have is reported and skipped (exit 0), so a
 # machine with fewer Pythons still runs the rest; pyenv's versions are found
@@ -14,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$1
+prepare_only=${2:-}
 venv=.venv-py$version
 
 find_python() {
@@ -38,7 +40,8 @@ if [ -z "$python" ]; then
     exit 0
 fi
 
-if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
+if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ] \
+    || [ "$0" -nt "$venv/.installed" ]; then
     rm -rf "$venv"
     "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
@@ -48,6 +51,10 @@ if [ ! -f "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; the
     "$venv/bin/python" -m pip install --quiet -e '.[remote,fast]' \
         'pytest>=8' 'pytest-trio>=0.8' 'pytest-timeout>=2.3' 'pytest-xdist>=3.6' 'hypothesis>=6.100'
     touch "$venv/.installed"
+fi
+
+if [ "$prepare_only" = "--prepare" ]; then
+    exit 0
 fi
 
 echo "smoke: $("$venv/bin/python" --version)"
