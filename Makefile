@@ -1,7 +1,8 @@
 # Two commands on a fresh machine with only Python 3.11+ and make:
 #   make demo   - the main job: an agent and a client talking, with a cancelled request
 #   make test   - lint, strict typing and the test suite (what CI runs)
-# Both bootstrap a local virtualenv (.venv) on first use.
+# Both bootstrap a local virtualenv (.venv) on first use. The test targets and
+# tiers (check, test, test-slow, coverage, ...) are in docs/testing-the-project.md.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -23,13 +24,11 @@ ACPX_STAMP := tests/acpx/node_modules/.installed
 OFFICIAL_RC_VENV  := tests/interop/.venv-official-rc
 OFFICIAL_RC_STAMP := $(OFFICIAL_RC_VENV)/.installed
 
-# The remote tests against the newest hypercorn (CI, after `make test`).
-HYPERCORN_VENV := .venv-hypercorn-latest
 
 BENCH_VENV  := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: docs test lint typecheck pytest demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen schema-update clean
+.PHONY: docs test check lint typecheck typecheck-docs pytest pytest-fast test-slow test-install coverage coverage-report test-pythons test-pythons-prepare demo check-real-agents bench bench-framing bench-connection bench-schema bench-sdks bench-report bench-remote bench-scale fuzz-websocket test-hypercorn-latest regen schema-update clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +36,29 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# ---------------------------------------------------------------------------
+# Tests (docs/testing-the-project.md). `make test` is what CI runs: the default
+# tier on $(PYTEST_WORKERS) pytest-xdist workers under branch coverage, failing
+# below the floor in pyproject.toml ([tool.coverage.report] fail_under).
+# `make check` is the inner loop: the same without coverage, the interop
+# installs or the tests that wait on other processes' timing.
+
+# pytest rewrites the asserts of every module of the tests and of acp_trio (a
+# pytest plugin's distribution) on import; with bytecode writes off it does so
+# again in every run and in every worker (three times the CPU of collecting).
+unexport PYTHONDONTWRITEBYTECODE
+
+#: pytest-xdist workers: `auto` is one per core. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+#: More pytest arguments for pytest, pytest-fast and test-slow (PYTEST_ARGS="-k cancel").
+PYTEST_ARGS ?=
+#: The core layers, whose missing lines and branches `make coverage` prints.
+CORE := acp_trio/_core/*,acp_trio/_jsonrpc/*,acp_trio/_transports/*,acp_trio/_typed/*
+
 test: lint typecheck pytest
+
+check: lint typecheck pytest-fast
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(SRC)
@@ -45,6 +66,14 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict acp_trio examples tests/typed_usage
+	$(MAKE) --no-print-directory typecheck-docs
+
+# The README's and guides' code under mypy --strict: the `typecheck` tier of
+# the suite (tests marked typecheck, found in the files that name the
+# marker; collecting only those saves collecting the whole suite).
+TYPECHECK_TESTS = $(shell grep -rl --include='test_*.py' --exclude-dir=node_modules --exclude-dir='.venv*' 'mark.typecheck' tests)
+typecheck-docs: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 0 --run-typecheck -m typecheck $(TYPECHECK_TESTS)
 
 $(INTEROP_STAMP): tests/interop/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -69,7 +98,36 @@ $(OFFICIAL_RC_STAMP): tests/interop/official-rc-requirements.txt
 		|| echo "installing agent-client-protocol 1.0.0rc3 failed: its remote interop tests will be skipped"
 
 pytest: $(STAMP) $(INTEROP_STAMP) $(ACPX_STAMP) $(OFFICIAL_RC_STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m coverage erase
+	$(BIN)/python -m coverage run -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory coverage-report
+
+# The default tier without coverage and without the tests that wait on other
+# processes (the `process` marker): the inner loop of `make check`.
+pytest-fast: $(STAMP)
+	$(BIN)/python -m pytest $(XDIST) -q -m "not process" $(PYTEST_ARGS)
+
+# The package as a user gets it: a wheel built and installed into a fresh
+# virtualenv, the checker and the pytest plugin run from it, and each step of
+# the CI recipe in docs/checking-in-ci.md (a slow test: CI runs it on its own).
+test-install: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 0 --run-slow tests/test_install.py
+
+# The slow tier: tests that measure time or memory under load, or run for
+# minutes (benchmarks' scripts, attack budgets, installs). Not in CI's run.
+test-slow: $(STAMP) $(INTEROP_STAMP) $(OFFICIAL_RC_STAMP)
+	$(BIN)/python -m pytest $(XDIST) --run-slow -m slow $(PYTEST_ARGS)
+
+# The suite's branch coverage (failing below the floor), then what the core
+# layers miss: each file's missing lines and branches ("12->15": the branch
+# from line 12 to line 15 never taken). Reads the data of the last `make test`.
+coverage-report: $(STAMP)
+	@$(BIN)/python -m coverage combine --append -q 2>/dev/null || true
+	$(BIN)/python -m coverage report --include='$(CORE)' --show-missing --skip-covered --fail-under=0
+	@echo "branch coverage of acp_trio (the floor is fail_under in pyproject.toml):"
+	@$(BIN)/python -m coverage report --format=total
+
+coverage: coverage-report
 
 demo: $(STAMP)
 	$(BIN)/python examples/cancel_demo.py
@@ -101,17 +159,32 @@ bench-scale: $(STAMP)
 	$(BIN)/python benchmarks/bench_scale.py --connections 1000
 	$(BIN)/python benchmarks/bench_scale.py --connections 5000 --profile websocket
 
-# The remote tests (and the contract over the private hypercorn names the
-# server's front uses) against the newest hypercorn on the package index, in
-# a virtualenv of its own: a hypercorn release that breaks the front fails
-# here, naming the name, before it reaches users.
-test-hypercorn-latest:
-	@test -x $(HYPERCORN_VENV)/bin/python || $(PYTHON) -m venv $(HYPERCORN_VENV)
-	$(HYPERCORN_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(HYPERCORN_VENV)/bin/python -m pip install --quiet -e '.[test]'
-	$(HYPERCORN_VENV)/bin/python -m pip install --quiet --upgrade 'hypercorn[trio]'
-	@$(HYPERCORN_VENV)/bin/python -c "import importlib.metadata as m; print('hypercorn', m.version('hypercorn'))"
-	$(HYPERCORN_VENV)/bin/python -m pytest tests/remote -q -p no:cacheprovider
+# The other Pythons the classifiers name: a smoke run on each (imports, the
+# demo, tests/jsonrpc and tests/connection) in a virtualenv of its own
+# (tools/smoke_python.sh; a Python the machine lacks is skipped, saying so).
+SMOKE_PYTHONS ?= 3.12 3.13
+test-pythons:
+	@for version in $(SMOKE_PYTHONS); do tools/smoke_python.sh $$version || exit 1; done
+
+# Only their virtualenvs (downloads and installs: .ci/run makes them beside
+# the test run, which keeps the cores busy meanwhile).
+test-pythons-prepare:
+	@for version in $(SMOKE_PYTHONS); do tools/smoke_python.sh $$version --prepare || exit 1; done
+
+# The canary: the contract over the private hypercorn names the server's
+# front uses, and the front's own tests, against the newest hypercorn on the
+# package index (CI, after `make test`): a hypercorn release that breaks the
+# front fails here, naming the name, before it reaches users. The newest
+# hypercorn and what it needs go into an overlay directory in front of .venv
+# (PYTHONPATH), over the trio and the rest of .venv: nothing is built from
+# nothing, and .venv keeps its pins.
+HYPERCORN_OVERLAY := .venv-hypercorn-latest
+HYPERCORN_TESTS := tests/remote/test_hypercorn_contract.py tests/remote/test_front.py tests/remote/test_front_config.py
+test-hypercorn-latest: $(STAMP)
+	rm -rf $(HYPERCORN_OVERLAY)
+	$(BIN)/python -m pip install --quiet --target $(HYPERCORN_OVERLAY) --upgrade hypercorn
+	@PYTHONPATH=$(HYPERCORN_OVERLAY) $(BIN)/python -c "import hypercorn, importlib.metadata as m; assert hypercorn.__file__.startswith('$(CURDIR)/$(HYPERCORN_OVERLAY)/'), hypercorn.__file__; print('hypercorn', m.version('hypercorn'), 'from', '$(HYPERCORN_OVERLAY)')"
+	PYTHONPATH=$(HYPERCORN_OVERLAY) $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(HYPERCORN_TESTS)
 
 # The WebSocket differential test's long run against wsproto (about 10 minutes on 2 cores).
 fuzz-websocket: $(STAMP)
@@ -157,7 +230,7 @@ schema-update: $(STAMP)
 	$(BIN)/python tools/gen_schema.py
 
 clean:
-	rm -rf docs/_build $(VENV) $(BENCH_VENV) $(HYPERCORN_VENV) $(OFFICIAL_RC_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf docs/_build $(VENV) $(BENCH_VENV) $(HYPERCORN_OVERLAY) $(OFFICIAL_RC_VENV) .venv-py3.* .coverage .coverage.* .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
 # Every real ACP agent from npm that installs here and speaks ACP over stdio
 # (pinned in tests/real_agents, about 2 GB), checked with check-agent and

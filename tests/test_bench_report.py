@@ -128,6 +128,7 @@ def test_what_was_not_measured_is_said_and_not_judged() -> None:
     assert row in page
 
 
+@pytest.mark.slow  # runs the benchmark scripts
 def test_the_page_is_written_from_what_the_scripts_write(tmp_path: Path) -> None:
     """bench_sdks.py and bench_chain.py at small sizes, their ``--json`` read
     by the report: every pair run is in its table, every chain in its own."""
@@ -235,6 +236,7 @@ def test_the_scale_targets_are_judged_by_count_and_time() -> None:
     assert none["5,000 WebSocket clients at once, none failing"] == ("not measured", None)
 
 
+@pytest.mark.slow  # runs bench_scale.py
 def test_the_scale_section_is_written_from_what_bench_scale_writes(tmp_path: Path) -> None:
     """bench_scale.py with three clients on each profile: every profile in
     the table, every client counted, the command a reader runs; a run of

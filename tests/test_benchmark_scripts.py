@@ -18,6 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_connection
 import cascade_floor
 
+# The benchmark scripts run here at small sizes (the slow tier: make test-slow).
+pytestmark = pytest.mark.slow
+
 LIMIT = 60  # real seconds: real pipes and processes
 
 

@@ -21,6 +21,7 @@ from docblocks import (
     unmarked,
     write_page,
 )
+from typecheck import mypy_strict
 
 import acp_trio
 import acp_trio.testing
@@ -117,15 +118,12 @@ def test_every_python_block_is_covered() -> None:
         assert name in programs(page), (page, name)
 
 
+@pytest.mark.typecheck
 @pytest.mark.parametrize("page", PYTHON_PAGES)
-async def test_the_page_type_checks(
-    page: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+async def test_the_page_type_checks(page: str, tmp_path: Path) -> None:
     files = write_page(page, tmp_path)
     python = sorted(name for name in files if name.endswith(".py"))
-    cache = tmp_path_factory.getbasetemp() / "mypy-cache-docs"  # shared by the pages
-    argv = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache), *python]
-    result = await run(argv, tmp_path)
+    result = await run([*mypy_strict(), *python], tmp_path)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import trio
+from typecheck import mypy_strict
 
 import acp_trio
 from acp_trio.testing import ScenarioClient
@@ -70,11 +71,10 @@ def test_the_page_has_its_three_files() -> None:
     assert sorted(page_files()) == ["asyncio_agent.py", "asyncio_client.py", "trio_host.py"]
 
 
+@pytest.mark.typecheck
 async def test_the_page_type_checks(written: Path) -> None:
     files = sorted(page_files())
-    result = await run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *files], written
-    )
+    result = await run([*mypy_strict(), *files], written)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 

@@ -24,6 +24,7 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -244,7 +245,7 @@ async def test_a_reading_caller_cancelled_over_a_pipe_loses_no_data(
 # Random programs (Hypothesis)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     plan=st.lists(
         st.tuples(st.integers(0, 3), st.integers(0, 5), st.booleans()), min_size=1, max_size=12

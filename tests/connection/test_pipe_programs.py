@@ -12,6 +12,7 @@ from typing import Any
 import trio
 import trio.lowlevel
 import trio.testing
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -274,7 +275,7 @@ async def run_program(
         event(f"call: {what}")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     callers=st.lists(st.lists(call_spec, min_size=1, max_size=6), min_size=1, max_size=4),
     program=st.lists(peer_op, min_size=5, max_size=60),

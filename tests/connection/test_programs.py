@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from budget import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -366,7 +367,7 @@ async def run_program(program: list[tuple[Any, ...]], limits: tuple[int, int]) -
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

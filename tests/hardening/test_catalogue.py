@@ -18,6 +18,12 @@ documented answer (the rules of ``acp_trio._jsonrpc._messages``):
 Then nothing else arrives, and the connection still works: the agent still
 answers an ``echo`` prompt, the client still delivers an agent's reply and
 still answers a request.
+
+Each side is one long-lived process fed the cases one after the other (a
+process per case cost a minute of the suite's time and proved no more: the
+same rules are tested sans-IO in ``tests/jsonrpc`` and in memory in
+``tests/connection/test_bad_input.py``); so each case also shows that the
+connection survived every case before it. A failure names its case.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import pytest
 import trio
 from frames import line
 
@@ -42,6 +47,8 @@ from .conftest import (
 )
 
 RESULT = "result"
+#: Real seconds for the whole catalogue against one process (each case has LIMIT).
+WHOLE = 100
 
 
 @attrs.frozen
@@ -209,29 +216,56 @@ async def nothing_else(peer: Any, *, exited: bool = False) -> None:
         await peer.expect_silence(0.05)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_agent_process(case: Case) -> None:
-    with trio.fail_after(LIMIT):
+def _named(case: Case, exc: BaseException) -> None:
+    """Say which case was running in whatever failed."""
+    exc.add_note(f"in the catalogue case {case.name!r}")
+
+
+async def test_agent_process() -> None:
+    """One agent process, fed every case in turn: after each, nothing else
+    arrived and the agent still answers, in the first session and in a new
+    one (so the connection survives the whole catalogue, not just one)."""
+    assert len({c.name for c in CASES}) == len(CASES)
+    with trio.fail_after(WHOLE):
         async with open_agent() as peer:
             session = await handshake(peer)
-            await peer.send_bytes(case.data(lambda i: valid_request("agent", i)))
-            await expect_replies(peer, case.replies)
-            await assert_echo(peer, session)
-            await assert_echo(peer, await new_session(peer), "a new session too")
-            await nothing_else(peer)
+            for case in CASES:
+                try:
+                    with trio.fail_after(LIMIT):
+                        await peer.send_bytes(case.data(lambda i: valid_request("agent", i)))
+                        await expect_replies(peer, case.replies)
+                        await assert_echo(peer, session)
+                        await assert_echo(peer, await new_session(peer), "a new session too")
+                        await nothing_else(peer)
+                except BaseException as exc:
+                    _named(case, exc)
+                    raise
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_client_process(case: Case) -> None:
-    with trio.fail_after(LIMIT):
-        async with open_client("prompts", "--prompts", "2") as client:
+async def test_client_process() -> None:
+    """One client process, fed every case in turn, each while one of its
+    prompts is pending: after each, that prompt gets exactly the updates sent
+    for it, the client still answers a request and runs its next turn; at the
+    end nothing is left in flight and it exits cleanly."""
+    with trio.fail_after(WHOLE):
+        async with open_client("prompts", "--prompts", str(2 * len(CASES))) as client:
             await client.serve_handshake()
-            first = await client.next_prompt()
-            # Hostile input while the client's prompt is pending.
-            await client.peer.send_bytes(case.data(lambda i: valid_request("client", i)))
-            await expect_replies(client.peer, case.replies)
-            await client.answer_prompt(first, "alive", "and well")
-            await client.assert_serves_requests()
-            await client.answer_prompt(await client.next_prompt(), "second turn")
+            for case in CASES:
+                try:
+                    with trio.fail_after(LIMIT):
+                        first = await client.next_prompt()
+                        # Hostile input while the client's prompt is pending.
+                        await client.peer.send_bytes(
+                            case.data(lambda i: valid_request("client", i))
+                        )
+                        await expect_replies(client.peer, case.replies)
+                        await client.answer_prompt(first, "alive", "and well")
+                        await client.assert_serves_requests()
+                        await client.answer_prompt(await client.next_prompt(), "second turn")
+                        # Nothing read meanwhile (its next prompt follows at once).
+                        assert client.peer.queued == [], client.peer.queued
+                except BaseException as exc:
+                    _named(case, exc)
+                    raise
             await client.finish()
             await nothing_else(client.peer, exited=True)

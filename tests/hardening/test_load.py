@@ -30,6 +30,10 @@ from .conftest import (
     prompt_params,
 )
 
+# Load on real processes (10,000 in flight, storms, floods): the slow tier,
+# run by make test-slow; on a busy machine their watchdogs are what fails.
+pytestmark = pytest.mark.slow
+
 N_IN_FLIGHT = 10_000
 
 

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+import pytest
 import trio
 import trio.lowlevel
 
@@ -70,6 +71,8 @@ async def test_a_permission_request_never_overtakes_its_tool_call() -> None:
 PROMPTS = 33_000
 
 
+@pytest.mark.slow  # 33,000 prompts through real pipes: minutes on a busy machine
+@pytest.mark.timeout(600)
 async def test_a_flood_of_pipelined_prompts_while_a_turn_waits_for_a_reply() -> None:
     """With the default limits (16,384 running, 16,384 waiting) the prompts
     beyond both are refused at once; the reader never stops, so the waiting

@@ -34,8 +34,10 @@ from collections import Counter
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -262,8 +264,9 @@ async def run(program: list[tuple[Any, ...]]) -> None:
         assert growth < MEMORY_TOLERANCE, f"memory grew by {growth} bytes"
 
 
+@pytest.mark.slow  # memory growth (tracemalloc) over random programs
 @settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

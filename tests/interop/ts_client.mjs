@@ -268,7 +268,9 @@ async function main() {
     await new Promise((r) => setTimeout(r, 200));
   });
   child.stdin.end();
-  const timer = setTimeout(() => child.kill("SIGTERM"), 3000);
+  // A backstop only (a clean exit ends the wait at once): generous, as on a busy
+  // machine a chain of processes takes seconds to wind down.
+  const timer = setTimeout(() => child.kill("SIGTERM"), 30000);
   const status = await exited;
   clearTimeout(timer);
   emit({ ev: "done", agent_exit: status.code, agent_signal: status.sig });

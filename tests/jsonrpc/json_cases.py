@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -32,7 +33,7 @@ PARSE_ERROR = -32700
 REPO = Path(__file__).resolve().parents[2]
 
 FUZZ = settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

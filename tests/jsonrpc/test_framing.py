@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,7 +321,7 @@ def _stream_and_chunks(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
     return data, split_at(data, cuts)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(case=_stream_and_chunks(), limit=st.integers(8, 64))
 def test_any_chunking_gives_the_same_frames(case: tuple[bytes, list[bytes]], limit: int) -> None:
     data, chunks = case
@@ -328,7 +329,7 @@ def test_any_chunking_gives_the_same_frames(case: tuple[bytes, list[bytes]], lim
     assert feed_chunks(chunks, limit) == feed_chunks([data], limit)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(case=_stream_and_chunks(), limit=st.integers(1, 64))
 def test_frames_equal_the_reference_splitter(case: tuple[bytes, list[bytes]], limit: int) -> None:
     data, chunks = case
@@ -348,7 +349,7 @@ def _one_line_around_the_limit(draw: st.DrawFn) -> tuple[int, bytes, bytes, list
     return limit, line, end, split_at(data, cuts)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(case=_one_line_around_the_limit())
 def test_size_verdict_does_not_depend_on_chunking(
     case: tuple[int, bytes, bytes, list[bytes]],
@@ -399,14 +400,14 @@ def _stream_cut_at_line_ends(draw: st.DrawFn) -> list[bytes]:
     return split_at(data, [e for e, k in zip(ends, keep, strict=True) if k] + extra)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(case=_stream_and_chunks(), limit=st.integers(1, 64))
 def test_feed_line_first_gives_the_same_frames(case: tuple[bytes, list[bytes]], limit: int) -> None:
     _data, chunks = case
     assert feed_chunks_line_first(chunks, limit) == feed_chunks(chunks, limit)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(chunks=_stream_cut_at_line_ends(), limit=st.integers(1, 64))
 def test_feed_line_first_gives_the_same_frames_cut_at_line_ends(
     chunks: list[bytes], limit: int

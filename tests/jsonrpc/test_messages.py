@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -524,7 +525,7 @@ def _roundtrip(obj: dict[str, Any]) -> Any:
     return parse_frame(frame[:-1])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(request_id=_ids, method=_text, params=_params)
 def test_roundtrip_request(request_id: Any, method: str, params: Any) -> None:
     msg = _roundtrip(request(request_id, method, params))
@@ -534,7 +535,7 @@ def test_roundtrip_request(request_id: Any, method: str, params: Any) -> None:
     assert same_json(msg.params, params)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(method=_text, params=_params)
 def test_roundtrip_notification(method: str, params: Any) -> None:
     msg = _roundtrip(notification(method, params))
@@ -543,7 +544,7 @@ def test_roundtrip_notification(method: str, params: Any) -> None:
     assert same_json(msg.params, params)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(request_id=_ids, result=_json)
 def test_roundtrip_response(request_id: Any, result: Any) -> None:
     msg = _roundtrip(response(request_id, result))
@@ -552,7 +553,7 @@ def test_roundtrip_response(request_id: Any, result: Any) -> None:
     assert same_json(msg.result, result)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     request_id=_ids,
     code=_codes,
@@ -572,7 +573,7 @@ def test_roundtrip_error_response(request_id: Any, code: int, message: str, data
     assert msg.error.to_error_object() == error.to_error_object()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=_json)
 def test_parse_frame_never_raises_on_any_json_value(value: Any) -> None:
     frame = encode_frame(value)[:-1]
@@ -581,7 +582,7 @@ def test_parse_frame_never_raises_on_any_json_value(value: Any) -> None:
         assert_invalid(msg, INVALID_REQUEST)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(frame=st.binary(max_size=64))
 def test_parse_frame_never_raises_on_random_bytes(frame: bytes) -> None:
     msg = parse_frame(frame)

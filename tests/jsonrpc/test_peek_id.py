@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -171,7 +172,7 @@ def test_oversized_frame_head_to_peek_id() -> None:
 _ids = st.one_of(st.none(), st.integers(), st.text(max_size=10))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     request_id=_ids,
     method=st.text(max_size=10),

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import pytest
+from budget import examples
 from frames import err, frame, ok, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -457,7 +458,7 @@ message_like_2 = st.fixed_dictionaries({"jsonrpc": st.just("2.0")}, optional=_me
 values = message_like_2 | message_like | json_values
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(values)
 def test_the_classifier_agrees_with_the_reference_on_json_values(value: Any) -> None:
     expected = reference_kind(value)
@@ -495,7 +496,7 @@ frames = (
 )
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(frames)
 def test_the_classifier_agrees_with_the_reference_on_bytes(data: bytes) -> None:
     decoded = reference_decode(data)

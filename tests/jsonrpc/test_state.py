@@ -6,6 +6,7 @@ from collections.abc import Sized
 from typing import Any, cast
 
 import pytest
+from budget import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -531,6 +532,6 @@ class RequestTableMachine(RuleBasedStateMachine):
 
 
 RequestTableMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None
+    max_examples=examples(150), stateful_step_count=40, deadline=None
 )
 TestRequestTable = RequestTableMachine.TestCase

@@ -19,6 +19,7 @@ import types
 from typing import Any
 
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,7 +115,7 @@ def canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=mutated())
 def test_fast_and_slow_paths_agree(case: tuple[str, str, Any]) -> None:
     flavour, name, data = case

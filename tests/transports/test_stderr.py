@@ -237,6 +237,7 @@ async def test_the_tail_is_still_in_connection_closed(
     assert f"stderr_agent.py[{process.pid}]: ValueError: boom\n" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 50 MB through a pipe, peak memory measured
 async def test_a_50_mb_flood_blocks_nobody_and_memory_stays_bounded(
     agent: list[str], private_logger: logging.Logger
 ) -> None:
