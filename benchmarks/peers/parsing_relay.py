@@ -49,7 +49,9 @@ class Direction:
     def __init__(self, reader: LeanReader, writer: LeanWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.ids = itertools.count(1)
+        # Far from the peers' own (which count from 1 here), so that an id
+        # passed on unchanged would show.
+        self.ids = itertools.count(1000)
         self.calls: dict[int, Any] = {}  # our id on the far side -> the id read
         self.taken: dict[Any, int] = {}  # the id read -> our id on the far side
         self.back: Direction
