@@ -131,7 +131,7 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
     assert labels[3] == "parsing relay"
 
 
-@pytest.mark.parametrize("middle", ["conductor", "conductor, 1 Proxy", "the Proxy"])
+@pytest.mark.parametrize("middle", ["conductor", "conductor + 1 Proxy", "the Proxy"])
 def test_the_chain_counts_count_the_process_in_the_middle(middle: str) -> None:
     import chain_counts
 
