@@ -51,7 +51,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 
-def wrapped(out: str, command: list[str], calls: bool = False, profile: str = "") -> None:
+def wrapped(out: str, command: list[str], calls: bool = False, profile_to: str = "") -> None:
     """Run ``command`` (``-m module ...`` or ``script ...``) in this process,
     every ``trio.run`` instrumented (with ``calls``: every call counted);
     write the counts to ``out`` at exit."""
@@ -103,11 +103,11 @@ def wrapped(out: str, command: list[str], calls: bool = False, profile: str = ""
 
     trio.run = instrumented  # type: ignore[assignment]
     atexit.register(report)
-    if profile:
+    if profile_to:
         import cProfile
 
         profiler = cProfile.Profile(time.process_time)
-        atexit.register(lambda: profiler.dump_stats(profile))
+        atexit.register(lambda: profiler.dump_stats(profile_to))
         profiler.enable()
     if command[0] == "-m":
         sys.argv = command[1:]
@@ -256,7 +256,7 @@ if __name__ == "__main__":
         ["--wrap-calls"],
     ):
         flag, _, profile = sys.argv[1].partition("=")
-        wrapped(sys.argv[2], sys.argv[3:], calls=flag == "--wrap-calls", profile=profile)
+        wrapped(sys.argv[2], sys.argv[3:], calls=flag == "--wrap-calls", profile_to=profile)
         sys.exit(0)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=9000)
