@@ -30,11 +30,12 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import proc_cpu
 import trio
 import trio.testing
 
@@ -151,6 +152,10 @@ def full_collections() -> int:
 #: of the process (tens of milliseconds here, with 2,000 requests set up):
 #: time that belongs to the process and the moment, not to the code timed.
 FULL_COLLECTIONS_IN_WINDOW: list[int] = []
+#: For each run of a cascade (one process or two), the CPU milliseconds
+#: every process of it spent inside the timed window (``proc_cpu``): what a
+#: busy machine inflates far less than the wall time.
+CPU_MS_IN_WINDOW: list[float] = []
 
 
 async def _wait_until(predicate: Callable[[], bool]) -> None:
@@ -166,10 +171,11 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
         method, params = ("fan", {"n": n}) if kind == "fan" else ("chain", {"depth": n - 1})
         start = 0.0
         collections_at_start = 0
+        cpu_at_start = proc_cpu.Snapshot({})
         with trio.CancelScope() as scope:
 
             async def cancel_when_ready() -> None:
-                nonlocal start, collections_at_start
+                nonlocal start, collections_at_start, cpu_at_start
 
                 def ready() -> bool:
                     sa, sb = a.statistics(), b.statistics()
@@ -182,6 +188,7 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
                 # cascade do), so that no handler start is timed.
                 await trio.testing.wait_all_tasks_blocked()
                 collections_at_start = full_collections()
+                cpu_at_start = proc_cpu.snapshot()
                 start = time.perf_counter()
                 scope.cancel()
 
@@ -196,6 +203,7 @@ async def cascade(kind: str, n: int, pair: Pair) -> float:
 
         await _wait_until(settled)
         elapsed = time.perf_counter() - start
+        CPU_MS_IN_WINDOW.append(proc_cpu.cpu_ms(cpu_at_start))
         FULL_COLLECTIONS_IN_WINDOW.append(full_collections() - collections_at_start)
         return elapsed
 
@@ -239,12 +247,13 @@ async def serve_cascade_peer() -> None:
             await conn.wait_closed()
 
 
-async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
-    """:func:`cascade` with the two sides in two processes (a client that
-    spawned its agent, over the agent's stdin and stdout), as ACP runs:
-    milliseconds from the cancel until neither process has anything in
-    flight (the client asks the agent every millisecond once it is done)."""
-    assert kind == "fan" or n % 2 == 0  # (the chain's bottom is on the client's side)
+@asynccontextmanager
+async def cascade_peer() -> AsyncIterator[Callable[[str, int], Awaitable[float]]]:
+    """A client connection to an agent process of its own (``--cascade-peer``,
+    over its stdin and stdout, as ACP runs), yielding ``run(kind, n)``: one
+    :func:`cascade` between the two processes, in milliseconds from the
+    cancel until neither process has anything in flight (the client asks
+    the agent every millisecond once it is done)."""
     command = [sys.executable, _HERE, "--cascade-peer"]
     process = await trio.lowlevel.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -252,22 +261,25 @@ async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
     assert process.stdin is not None
     assert process.stdout is not None
     handler = _ClientServer()
-    out: list[float] = []
     try:
         stream = trio.StapledStream(process.stdin, process.stdout)
         async with acp_trio.lowlevel.open_connection(stream, handler, config=_config()) as client:
-            for _ in range(runs):
+
+            async def run(kind: str, n: int) -> float:
+                assert kind == "fan" or n % 2 == 0  # (the chain's bottom is on the client's side)
                 handler.bottom = trio.Event()
                 start = 0.0
+                cpu_at_start = proc_cpu.Snapshot({})
                 with trio.CancelScope() as scope:
 
                     async def cancel_when_ready() -> None:
-                        nonlocal start
+                        nonlocal start, cpu_at_start
                         if kind == "chain":
                             await handler.bottom.wait()
                         else:
                             await _wait_until(lambda: client.statistics().incoming_in_flight >= n)
                         await trio.testing.wait_all_tasks_blocked()
+                        cpu_at_start = proc_cpu.snapshot()
                         start = time.perf_counter()
                         scope.cancel()
 
@@ -285,12 +297,22 @@ async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
                     ):
                         break
                     await trio.sleep(0.001)
-                out.append((time.perf_counter() - start) * 1000)
+                elapsed_ms = (time.perf_counter() - start) * 1000
+                CPU_MS_IN_WINDOW.append(proc_cpu.cpu_ms(cpu_at_start))
+                return elapsed_ms
+
+            yield run
             client.close_soon()
     finally:
         process.kill()
         await process.wait()
-    return out
+
+
+async def cascade_two_processes(kind: str, n: int, runs: int) -> list[float]:
+    """:func:`cascade` with the two sides in two processes (see
+    :func:`cascade_peer`), ``runs`` times on one agent process: milliseconds."""
+    async with cascade_peer() as run:
+        return [await run(kind, n) for _ in range(runs)]
 
 
 async def _collect_ms_with_fan_in_flight(n: int) -> float:

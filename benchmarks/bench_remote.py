@@ -133,6 +133,39 @@ async def with_server_process(command: list[str], run: Any) -> list[float]:
             nursery.cancel_scope.cancel()
 
 
+#: The cells the Targets table of ``bench_report.py`` judges: our HTTP
+#: client beside the TypeScript client against our server (HTTP/1.1), and
+#: our h2c beside our HTTP/1.1.
+JUDGED = (
+    "acp_trio server + acp_trio client, HTTP/1.1",
+    "acp_trio server + TypeScript client, HTTP/1.1",
+    "acp_trio server + acp_trio client, HTTP/2 h2c",
+)
+
+
+async def judged(
+    n_stream: int, n_read: int, runs: int, rounds: int
+) -> dict[str, list[list[float]]]:
+    """Only the :data:`JUDGED` cells, ``rounds`` times, interleaved (each
+    round in the opposite order of the one before): per cell, each round's
+    [stream ms, read ms]."""
+    commands = [f"stream {n_stream} 16", f"read {n_read} /x"]
+    cells: dict[str, Any] = {
+        JUDGED[0]: functools.partial(trio_client, profile="http1", commands=commands, runs=runs),
+        JUDGED[2]: functools.partial(trio_client, profile="http", commands=commands, runs=runs),
+    }
+    if HAVE_TS:
+        cells[JUDGED[1]] = functools.partial(
+            script_client, script=TS_CLIENT, commands=commands, runs=runs
+        )
+    out: dict[str, list[list[float]]] = {name: [] for name in cells}
+    names = list(cells)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(await with_trio_server(cells[name]))
+    return out
+
+
 async def main(n_stream: int, n_read: int, runs: int, json_path: str | None = None) -> None:
     commands = [f"stream {n_stream} 16", f"read {n_read} /x"]
     cells: list[tuple[str, list[float]]] = []
@@ -201,8 +234,37 @@ if __name__ == "__main__":
         help="run acp_trio's server in the benchmark's process (default: a process of its own)",
     )
     parser.add_argument(
+        "--judged",
+        type=int,
+        metavar="ROUNDS",
+        help="only the cells the Targets table judges, ROUNDS times interleaved",
+    )
+    parser.add_argument(
         "--json", metavar="FILE", help="also write the cells to FILE (bench_report.py)"
     )
     args = parser.parse_args()
     IN_PROCESS = args.in_process
-    trio.run(main, args.stream, args.read, args.runs, args.json)
+    if args.judged:
+        rounds = trio.run(judged, args.stream, args.read, args.runs, args.judged)
+        print(f"{args.judged} interleaved rounds; medians of the rounds (ms)")
+        for name, values in rounds.items():
+            stream_ms = statistics.median(v[0] for v in values)
+            read_ms = statistics.median(v[1] for v in values)
+            print(f"  {name}: stream {stream_ms:.1f}, read {read_ms:.1f}")
+        if args.json:
+            record = {
+                "stream": args.stream,
+                "read": args.read,
+                "runs": args.runs,
+                "rounds": rounds,
+                "cells": {
+                    name: {
+                        "stream_ms": statistics.median(v[0] for v in values),
+                        "read_ms": statistics.median(v[1] for v in values),
+                    }
+                    for name, values in rounds.items()
+                },
+            }
+            Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    else:
+        trio.run(main, args.stream, args.read, args.runs, args.json)

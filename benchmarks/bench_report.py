@@ -6,12 +6,20 @@
 - ``bench_sdks.py`` (default pairs): every SDK with itself and with
   acp_trio on the other side, every agent behind the raw client beside the
   two floors (the stdlib floor and the Trio floor), ``stream``, ``read`` and
-  cancel latency, and acp_trio's connection figures (the cancel cascade of
-  1,000 requests beside bare Trio, memory per request in flight, churn);
-- ``bench_chain.py``: the latency a proxy hop adds (the stdlib relay, the
-  conductor, one and two proxies);
+  cancel latency, and acp_trio's connection figures (the cancel cascades of
+  1,000 requests, in one process and between two, each interleaved with the
+  same tree in bare Trio; memory per request in flight beside bare Trio's;
+  churn);
+- the judges of ``stream`` and ``read``: ``bench_sdks.py --only
+  stream,read,floor:trio-floor,floor:acp_trio --cpus same --repeat 9``
+  (acp_trio's agent and the Trio floor agent behind the raw client, both
+  processes on CPU 0, interleaved);
+- ``bench_chain.py``: the latency a proxy hop adds (the relays, the
+  conductor, one and two proxies), and its judged chains again with every
+  process on CPU 0 (``--judged --cpus same --repeats 9``);
 - ``bench_remote.py``: remote ACP over loopback (WebSocket, h2c, HTTP/1.1),
-  acp_trio's server and client beside the TypeScript and official ones;
+  acp_trio's server and client beside the TypeScript and official ones,
+  and its judged cells again, interleaved (``--judged 5``);
 - ``bench_scale.py``: 1,000 clients at once on one server process, each
   profile, then 5,000 over WebSocket (not in ``--quick``, which runs 20);
 
@@ -20,6 +28,12 @@ then writes the report (``docs/benchmarks.md``), its charts
 raw output of each script (``docs/benchmarks/*.txt``) and every figure as
 JSON (``docs/benchmarks/results.json``). ``--render-only`` writes the report
 again from that JSON without running anything.
+
+The Targets table judges each target against its own floor, measured in
+the same run, and is also printed at the end. ``--targets-only`` (``make
+bench-targets``) runs only what that table needs (the judges, the cascades
+and memory, the judged remote cells: some ten minutes) and prints it,
+without touching the page; ``--json FILE`` keeps its figures.
 
 Run: ``make bench-report`` (``.venv-bench/bin/python benchmarks/bench_report.py``;
 ``--quick`` for a smoke run, ``--out DIR`` to write elsewhere).
@@ -33,6 +47,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,10 +61,12 @@ sys.path.insert(0, str(HERE))
 
 from report_charts import charts  # noqa: E402
 from report_figures import (  # noqa: E402
+    FLOORS,
     PROFILE_NAMES,
     SDK_NAMES,
     cancel_latency,
     chain_added_us,
+    floor_targets,
     fmt,
     median,
     pair_errors,
@@ -57,6 +74,11 @@ from report_figures import (  # noqa: E402
     span,
     targets,
 )
+
+#: The judges of ``stream`` and ``read`` (bench_sdks.py), of the proxy hops
+#: (bench_chain.py) and of the HTTP client (bench_remote.py).
+JUDGES_SDKS = ["--only", "stream,read,floor:trio-floor,floor:acp_trio", "--cpus", "same"]
+JUDGES_CHAIN = ["--judged", "--cpus", "same"]
 
 # ----------------------------------------------------------------------
 # Running the matrix
@@ -127,6 +149,26 @@ def run_script(
     return record
 
 
+def run_judges(quick: bool, out: Path, results: dict[str, Any]) -> None:
+    """What only the Targets table reads: the pinned, interleaved judges."""
+    repeats = ["--quick"] if quick else ["--repeat", "9"]
+    results["judges"] = run_script(
+        "bench_sdks.py", [*JUDGES_SDKS, *repeats], out, 3600, label="bench_sdks_pinned"
+    )
+    chain = ["--quick"] if quick else ["--repeats", "9"]
+    results["chain_judges"] = run_script(
+        "bench_chain.py", [*JUDGES_CHAIN, *chain], out, 1800, label="bench_chain_pinned"
+    )
+    remote = ["--stream", "200", "--read", "20", "--runs", "1", "--judged", "1"]
+    results["remote_judges"] = run_script(
+        "bench_remote.py",
+        remote if quick else ["--judged", "5"],
+        out,
+        1800,
+        label="bench_remote_judged",
+    )
+
+
 def run_matrix(quick: bool, out: Path) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -138,6 +180,7 @@ def run_matrix(quick: bool, out: Path) -> dict[str, Any]:
     results["chain"] = run_script("bench_chain.py", ["--quick"] if quick else [], out, 1800)
     remote = ["--stream", "200", "--read", "20", "--runs", "1"] if quick else []
     results["remote"] = run_script("bench_remote.py", remote, out, 1800)
+    run_judges(quick, out, results)
     scale = ["--connections", "20"] if quick else ["--connections", "1000"]
     results["scale"] = run_script("bench_scale.py", scale, out, 1800, keep_failed=True)
     if not quick:
@@ -149,6 +192,20 @@ def run_matrix(quick: bool, out: Path) -> dict[str, Any]:
             label="bench_scale_5000",
             keep_failed=True,
         )
+    results["machine_after"] = machine()
+    return results
+
+
+def run_targets(quick: bool, out: Path) -> dict[str, Any]:
+    """``--targets-only``: the judges, the cascades and memory, nothing else."""
+    results: dict[str, Any] = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "quick": quick,
+        "machine_before": machine(),
+    }
+    connection = ["--only", "connection", *(["--quick"] if quick else [])]
+    results["sdks"] = run_script("bench_sdks.py", connection, out, 3600)
+    run_judges(quick, out, results)
     results["machine_after"] = machine()
     return results
 
@@ -194,14 +251,7 @@ def render(results: dict[str, Any], drawn: list[tuple[str, str]], charts_dir: st
     for name, caption in drawn:
         add(f"![{caption}]({charts_dir}/{name})")
         add("")
-    add("## Targets")
-    add("")
-    add("| target | this run | |")
-    add("| --- | ---: | --- |")
-    for what, value, ok in targets(results):
-        verdict = {True: "met", False: "**missed**", None: "—"}[ok]
-        add(f"| {what} | {value} | {verdict} |")
-    add("")
+    lines += targets_section(results)
     lines += sdk_section(sdks)
     lines += chain_section(results.get("chain"))
     lines += remote_section(results.get("remote"))
@@ -211,6 +261,9 @@ def render(results: dict[str, Any], drawn: list[tuple[str, str]], charts_dir: st
     add(
         f"Each script's own output of this run: [bench_sdks]({charts_dir}/bench_sdks.txt), "
         f"[bench_chain]({charts_dir}/bench_chain.txt), "
+        f"the judges [bench_sdks_pinned]({charts_dir}/bench_sdks_pinned.txt), "
+        f"[bench_chain_pinned]({charts_dir}/bench_chain_pinned.txt), "
+        f"[bench_remote_judged]({charts_dir}/bench_remote_judged.txt), "
         f"[bench_remote]({charts_dir}/bench_remote.txt), "
         f"[bench_scale]({charts_dir}/bench_scale.txt)"
         + (
@@ -222,6 +275,65 @@ def render(results: dict[str, Any], drawn: list[tuple[str, str]], charts_dir: st
         f"[results.json]({charts_dir}/results.json)."
     )
     add("")
+    return "\n".join(lines)
+
+
+def targets_section(results: dict[str, Any]) -> list[str]:
+    """The Targets table (each target against its floor, measured in the
+    same run), the floors and why each is the limit, and the other goals."""
+    lines = ["## Targets", ""]
+    add = lines.append
+    add(
+        "Each target is a ratio to the honest floor of the same work, measured in this run: "
+        "the floor's program does the same work as lean as its constraints allow (see "
+        "[The floors](#the-floors)). Round trips between processes are judged with every "
+        "process of the path on one CPU (CPU per message decides; on two cores unpinned runs "
+        "scatter too widely to judge); runs of acp_trio and of its floor alternate, and a "
+        "ratio is the median of the runs' ratios where they come in pairs."
+    )
+    add("")
+    add("| target | judged against | acp_trio | floor | ratio | goal | |")
+    add("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for row in floor_targets(results):
+        verdict = {True: "met", False: "**missed**", None: "—"}[row["ok"]]
+        floor = FLOORS[row["floor"]][0]
+        add(
+            f"| {row['what']} | {floor} | {row['ours']} | {row['theirs']} | {row['ratio']} "
+            f"| {row['goal']} | {verdict} |"
+        )
+    add("")
+    add("### The floors")
+    add("")
+    for program, judges, why in FLOORS.values():
+        add(f"- {program}, for {judges}: {why}")
+    add("")
+    add("### Other goals")
+    add("")
+    add("| goal | this run | |")
+    add("| --- | ---: | --- |")
+    for what, value, ok in targets(results):
+        verdict = {True: "met", False: "**missed**", None: "—"}[ok]
+        add(f"| {what} | {value} | {verdict} |")
+    add("")
+    return lines
+
+
+def targets_text(results: dict[str, Any]) -> str:
+    """The Targets table as plain text (printed at the end of a run)."""
+    rows = floor_targets(results)
+    width = max(len(row["what"]) for row in rows)
+    before, after = results["machine_before"], results["machine_after"]
+    lines = [
+        f"Targets ({results['date']}; load average {before['load'][0]:.1f} before, "
+        f"{after['load'][0]:.1f} after; a Python loop took {before['loop_s']:.2f} s before, "
+        f"{after['loop_s']:.2f} s after)"
+    ]
+    for row in rows:
+        verdict = {True: "met", False: "MISSED", None: "-"}[row["ok"]]
+        lines.append(
+            f"  {row['what']:<{width}}  {row['ours']:>12} vs {row['theirs']:>12}"
+            f"  {row['ratio']:>6} (goal {row['goal']:>7}, floor: {row['floor']})  {verdict}"
+        )
     return "\n".join(lines)
 
 
@@ -240,8 +352,11 @@ def sdk_section(sdks: dict[str, Any]) -> list[str]:
         f"vocabulary's `stream {sizes['stream']}` (session/update chunks per second, agent → "
         f"client) and `read {sizes['read']}` (`fs/read_text_file` round trips per second, "
         f"agent → client). Medians of {sdks['repeats']} interleaved runs, fresh processes each "
-        "run, with the range. The floors: a blocking standard-library agent and client with no "
-        "framework, and the same agent on Trio's I/O with one `await send_all` per message."
+        "run, with the range; the kernel places the processes (the Targets table judges "
+        "`stream` and `read` pinned, in runs of their own). The floors: a blocking "
+        "standard-library agent and client with no framework, and the leanest Trio agent "
+        "(`benchmarks/peers/trio_floor_agent.py`: orjson, acp_trio's write policy, one "
+        "checkpoint per chunk)."
     )
     for sdk, reason in sdks.get("skipped", {}).items():
         add(f"Skipped: {sdk} ({reason}).")
@@ -305,16 +420,23 @@ def sdk_section(sdks: dict[str, Any]) -> list[str]:
             " cancelled at its root, timed until every request has answered; as a fan-out (one"
             " handler waiting on 1,000 calls) and as a chain (1,000 deep). Over OS pipes in one"
             " process beside the same work in bare Trio (`benchmarks/cascade_floor.py`), and"
-            " between a client and the agent process it spawned. Medians (range)."
+            " between a client and the agent process it spawned beside the same in bare Trio"
+            " (`benchmarks/peers/trio_cascade_peer.py`); runs interleaved with their floor."
+            " Medians (range)."
         )
         add("")
-        add("| shape | acp_trio, one process | bare Trio | acp_trio, two processes |")
-        add("| --- | ---: | ---: | ---: |")
+        add(
+            "| shape | acp_trio, one process | bare Trio | acp_trio, two processes "
+            "| bare Trio, two processes |"
+        )
+        add("| --- | ---: | ---: | ---: | ---: |")
         for kind, name in (("fan", "fan-out of 1,000"), ("chain", "chain of 1,000")):
+            two = (conn.get("procs_floor") or {}).get(kind)
             add(
                 f"| {name} | {fmt(median(conn['pipes'][kind]), 1)} ms "
                 f"({span(conn['pipes'][kind], 1)}) | {fmt(median(conn['floor'][kind]), 1)} ms "
-                f"| {fmt(median(conn['procs'][kind]), 1)} ms ({span(conn['procs'][kind], 1)}) |"
+                f"| {fmt(median(conn['procs'][kind]), 1)} ms ({span(conn['procs'][kind], 1)}) "
+                f"| {fmt(median(two), 1) + ' ms' if two else '—'} |"
             )
         add("")
         serving, calling, both = conn["memory"]
@@ -340,32 +462,32 @@ def chain_section(chain: dict[str, Any] | None) -> list[str]:
     if not chain:
         return _missing("Proxy hops")
     added = chain_added_us(chain)
-    relay = added["relay"]
+    relays = [r for r in ("relay", "parsing relay") if added.get(r, 0) > 0]
     lines = ["## Proxy hops", ""]
     add = lines.append
     add(
         f"`benchmarks/bench_chain.py`: acp_trio's client runs `read {chain['reads']} /x` against"
         " the scenario agent spawned directly, behind the stdlib relay (one process copying lines"
         " both ways: the limit of one more process on the path), behind the same relay on Trio's"
-        " I/O (the limit of one more Trio process), and through `python -m acp_trio conduct`"
-        " with 0, 1 and 2 pass-through proxies and with one logging proxy (a handler per"
-        " message). Medians of"
-        f" {chain['repeats']} interleaved runs."
+        " I/O, behind the parsing relay (a Trio relay that decodes each message, gives it an id"
+        " of the next hop's own and encodes it again: the floor of the conductor and of each"
+        " proxy), and through `python -m acp_trio conduct` with 0, 1 and 2 pass-through proxies"
+        " and with one logging proxy (a handler per message). Medians of"
+        f" {chain['repeats']} interleaved runs; the kernel places the processes (the Targets"
+        " table judges the hops with every process on one CPU, in runs of their own)."
     )
     add("")
-    trio_relay = added.get("trio relay")
     add(
-        "| path | round trips/s | range | µs added per round trip | x relay |"
-        + (" x Trio relay |" if trio_relay else "")
+        "| path | round trips/s | range | µs added per round trip |"
+        + "".join(f" x {r} |" for r in relays)
     )
-    add("| --- | ---: | ---: | ---: | ---: |" + (" ---: |" if trio_relay else ""))
+    add("| --- | ---: | ---: | ---: |" + " ---: |" * len(relays))
     for label, values in chain["runs"].items():
         hop = label != "agent"
-        times = f"{added[label] / relay:.1f}x" if hop and relay > 0 else ""
         extra = fmt(added[label]) if hop else "—"
-        row = f"| {label} | {fmt(median(values))} | {span(values)} | {extra} | {times} |"
-        if trio_relay:
-            row += f" {added[label] / trio_relay:.1f}x |" if hop and trio_relay > 0 else " |"
+        row = f"| {label} | {fmt(median(values))} | {span(values)} | {extra} |"
+        for r in relays:
+            row += f" {added[label] / added[r]:.1f}x |" if hop else " |"
         add(row)
     add("")
     return lines
@@ -462,8 +584,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rewrite the report from OUT/benchmarks/results.json without running anything",
     )
+    parser.add_argument(
+        "--targets-only",
+        action="store_true",
+        help="run only what the Targets table needs and print it (the page is not written)",
+    )
+    parser.add_argument(
+        "--json", type=Path, metavar="FILE", help="with --targets-only: keep the figures in FILE"
+    )
     args = parser.parse_args(argv)
     out_md, charts_dir = args.out / "benchmarks.md", args.out / "benchmarks"
+    if args.targets_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            results = run_targets(args.quick, Path(tmp))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1) + "\n")
+        print(targets_text(results))
+        return 0 if results.get("sdks") and results.get("judges") else 1
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -477,6 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_matrix(args.quick, charts_dir)
     write_report(results, out_md, charts_dir)
     print(f"wrote {out_md} and {charts_dir}/", file=sys.stderr)
+    print(targets_text(results))
     missing = [key for key in ("sdks", "chain", "remote", "scale") if not results.get(key)]
     if missing:
         print(f"not measured: {', '.join(missing)} (see the raw output)", file=sys.stderr)

@@ -71,6 +71,38 @@ async def test_the_two_process_cascade_finishes(kind: str) -> None:
         times = await bench_connection.cascade_two_processes(kind, 20, 2)
     assert len(times) == 2
     assert all(0 < ms < LIMIT * 1000 for ms in times)
+    # Each run's CPU, every process of it (the agent process included).
+    assert all(ms > 0 for ms in bench_connection.CPU_MS_IN_WINDOW[-2:])
+
+
+@pytest.mark.parametrize("kind", ["fan", "chain"])
+async def test_the_two_process_cascade_in_bare_trio_finishes_with_nothing_in_flight(
+    kind: str,
+) -> None:
+    with trio.fail_after(LIMIT):
+        runs = await cascade_floor.interleaved_two_processes(kind, 2, n=20)
+    assert len(runs.sdk) == len(runs.floor) == 2
+    assert all(ms > 0 for ms in runs.floor)
+    assert len(runs.floor_cpu) == 2
+    assert all(ms > 0 for ms in runs.floor_cpu)
+
+
+def test_the_parsing_relay_gives_each_hop_its_ids_and_passes_cancels_on() -> None:
+    """The floor client through the parsing relay: every round trip done,
+    and on ``session/cancel`` each held request is cancelled with the id the
+    client knows it by (the client counts only cancels of requests it
+    holds, so ids left unmapped would count none)."""
+    peers = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
+    relay = [sys.executable, str(peers / "parsing_relay.py"), "--"]
+    for workload in ("read", "cancel"):
+        command = [sys.executable, str(peers / "floor_client.py"), "--workload", workload]
+        command += ["--n", "10", "--", *relay, sys.executable, str(peers / "floor_agent.py")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=LIMIT, check=True)
+        result = json.loads(done.stdout.splitlines()[-1])
+        if workload == "cancel":
+            assert result["wire_cancels"] >= 10
+        else:
+            assert result["per_second"] > 0
 
 
 async def test_the_cost_of_a_full_collection_is_measured_and_nothing_stays_frozen() -> None:
@@ -97,12 +129,12 @@ async def test_the_chain_benchmark_runs_every_chain() -> None:
 
     with trio.fail_after(LIMIT * 2):
         lines = await bench_chain.main(20, 1)
-    labels = [line.split()[0] for line in lines[2:]]
-    assert labels == ["agent", "relay", "trio", "conductor", "1", "2", "1"]
-    assert lines[-1].split()[1] == "logging"
+    labels = [line[:14].strip() for line in lines[2:]]
+    assert labels == list(bench_chain.CHAINS)
+    assert labels[3] == "parsing relay"
 
 
-@pytest.mark.parametrize("middle", ["conductor", "conductor, 1 Proxy", "the Proxy"])
+@pytest.mark.parametrize("middle", ["conductor", "conductor + 1 Proxy", "the Proxy"])
 def test_the_chain_counts_count_the_process_in_the_middle(middle: str) -> None:
     import chain_counts
 
@@ -128,18 +160,22 @@ def test_the_chain_counts_count_calls_in_every_thread() -> None:
 def test_the_floor_agents_serve_every_workload(agent: str, workload: str) -> None:
     """The stdlib and Trio floor agents and the burst agent behind the raw
     client, as ``bench_sdks.py`` runs them (the cancel workload: every held
-    request cancelled on the wire)."""
+    request cancelled on the wire). ``stream`` is big enough to fill the
+    pipe: the Trio floor's writer task then writes the rest in batches."""
     peers = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
+    n = "3000" if workload == "stream" else "20"
     command = [sys.executable, str(peers / "floor_client.py"), "--workload", workload]
-    command += ["--n", "20", "--", sys.executable, str(peers / agent)]
+    command += ["--n", n, "--", sys.executable, str(peers / agent)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=LIMIT, check=True)
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["n"] == 20
+    assert result["n"] == int(n)
     if workload == "cancel":
         assert len(result["latencies_ms"]) == 20
         assert result["wire_cancels"] >= 20
     else:
         assert result["per_second"] > 0
+        # The client and its agent, from /proc.
+        assert result["tree_cpu_seconds"] > result["cpu_seconds"] > 0
 
 
 @pytest.mark.parametrize("profile", ["websocket", "http", "http1"])

@@ -65,7 +65,6 @@ from acp_trio._jsonrpc import (
     error_response,
     message_kind,
     notification,
-    request,
 )
 from acp_trio._jsonrpc._messages import ERROR_REPLY, NOTIFICATION, REQUEST, RESULT
 from acp_trio._proxy._forward_order import ForwardOrder
@@ -655,10 +654,13 @@ class _Router:
             return hop
         # Registered even on a hop that is closing: once its error is known
         # (hop_gone), every request waiting on it is answered with it.
-        out_id = target.next_id()
+        target._next_id = out_id = target._next_id + 1
         target.calls[out_id] = (hop, request_id)
         hop.taken[request_id] = (target, out_id)
-        target.write(encode_frame(request(out_id, out_method, out_params)))
+        out: dict[str, Any] = {"jsonrpc": "2.0", "id": out_id, "method": out_method}
+        if out_params is not None:
+            out["params"] = out_params
+        target.write(encode_frame(out))
         return target
 
     def _cancel(self, hop: _HopStream, params: Any) -> None:

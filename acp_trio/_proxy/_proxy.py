@@ -23,8 +23,6 @@ from acp_trio._jsonrpc import (
     decode_frame,
     encode_frame,
     message_kind,
-    notification,
-    request,
 )
 from acp_trio._jsonrpc._messages import ERROR_REPLY, NOTIFICATION, REQUEST, RESULT
 from acp_trio._proxy._conductor import _HopStream, serve_conductor
@@ -196,25 +194,6 @@ class Proxy:
             self.protocol_version = version
         return result
 
-    def _passed_on(self, method: str, params: Any) -> tuple[str, Any] | None:
-        """What a message read goes on as, if the proxy passes it on
-        unchanged (the fast path); ``None`` if it handles it itself."""
-        if method == SUCCESSOR:
-            if not isinstance(params, dict) or not isinstance(params.get("method"), str):
-                return None  # answered by the handler (invalid params)
-            inner = params["method"]
-            if self._changes(CLIENT_METHOD_NAMES.get(inner)):
-                return None
-            return inner, params.get("params")
-        if method in ("initialize", PROXY_INITIALIZE) or self._changes(
-            AGENT_METHOD_NAMES.get(method)
-        ):
-            return None
-        return SUCCESSOR, _envelope(method, params)
-
-    def _changes(self, name: str | None) -> bool:
-        return name is not None and self._typed_v1() and _overrides(self, name)
-
     async def _connection(self) -> Connection:
         # Messages can be read before serve_proxy has recorded the connection.
         if not self._ready.is_set():
@@ -327,6 +306,7 @@ async def serve_proxy(
 # (which count from 0), below 2**53 for peers that read JSON numbers as doubles.
 _PASS_IDS: Final = 1 << 40
 _OBSERVING = ("client_message", "successor_message", "forward_request", "forward_notification")
+_NONE: Final = object()
 
 
 def _may_pass_through(
@@ -346,50 +326,88 @@ class _PassThrough:
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
         self.hop: _HopStream
+        self._order = proxy._order
         self._ids = itertools.count(_PASS_IDS)
         self._calls: dict[int, Any] = {}  # our id -> the id it was read with
         self._taken: dict[Any, int] = {}  # id read -> our id
+        # The methods the proxy changes (a typed method of its own, for ACP
+        # v1): its class decides, once, rather than two lookups a message.
+        self._own_agent = frozenset(
+            method for method, name in AGENT_METHOD_NAMES.items() if _overrides(proxy, name)
+        )
+        self._own_client = frozenset(
+            method for method, name in CLIENT_METHOD_NAMES.items() if _overrides(proxy, name)
+        )
 
     def route(self, hop: _HopStream, frame: bytes) -> _HopStream | None:
         value = decode_frame(frame)
         kind = message_kind(value)
+        if kind in (REQUEST, NOTIFICATION):
+            method = value["method"]
+            if kind == NOTIFICATION and method == CANCEL_REQUEST_METHOD:
+                return self._cancel(hop, value.get("params"))
+            # Nothing read before it may still be on its way (handled by
+            # the proxy's handlers), or it would overtake it.
+            if not self._order.all_passed_on:
+                return None
+            conn = self.proxy.connection
+            if conn is None or not conn.output_settled():
+                return None
+            params = value.get("params")
+            if method == SUCCESSOR:
+                if type(params) is not dict:
+                    return None  # answered by the handler (invalid params)
+                method = params.get("method")
+                if type(method) is not str:
+                    return None
+                if method in self._own_client and self.proxy._typed_v1():
+                    return None
+                params = params.get("params")
+            elif method in ("initialize", PROXY_INITIALIZE) or (
+                method in self._own_agent and self.proxy._typed_v1()
+            ):
+                return None  # initialize, or a method the proxy changes
+            else:
+                params = _envelope(method, params)
+                method = SUCCESSOR
+            if kind == NOTIFICATION:
+                out: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+            else:
+                request_id = value["id"]
+                if request_id in self._taken:
+                    return None  # the connection refuses it
+                ours = next(self._ids)
+                self._calls[ours] = request_id
+                self._taken[request_id] = ours
+                out = {"jsonrpc": "2.0", "id": ours, "method": method}
+            if params is not None:
+                out["params"] = params
+            hop.write(encode_frame(out))
+            return hop
         if kind in (RESULT, ERROR_REPLY):
             request_id = value["id"]
             if type(request_id) is not int or request_id < _PASS_IDS:
                 return None  # an answer to the connection's own request
-            if request_id not in self._calls:
+            source_id = self._calls.pop(request_id, _NONE)
+            if source_id is _NONE:
                 _log.debug("dropping a late answer to request %d", request_id)
                 return hop
-            value["id"] = source_id = self._calls.pop(request_id)
+            value["id"] = source_id
             del self._taken[source_id]
             self._answer(hop, encode_frame(value))
             return hop
-        if kind == NOTIFICATION and value["method"] == CANCEL_REQUEST_METHOD:
-            ok, request_id = cancel_target(value.get("params"))
-            ours = self._taken.pop(request_id, None) if ok else None
-            if ours is None:
-                return None  # the connection's own request, if any
-            if self._calls.pop(ours, None) is not None:
-                hop.write(cancel_request_frame(ours))
-            hop.write(cancelled_reply_frame(request_id))
-            return hop
-        if kind != REQUEST and kind != NOTIFICATION:
-            return None
-        if not self._nothing_before():
-            return None
-        out = self.proxy._passed_on(value["method"], value.get("params"))
-        if out is None:
-            return None
-        if kind == NOTIFICATION:
-            hop.write(encode_frame(notification(*out)))
-            return hop
-        request_id = value["id"]
-        if request_id in self._taken:
-            return None  # the connection refuses it
-        ours = next(self._ids)
-        self._calls[ours] = request_id
-        self._taken[request_id] = ours
-        hop.write(encode_frame(request(ours, *out)))
+        return None
+
+    def _cancel(self, hop: _HopStream, params: Any) -> _HopStream | None:
+        """A ``$/cancel_request`` of a request passed on: cancelled there
+        with our id, and answered ``-32800``."""
+        ok, request_id = cancel_target(params)
+        ours = self._taken.pop(request_id, None) if ok else None
+        if ours is None:
+            return None  # the connection's own request, if any
+        if self._calls.pop(ours, None) is not None:
+            hop.write(cancel_request_frame(ours))
+        hop.write(cancelled_reply_frame(request_id))
         return hop
 
     def _answer(self, hop: _HopStream, frame: bytes) -> None:
@@ -410,12 +428,6 @@ class _PassThrough:
 
         if not conn.run_in_notification_order_soon(in_order):
             hop.write(frame)
-
-    def _nothing_before(self) -> bool:
-        """Whether everything read before was passed on (or answered) and
-        written: nothing handled by the proxy's handlers is still on its way."""
-        conn = self.proxy.connection
-        return conn is not None and self.proxy._order.all_passed_on and conn.output_settled()
 
 
 async def run_proxy(proxy: Proxy, *, config: ConnectionConfig | None = None) -> None:

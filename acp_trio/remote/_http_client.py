@@ -146,6 +146,8 @@ class HttpMessages(MessageStream):
         self._request_session: dict[tuple[str, Any], str] = {}
         self._send_lock = trio.Lock()
         self._closed = False
+        self._interrupted = False
+        self._read_scope: trio.CancelScope | None = None
         self._broken: BaseException | None = None
         #: ``Acp-Connection-Id``, once ``initialize`` was answered.
         self.connection_id: str | None = None
@@ -162,14 +164,47 @@ class HttpMessages(MessageStream):
         return self._client
 
     async def receive_message(self) -> bytes | OversizedFrame | None:
-        if self._closed:
+        if self._closed or self._interrupted:
             raise trio.ClosedResourceError("the connection was closed")
-        try:
-            return await self._inbound.receive()
-        except trio.EndOfChannel:
-            if self._broken is not None:
-                raise trio.BrokenResourceError(str(self._broken)) from self._broken
+        with trio.CancelScope() as self._read_scope:
+            try:
+                return await self._inbound.receive()
+            except trio.EndOfChannel:
+                if self._broken is not None:
+                    raise trio.BrokenResourceError(str(self._broken)) from self._broken
+                return None
+        raise trio.ClosedResourceError("reading was interrupted: the connection is closing")
+
+    # A BufferedMessageStream: the events of one SSE chunk are queued
+    # together (see _received), and the connection takes them together
+    # too, rather than with a pass of the scheduler for each.
+
+    def receive_message_nowait(self) -> bytes | OversizedFrame | None:
+        """A message already received, if any, without waiting (``None``:
+        use :meth:`receive_message`, which also reports the end)."""
+        if self._closed or self._interrupted:
             return None
+        try:
+            return self._inbound.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel):
+            return None
+
+    @property
+    def messages_pending(self) -> bool:
+        """Whether messages received wait to be taken."""
+        return self._inbound.statistics().current_buffer_used > 0
+
+    def send_message_nowait(self, message: bytes) -> bool:
+        """Never: each message is a POST, which waits for its answer."""
+        return False
+
+    def interrupt_reading(self) -> None:
+        """Wake a task waiting in :meth:`receive_message` (it raises
+        ``trio.ClosedResourceError``): the connection is closing, and nothing
+        is read after this."""
+        self._interrupted = True
+        if self._read_scope is not None:
+            self._read_scope.cancel()
 
     def _headers(self, session_id: str | None = None, *, post: bool = True) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"} if post else {}

@@ -20,16 +20,22 @@ same workload (``--warmup``), so imports and first-call costs are not timed.
 
 Output (stdout, one line): ``{"client", "workload", "n", ...}`` with
 ``seconds``, ``per_second`` and the client process's ``cpu_seconds`` over
-the same span (stream, read; the Python clients) or ``latencies_ms``
-(cancel), plus what the client checked.
+the same span (stream, read; the Python clients; the floor and acp_trio
+clients also ``tree_cpu_seconds``: the client and every process it spawned,
+from ``benchmarks/proc_cpu.py``) or ``latencies_ms`` (cancel), plus what the
+client checked.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import proc_cpu
 
 READ_PATH = "/bench/file"
 HOLD_PATH = "/hold"
@@ -79,6 +85,19 @@ def check_answer(
         raise SystemExit(f"stream {n}: the client's handler saw {chunks} chunks")
     if workload == "read" and last_text != f"read {n} {n * len(CONTENT)}":
         raise SystemExit(f"read {n}: the agent answered {last_text!r}")
+
+
+class TreeCpu:
+    """CPU seconds of this process and every process it spawned, from
+    :meth:`start` to :meth:`seconds` (``None`` where ``/proc`` has none)."""
+
+    def start(self) -> None:
+        self._before = proc_cpu.snapshot()
+
+    def seconds(self) -> float | None:
+        if not self._before.processes:
+            return None
+        return proc_cpu.cpu_ms(self._before) / 1000
 
 
 def emit(client: str, workload: str, n: int, **fields: Any) -> None:

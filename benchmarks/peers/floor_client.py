@@ -14,7 +14,15 @@ import sys
 import time
 from typing import Any
 
-from _common import CLIENT_CAPABILITIES, CONTENT, HOLD_PATH, check_answer, emit, parse_args
+from _common import (
+    CLIENT_CAPABILITIES,
+    CONTENT,
+    HOLD_PATH,
+    TreeCpu,
+    check_answer,
+    emit,
+    parse_args,
+)
 from _common import prompt_text as make_prompt
 
 HELD_METHODS = ("session/request_permission", "terminal/create")
@@ -144,13 +152,23 @@ def main() -> None:
         if args.warmup:
             client.prompt(session_id, make_prompt(args.workload, args.warmup))
         text = make_prompt(args.workload, args.n)
+        tree = TreeCpu()
+        tree.start()
         cpu = time.process_time()
         start = time.perf_counter()
         stop = client.prompt(session_id, text)
         seconds = time.perf_counter() - start
         cpu = time.process_time() - cpu
+        tree_cpu = tree.seconds()
         check_answer(args.workload, args.n, client.chunks, client.last_text, stop)
-        emit("floor", args.workload, args.n, seconds=seconds, cpu_seconds=cpu)
+        emit(
+            "floor",
+            args.workload,
+            args.n,
+            seconds=seconds,
+            cpu_seconds=cpu,
+            tree_cpu_seconds=tree_cpu,
+        )
     client.out.close()
     try:
         client.proc.wait(timeout=5)

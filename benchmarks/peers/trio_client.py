@@ -14,7 +14,7 @@ import time
 from typing import Any, NoReturn
 
 import trio
-from _common import CONTENT, HOLD_PATH, check_answer, emit, parse_args, prompt_text
+from _common import CONTENT, HOLD_PATH, TreeCpu, check_answer, emit, parse_args, prompt_text
 
 import acp_trio
 from acp_trio import schema
@@ -108,13 +108,23 @@ async def main() -> None:
                 await agent.prompt_text(sid, prompt_text(args.workload, args.warmup))
             client.reset()
             text = prompt_text(args.workload, args.n)
+            tree = TreeCpu()
+            tree.start()
             cpu = time.process_time()
             start = time.perf_counter()
             result = await agent.prompt_text(sid, text)
             seconds = time.perf_counter() - start
             cpu = time.process_time() - cpu
+            tree_cpu = tree.seconds()
             check_answer(args.workload, args.n, client.chunks, client.last_text, result.stop_reason)
-            emit("acp_trio", args.workload, args.n, seconds=seconds, cpu_seconds=cpu)
+            emit(
+                "acp_trio",
+                args.workload,
+                args.n,
+                seconds=seconds,
+                cpu_seconds=cpu,
+                tree_cpu_seconds=tree_cpu,
+            )
 
 
 if __name__ == "__main__":
