@@ -72,7 +72,7 @@ typecheck: $(STAMP)
 # the suite (tests marked typecheck, found in the files that name the
 # marker; collecting only those saves collecting the whole suite).
 TYPECHECK_TESTS = $(shell grep -rl --include='test_*.py' --exclude-dir=node_modules --exclude-dir='.venv*' 'mark.typecheck' tests)
-typecheck-docs: $(STAMP)
+typecheck-docs: $(STAMP) $(INTEROP_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n 0 --run-typecheck -m typecheck $(TYPECHECK_TESTS)
 
 $(INTEROP_STAMP): tests/interop/package-lock.json
