@@ -50,6 +50,7 @@ STUBBORN = textwrap.dedent(
     """
     import signal, sys, time
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("ignoring SIGTERM", flush=True)
     sys.stdin.read()  # until stdin closes
     while True:
         time.sleep(1)
@@ -135,7 +136,12 @@ async def test_agent_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
         async with acp_trio.lowlevel.open_agent_process(
             [sys.executable, str(path)], shutdown_grace=0.2, terminate_grace=0.3
         ) as agent:
-            pass
+            # Its handler is in place before the stop begins (a busy
+            # machine may take longer than the graces to start Python).
+            said = b""
+            while b"\n" not in said:
+                said += await agent.stream.receive_some()
+            assert said == b"ignoring SIGTERM\n"
     assert agent.returncode == -signal.SIGKILL
     assert not group_alive(agent.pid)
 
