@@ -147,15 +147,15 @@ class FrameReader:
         end = start + size
         if end > len(buffer):
             return None
-        payload = bytes(buffer[start:end])
         self._pos = end
         if self._masked and size:
-            key = bytes(buffer[key_at : key_at + 4])
-            stream = (key * (size // 4 + 1))[:size]
-            payload = (
-                int.from_bytes(payload, "little") ^ int.from_bytes(stream, "little")
-            ).to_bytes(size, "little")
-        return first & 0x0F, payload
+            # (From the buffer's slices: no copy of the payload or the key.)
+            stream = (buffer[key_at : key_at + 4] * (size // 4 + 1))[:size]
+            unmasked = int.from_bytes(buffer[start:end], "little") ^ int.from_bytes(
+                stream, "little"
+            )
+            return first & 0x0F, unmasked.to_bytes(size, "little")
+        return first & 0x0F, bytes(buffer[start:end])
 
     def next_frame(self) -> tuple[int, bool, bytes] | None:
         """The next whole frame, or ``None`` until more bytes come. Raises
