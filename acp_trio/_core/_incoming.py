@@ -33,7 +33,6 @@ from acp_trio._core._requests import (
     entry_of,
     handler_scope,
     handler_tasks,
-    lend_scope,
     return_scope,
 )
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
@@ -176,17 +175,17 @@ class IncomingRequests:
     async def run_eagerly(
         self,
         ctx: RequestContext,
+        entry: IncomingRequest[RequestContext],
         params: Any,
         *,
         scope: trio.CancelScope,
         on_block: Callable[[], None],
     ) -> bool:
-        """Run a request's handler in the calling task (the reader), in
-        ``scope`` (the reader's); ``on_block()`` runs at its first wait.
-        Whether the handler took ``scope`` (``ctx.cancel_scope``), and may
-        cancel it later."""
-        entry = entry_of(ctx)
-        lend_scope(ctx, scope)
+        """Run the handler of ``ctx`` (the request of ``entry``) in the
+        calling task (the reader), in ``scope`` (the reader's, lent:
+        ``lend_scope``); ``on_block()`` runs at its first wait. Whether the
+        handler took ``scope`` (``ctx.cancel_scope``), and may cancel it
+        later."""
         self.running += 1
         task = trio.lowlevel.current_task()
         handler_tasks[task] = ctx
@@ -210,11 +209,11 @@ class IncomingRequests:
             # The reply first (the peer is waiting for it), then the
             # bookkeeping: nothing runs in between, so only time tells.
             try:
-                self.send_reply(ctx, reply)
+                self.send_reply(entry, reply)
             finally:
                 del handler_tasks[task]
                 taken = return_scope(ctx, scope)
-                self._handler_finished(ctx)
+                self._handler_finished(ctx, entry)
         return taken
 
     def start(self, ctx: RequestContext, params: Any) -> None:
@@ -246,11 +245,11 @@ class IncomingRequests:
         if frame is not None:
             self.put_reply(entry.id, frame)
         self._peer.done(entry)
-        self._request_finished(ctx)
+        if self._on_finished is not None:
+            self._request_finished(ctx)
 
     def _request_finished(self, ctx: RequestContext) -> None:
-        if self._on_finished is None:
-            return
+        assert self._on_finished is not None
         try:
             self._on_finished(ctx)
         except Exception:
@@ -317,27 +316,32 @@ class IncomingRequests:
     def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         # (Not inline in _run_handler: a nested try there makes the frame of
         # every request in flight bigger.)
+        entry = entry_of(ctx)
         try:
-            self.send_reply(ctx, reply)
+            self.send_reply(entry, reply)
         finally:
-            self._handler_finished(ctx)
+            self._handler_finished(ctx, entry)
 
     def put_reply(self, request_id: RequestId, frame: bytes) -> None:
         """Queue a reply's frame (never waits: see ``Outbox.put_nowait``)."""
         if not self._outbox.put_nowait(frame):
             _log.debug("connection closed; reply to %r not sent", request_id)
 
-    def send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+    def send_reply(
+        self, entry: IncomingRequest[RequestContext], reply: dict[str, Any] | None
+    ) -> None:
         """The one reply of a finished handler (``-32800`` if it produced none)."""
-        entry = entry_of(ctx)
         frame = self._peer.reply(entry, reply)
-        if frame is not None:
-            self.put_reply(entry.id, frame)
+        if frame is not None and not self._outbox.put_nowait(frame):
+            _log.debug("connection closed; reply to %r not sent", entry.id)
 
-    def _handler_finished(self, ctx: RequestContext) -> None:
+    def _handler_finished(
+        self, ctx: RequestContext, entry: IncomingRequest[RequestContext]
+    ) -> None:
         """The bookkeeping of a finished handler, once its reply is sent."""
-        self._peer.done(entry_of(ctx))
-        self._request_finished(ctx)
+        self._peer.done(entry)
+        if self._on_finished is not None:
+            self._request_finished(ctx)
         self.running -= 1
         if self._queued:
             self._start_queued()

@@ -21,6 +21,7 @@ import trio
 
 from acp_trio._core._ordering import in_notification_handler
 from acp_trio._core._requests import (
+    NOT_HANDLED,
     PendingRequest,
     RequestContext,
     adopt,
@@ -32,7 +33,7 @@ from acp_trio._core._requests import (
     wait_here,
 )
 from acp_trio._exceptions import ACPError, ConnectionClosed, LocalProtocolError
-from acp_trio._jsonrpc import OutgoingRequest, Peer, RequestId
+from acp_trio._jsonrpc import OutgoingRequest, Peer, RequestId, RequestReceived
 
 if TYPE_CHECKING:
     from acp_trio._core._handler import ConnectionInstrument
@@ -103,7 +104,8 @@ class OutgoingCalls:
         if self._instrument is not None:
             params, sent = self._instrument.request_sending(method, params)
         entry, frame = self._peer.send_request(method, params)
-        pending = PendingRequest(calls=self, entry=entry, parent=current_request())
+        parent = current_request()
+        pending = PendingRequest(calls=self, entry=entry, parent=parent)
         entry.handle = pending
         waited = False
         try:
@@ -119,7 +121,8 @@ class OutgoingCalls:
             raise
         if sent is not None:
             sent(pending)
-        adopt(pending)
+        if parent is not None:
+            adopt(pending)
         if schedule and not waited:
             # (The request is queued: no cancel point here.)
             try:
@@ -152,14 +155,16 @@ class OutgoingCalls:
                 self._ordering.call_started()
             # (Without callers reading, the reader never parks.)
             parks = right.enabled
+            # What a caller reading stopped at: its answer (True), or a
+            # request it hands back to the reader.
+            stop: RequestReceived[RequestContext] | bool = False
             try:
                 if parks and call and right.take():
-                    handed_back = None
                     try:
-                        handed_back = await self._reader.read_for(pending)
+                        stop = await self._reader.read_for(pending)
                     finally:
-                        right.give_back(handed_back)
-                if not pending.done:
+                        right.give_back(None if type(stop) is bool else stop)
+                if stop is not True and not pending.done:
                     # Whoever finds the read right free and does not read
                     # wakes the parked reader: before waiting, and after.
                     if parks:
@@ -180,10 +185,11 @@ class OutgoingCalls:
             finally:
                 if consumer:
                     self._ordering.call_ended()
-        barrier = barrier_of(pending)
-        if barrier > self._ordering.handled:
-            await self._ordering.wait_for_notifications(barrier)
-        return outcome(pending)
+        answer = outcome(pending, self._ordering.handled)
+        if answer is NOT_HANDLED:
+            await self._ordering.wait_for_notifications(barrier_of(pending))
+            answer = outcome(pending)
+        return answer
 
     def send_cancel(self, entry: OutgoingRequest[PendingRequest]) -> None:
         """Queue ``$/cancel_request`` for the request of ``entry`` (at most once)."""

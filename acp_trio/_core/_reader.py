@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final, final
 import trio
 
 from acp_trio._core._ordering import Queued
-from acp_trio._core._requests import PendingRequest, RequestContext, may_run_at_once, settle
+from acp_trio._core._requests import PendingRequest, RequestContext, lend_scope, settle
 from acp_trio._core._writer import stock_stream
 from acp_trio._jsonrpc import (
     CancelReceived,
@@ -71,9 +71,11 @@ _QUEUED: Final = _Done.QUEUED
 _WOKE: Final = _Done.WOKE
 
 #: What :meth:`Reader.on_frame` leaves to its caller: nothing (``None``),
-#: what it did (:class:`_Done`), a notification to queue when the queue had
-#: no room, or an incoming request (only the reader starts handlers).
-Left = _Done | Queued | RequestReceived[RequestContext] | None
+#: what it did (:class:`_Done`), a call it settled that no task waited for
+#: (a caller reading for it knows it by that), a notification to queue when
+#: the queue had no room, or an incoming request (only the reader starts
+#: handlers).
+Left = _Done | PendingRequest | Queued | RequestReceived[RequestContext] | None
 
 
 @final
@@ -153,11 +155,11 @@ class Reader:
             return _QUEUED if self._inbox.put_nowait(item) else item
         if type(event) is ReplyReceived:
             pending = event.entry.handle
-            if pending is not None and settle(
-                pending, event.result, event.error, self._ordering.received
-            ):
+            if pending is None:
+                return None
+            if settle(pending, event.result, event.error, self._ordering.received):
                 return _WOKE
-            return None
+            return pending
         if type(event) is CancelReceived:
             cancelled = self._incoming.on_cancel_request(event.entry)
             if self._cancels_due:
@@ -229,6 +231,7 @@ class Reader:
         may_park = right.enabled
         incoming = self._incoming
         eager = self._eager
+        skips = self._eager_skips
         queued = 0
         try:
             while True:
@@ -271,6 +274,8 @@ class Reader:
                         await self._inbox.put(event)
                         queued = 0
                         continue
+                    if type(event) is PendingRequest:
+                        continue  # a reply nobody waited for in a task
                 assert type(event) is RequestReceived
                 params = event.params
                 entry = event.entry
@@ -279,23 +284,24 @@ class Reader:
                 if ctx is not None:
                     # Eagerly only when no frame read after this one
                     # waits: a cancel right behind a request finds it
-                    # not yet started, as it would with a task. Not if
-                    # request_received cancelled it or made its scope
-                    # (to set a deadline), nor when its deadline has
-                    # already passed (then a task answers it without
+                    # not yet started, as it would with a task. Not for a
+                    # method whose handlers recently waited, nor (see
+                    # lend_scope) if request_received cancelled it or made
+                    # its scope (to set a deadline), nor when its deadline
+                    # has already passed (then a task answers it without
                     # running the handler), nor when notifications read
                     # before it wait to be handled (its task waits for
                     # them first).
+                    scope = self._scope
                     if (
                         eager
                         and not stream.frames_pending
-                        and may_run_at_once(ctx)
-                        and self._eager_allowed(method := entry.method)
+                        and (not skips or self._eager_allowed(entry.method))
+                        and lend_scope(ctx, scope)
                     ):
-                        role.method = method
-                        scope = self._scope
+                        role.method = entry.method
                         taken = await incoming.run_eagerly(
-                            ctx, params, scope=scope, on_block=role.hand_over
+                            ctx, entry, params, scope=scope, on_block=role.hand_over
                         )
                         if not role.reading:
                             return  # a new reader has taken over
@@ -344,34 +350,39 @@ class Reader:
 
     # A caller reading
 
-    async def read_for(self, pending: PendingRequest) -> RequestReceived[RequestContext] | None:
-        """Read (as the reader would, holding the read right) until
-        ``pending`` is settled, the stream ends, this task is cancelled, or a
-        frame needs the reader: that request is returned, for the caller to
-        hand back (``ReadRight.give_back``)."""
+    async def read_for(self, pending: PendingRequest) -> RequestReceived[RequestContext] | bool:
+        """Read (as the reader would, holding the read right) for the reply
+        to ``pending``, a call not yet settled. Returns ``True`` once it is
+        settled; a request read, which needs the reader (for the caller to
+        hand back: ``ReadRight.give_back``); ``False`` when the stream ended,
+        the connection is closing, or the notification queue is full (the
+        reader waits for room, not a caller). Cancelled, it raises."""
         stream = self._stream
         on_frame = self.on_frame
         inbox = self._inbox
         status = self._status
         try:
-            while not pending.done:
-                if inbox.full:
-                    return None  # the reader waits for room, not a caller
+            while not inbox.full:
                 frame = stream.receive_frame_nowait()
                 if frame is None and (frame := await stream.receive_frame()) is None:
                     self._shutdown("the peer closed the connection", None)
-                    return None
+                    return False
                 if status.closed:
-                    return None
+                    return False
                 event = on_frame(frame)
                 del frame
-                if event is not None and event is not _QUEUED and event is not _WOKE:
-                    assert type(event) is RequestReceived, "checked above: the inbox had room"
+                if event is pending:
+                    return True  # its reply
+                if type(event) is RequestReceived:
                     # An incoming request: the reader acts on it first thing.
                     return event
+                # (Not a notification left to queue: the inbox had room.)
+                assert type(event) is not tuple
+                if pending.done:
+                    return True  # settled meanwhile (fail_request, say)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._shutdown(f"connection lost while reading: {exc!r}", exc)
-        return None
+        return False
 
     def close(self) -> None:
         """Closing: the reader stops, and so does a reading caller."""

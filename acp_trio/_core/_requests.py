@@ -41,9 +41,9 @@ __all__ = [
     "barrier_of",
     "current_request",
     "entry_of",
+    "NOT_HANDLED",
     "handler_scope",
     "lend_scope",
-    "may_run_at_once",
     "outcome",
     "return_scope",
     "settle",
@@ -495,26 +495,26 @@ def barrier_of(request: RequestContext | PendingRequest) -> int:
 # Incoming: the handler's scope.
 
 
-def may_run_at_once(ctx: RequestContext) -> bool:
-    """Whether nothing holds the handler back: not cancelled, no scope of
-    its own (``request_received`` made none, to set a deadline say), no
-    notification read before it still to handle, its deadline not passed.
-    Only then may the reader run it eagerly, in its own scope."""
-    return (
-        ctx._cause is None
-        and ctx._cancel_scope is None
-        and ctx._barrier == 0
-        and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
-    )
-
-
-def lend_scope(ctx: RequestContext, scope: trio.CancelScope) -> None:
-    """The handler runs eagerly in ``scope`` (the reader's), with the
-    request's deadline, until :func:`return_scope`."""
+def lend_scope(ctx: RequestContext, scope: trio.CancelScope) -> bool:
+    """If nothing holds the handler back (not cancelled, no scope of its own:
+    ``request_received`` made none, to set a deadline say; no notification
+    read before it still to handle; its deadline not passed), lend it
+    ``scope`` (the reader's), with the request's deadline, until
+    :func:`return_scope`, and return ``True``: the reader runs the handler
+    eagerly. Else ``False``, and nothing is lent."""
+    deadline = ctx._deadline
+    if (
+        ctx._cause is not None
+        or ctx._cancel_scope is not None
+        or ctx._barrier
+        or (deadline != math.inf and deadline <= trio.current_time())
+    ):
+        return False
     ctx._cancel_scope = scope
     ctx._lent = _LENT
-    if ctx._deadline != math.inf:
-        scope.deadline = ctx._deadline
+    if deadline != math.inf:
+        scope.deadline = deadline
+    return True
 
 
 def return_scope(ctx: RequestContext, scope: trio.CancelScope) -> bool:
@@ -589,9 +589,23 @@ def settle(pending: PendingRequest, value: Any, error: BaseException | None, bar
     return woke
 
 
-def outcome(pending: PendingRequest) -> Any:
+class _NotHandled(enum.Enum):
+    NOT_HANDLED = 0
+
+
+#: What :func:`outcome` returns while notifications read before the answer
+#: wait to be handled.
+NOT_HANDLED: Final = _NotHandled.NOT_HANDLED
+
+
+def outcome(pending: PendingRequest, handled: float = math.inf) -> Any:
     """The answer of a settled ``pending``: its result, or raise its error
-    (a fresh exception each time: a stored one would collect tracebacks)."""
+    (a fresh exception each time: a stored one would collect tracebacks);
+    :data:`NOT_HANDLED` if a notification read before it is not among the
+    first ``handled`` (nothing is raised then: wait for it, see
+    :func:`barrier_of`, and ask again)."""
+    if pending._barrier > handled:
+        return NOT_HANDLED
     if pending._state == _VALUE:
         return pending._value
     error = pending._error
