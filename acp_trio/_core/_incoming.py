@@ -33,6 +33,7 @@ from acp_trio._core._requests import (
     entry_of,
     handler_scope,
     handler_tasks,
+    new_request_context,
     return_scope,
 )
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
@@ -148,7 +149,7 @@ class IncomingRequests:
                 self.put_reply(request_id, frame)
             return None
         ordering = self._ordering
-        ctx = RequestContext(
+        ctx = new_request_context(
             connection=self._connection,
             entry=entry,
             # Its handler starts only after the notifications read before it

@@ -28,6 +28,7 @@ from acp_trio._core._requests import (
     barrier_of,
     current_request,
     entry_of,
+    new_pending_request,
     outcome,
     settle,
     wait_here,
@@ -105,7 +106,7 @@ class OutgoingCalls:
             params, sent = self._instrument.request_sending(method, params)
         entry, frame = self._peer.send_request(method, params)
         parent = current_request()
-        pending = PendingRequest(calls=self, entry=entry, parent=parent)
+        pending = new_pending_request(owner=self, entry=entry, parent=parent)
         entry.handle = pending
         waited = False
         try:
