@@ -172,10 +172,7 @@ class OutgoingCalls:
                         right.wake()
                     await trio.lowlevel.wait_task_rescheduled(wait_here(pending, call))
                     if parks:
-                        # (Woken by the reader, which parked: this task may
-                        # make its next call before its step ends, and read
-                        # for it.)
-                        right.wake_later()
+                        right.wake()
             except BaseException:
                 right.wake()
                 if call and not pending.done:

@@ -5,21 +5,20 @@ waiting caller (with nothing else read and not yet taken) and the moment that
 caller is done with it. Then the reader *parks*, the right is free, and the
 caller, resumed, either gives it back at once or, if it makes its next call
 first (in the same step), *takes* it and reads for that call's reply itself.
-A round trip then costs one task step instead of two: the reply wakes the
-caller directly, without waiting for the scheduler's next pass (measured with
-``benchmarks/bench_sdks.py read``; the numbers are in the CHANGELOG).
+The reply then reaches the caller in the caller's own step, without a pass
+of the scheduler between the reader and the caller (measured with
+``benchmarks/bench_sdks.py read``; the numbers are in the CHANGELOG); the
+reader, woken by the give-back, only finds the right taken and parks again.
 
 The invariant, kept by every path through this class: the right is never
 free for longer than one step of the task that made it free or was woken by
 it. Whoever finds it free and does not read calls :meth:`ReadRight.wake`; a
-caller that took it gives it back (:meth:`ReadRight.give_back`) when it
-stops: its reply came, it was cancelled, the stream ended, or it read what
-only the reader may act on (handed back with the right: see
-:attr:`ReadRight.handed_back`). The
-give-back wakes the reader at the end of the caller's step (``_end_of_step``),
-and only if the right is still free then: a caller that makes its next call
-in the same step takes the right again, and the reader sleeps on, where an
-immediate wake would cost it a step to find the right taken and park again.
+caller that took it gives it back (:meth:`ReadRight.give_back`, which wakes
+the reader) when it stops: its reply came, it was cancelled, the stream
+ended, or it read what only the reader may act on (handed back with the
+right: see :attr:`ReadRight.handed_back`). A caller that makes its next call
+in the same step takes the right again before the woken reader runs: the
+reader then finds it taken and parks again.
 
 Callers read only on a stock :class:`FramedStream` reading a pipe, or on a
 :class:`BufferedMessageStream` (our WebSocket): both can be interrupted, which
@@ -32,7 +31,6 @@ from typing import Any, Final, Protocol, final
 
 import trio
 
-from acp_trio._core._end_of_step import EndOfStep
 from acp_trio._jsonrpc import RequestReceived
 
 __all__ = ["Interruptible", "ReadRight"]
@@ -59,7 +57,6 @@ class ReadRight:
 
     __slots__ = (
         "_closed",
-        "_end_of_step",
         "_holder",
         "_parked",
         "_pipe",
@@ -75,8 +72,6 @@ class ReadRight:
         self._holder = _READER
         self._parked: trio.lowlevel.Task | None = None
         self._closed = False
-        # In the run only from a deferred wake to the end of that step.
-        self._end_of_step = EndOfStep()
         #: A request a reading caller read and handed back to the reader
         #: (which may run it eagerly, and a caller must not): the reader
         #: takes it (:meth:`take_handed_back`) before reading anything else.
@@ -134,17 +129,11 @@ class ReadRight:
     def give_back(self, handed_back: RequestReceived[Any] | None) -> None:
         """A reading caller stops reading, handing back the request it read
         if it stopped for one: the reader reads again (acting on that request
-        first), unless the caller takes the right back before its step ends."""
+        first)."""
         if handed_back is not None:
             self.handed_back = handed_back  # (none was: take() saw to it)
         self._holder = _FREE
-        self.wake_later()
-
-    def wake_later(self) -> None:
-        """:meth:`wake` at the end of the current task step: by then the
-        task may have taken the right for its next call."""
-        if self._parked is not None:
-            self._end_of_step.defer(self.wake)
+        self.wake()
 
     def wake(self) -> None:
         """If the right is free, the parked reader takes it back (whoever
