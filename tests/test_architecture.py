@@ -2,8 +2,9 @@
 itself back through others (type-checking imports counted), the sans-IO
 core imports no Trio (nor anything of acp_trio but itself and the
 exceptions), the per-request objects and the connection's parts import
-nothing of the connection, each part keeps its own state, and each concept
-has a room of its own under the public faces."""
+nothing of the connection, each part keeps its own state (no module of the
+core writes another part's fields or uses another module's private names),
+and each concept has a room of its own under the public faces."""
 
 from __future__ import annotations
 
