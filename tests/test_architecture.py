@@ -4,13 +4,18 @@ core imports no Trio (nor anything of acp_trio but itself and the
 exceptions), the per-request objects and the connection's parts import
 nothing of the connection, each part keeps its own state (no module of the
 core writes another part's fields or uses another module's private names),
-and each concept has a room of its own under the public faces."""
+the parts are made with keywords only and the one event dispatch is typed,
+no Trio instrument drives scheduling, and each concept has a room of its own
+under the public faces."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import typing
 from pathlib import Path
+
+import pytest
 
 import acp_trio
 
@@ -402,3 +407,147 @@ def test_the_read_right_names_its_states_alone() -> None:
     for path in sorted((PACKAGE / "_core").glob("*.py")):
         if path.name != "_read_right.py":
             assert not states & names(path), path.name
+
+
+#: The connection's parts: each is made by the facade, with keywords only.
+PARTS = {
+    "_ordering.py": "NotificationOrdering",
+    "_read_right.py": "ReadRight",
+    "_reader.py": "Reader",
+    "_incoming.py": "IncomingRequests",
+    "_outgoing.py": "OutgoingCalls",
+    "_writer.py": "Writer",
+    "_status.py": "Status",
+}
+
+
+def positional_parameters(tree: ast.AST, name: str) -> list[str]:
+    """The parameters of class ``name``'s ``__init__`` (or of function
+    ``name``) that may be passed by position, ``self`` aside."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            inits = [
+                i for i in node.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"
+            ]
+            if not inits:
+                return []
+            args = inits[0].args
+            return [a.arg for a in (*args.posonlyargs, *args.args)][1:] + (
+                [args.vararg.arg] if args.vararg else []
+            )
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            args = node.args
+            return [a.arg for a in (*args.posonlyargs, *args.args)] + (
+                [args.vararg.arg] if args.vararg else []
+            )
+    raise AssertionError(f"{name} not found")
+
+
+def test_the_parts_constructors_take_keywords_only() -> None:
+    # Up to eleven arguments, each passed by name: a part cannot be made with
+    # two of them swapped. The per-request objects have no public constructor;
+    # the connection makes them with keyword-only functions.
+    trees = core_trees()
+    made = [
+        *PARTS.items(),
+        ("_requests.py", "new_request_context"),
+        ("_requests.py", "new_pending_request"),
+    ]
+    found = {name: positional_parameters(trees[module], name) for module, name in made}
+    found = {name: params for name, params in found.items() if params}
+    assert found == {}
+    # What the check finds, on a constructor written for the test.
+    sample = ast.parse(
+        "class Part:\n"
+        "    def __init__(self, peer, /, outbox, *rest, status): ...\n"
+        "def new_thing(owner, *, entry): ...\n"
+    )
+    assert positional_parameters(sample, "Part") == ["peer", "outbox", "rest"]
+    assert positional_parameters(sample, "new_thing") == ["owner"]
+
+
+def test_the_per_request_objects_have_no_public_constructor() -> None:
+    from acp_trio._core._requests import PendingRequest, RequestContext
+
+    for cls in (RequestContext, PendingRequest):
+        with pytest.raises(TypeError, match="made by its connection"):
+            cls()
+
+
+def test_on_frame_is_typed() -> None:
+    # The one event dispatch says what it leaves to its caller (Left), and
+    # nothing of it is Any.
+    from acp_trio._core import _reader
+    from acp_trio._core._ordering import Queued
+    from acp_trio._core._requests import PendingRequest, RequestContext
+    from acp_trio._jsonrpc import OversizedFrame, RequestReceived
+
+    hints = typing.get_type_hints(_reader.Reader.on_frame)
+    assert hints == {"frame": bytes | OversizedFrame, "return": _reader.Left}
+    assert set(typing.get_args(_reader.Left)) == {
+        _reader._Done,
+        PendingRequest,
+        Queued,
+        RequestReceived[RequestContext],
+        type(None),
+    }
+
+
+#: How a Trio instrument gets into a run, and the hooks it may have.
+INSTRUMENT_NAMES = {
+    "add_instrument",
+    "remove_instrument",
+    "Instrument",
+    "instruments",
+    "before_task_step",
+    "after_task_step",
+    "task_scheduled",
+    "before_io_wait",
+    "after_io_wait",
+    "before_run",
+    "after_run",
+}
+
+
+def instrument_uses(tree: ast.AST) -> list[str]:
+    """The names of ``tree`` that install a Trio instrument or define one."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in INSTRUMENT_NAMES:
+            found.append(ast.unparse(node))
+        elif isinstance(node, ast.Name) and node.id in INSTRUMENT_NAMES:
+            found.append(node.id)
+        elif isinstance(node, ast.alias) and node.name.split(".")[-1] in INSTRUMENT_NAMES:
+            found.append(node.name)
+        elif (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name in INSTRUMENT_NAMES
+        ):
+            found.append(f"def {node.name}")
+    return sorted(found)
+
+
+def test_no_trio_instrument_drives_scheduling() -> None:
+    # Trio documents instruments for monitoring: none of the package installs
+    # one or defines one (an end-of-step instrument once deferred the
+    # reader's wake; a give-back now wakes the reader at once, _read_right.py).
+    found = {
+        str(path.relative_to(PACKAGE)): uses
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (uses := instrument_uses(ast.parse(path.read_text())))
+    }
+    assert found == {}
+    # What the check finds, on a module written for the test.
+    sample = ast.parse(
+        "import trio\n"
+        "from trio.abc import Instrument\n"
+        "class Hook(trio.abc.Instrument):\n"
+        "    def after_task_step(self, task): ...\n"
+        "trio.lowlevel.add_instrument(Hook())\n"
+    )
+    assert instrument_uses(sample) == [
+        "Instrument",
+        "def after_task_step",
+        "trio.abc.Instrument",
+        "trio.lowlevel.add_instrument",
+    ]
