@@ -551,3 +551,43 @@ def test_no_trio_instrument_drives_scheduling() -> None:
         "trio.abc.Instrument",
         "trio.lowlevel.add_instrument",
     ]
+
+
+def private_uses_across_modules(trees: dict[str, ast.Module]) -> list[str]:
+    """The uses, in each module of ``trees``, of a ``_``-name on anything but
+    self/cls that its own classes do not define or that a class of another
+    module of ``trees`` defines."""
+    private = {name: class_privates(tree) for name, tree in trees.items()}
+    found = []
+    for name, tree in trees.items():
+        others = set().union(*(p for n, p in private.items() if n != name))
+        for line, text, attr in foreign_uses(tree):
+            if attr not in private[name] or attr in others:
+                found.append(f"{name}:{line}: {text}")
+    return found
+
+
+#: The remote modules' reaches into other libraries' privates (httpcore2's
+#: HTTP/2 connection), each checked by tests/remote/test_httpcore_contract.py.
+REMOTE_REACHES = {"connection._h2_state", "connection._write_outgoing_data"}
+
+
+def test_no_remote_module_uses_another_modules_private_names() -> None:
+    # The WebSocket's fast path asks FrameReader (next_whole_data_frame) and
+    # reads none of its buffer; no module of acp_trio.remote uses another's
+    # privates, and the reaches into httpcore2 are the named ones.
+    trees = {
+        path.name: ast.parse(path.read_text()) for path in sorted((PACKAGE / "remote").glob("*.py"))
+    }
+    found = private_uses_across_modules(trees)
+    assert {use.split(": ", 1)[1] for use in found} == REMOTE_REACHES
+    assert all(use.startswith("_http_client.py:") for use in found)
+    # The uses _ws_core.py made before the fast path was FrameReader's.
+    trees["_ws_core.py"] = ast.parse(
+        "def fast(reader):\n    return reader._buffer[reader._pos :]\n"
+    )
+    found = private_uses_across_modules(trees)
+    assert [use for use in found if use.startswith("_ws_core")] == [
+        "_ws_core.py:2: reader._buffer",
+        "_ws_core.py:2: reader._pos",
+    ]
