@@ -58,7 +58,7 @@ from acp_trio._core._message_stream import MessageStream as MessageStream
 from acp_trio._core._open import connect_connection as connect_connection
 from acp_trio._core._open import open_connection as open_connection
 from acp_trio._core._open import serve_connection as serve_connection
-from acp_trio._core._request_base import CancelCause as CancelCause
+from acp_trio._core._requests import CancelCause as CancelCause
 from acp_trio._core._requests import ConnectionAPI as ConnectionAPI
 from acp_trio._core._requests import PendingRequest as PendingRequest
 from acp_trio._core._requests import RequestContext as RequestContext

@@ -30,8 +30,6 @@ CLASSES = {
     "ReadRight",
     "PendingRequest",
     "RequestContext",
-    "_Request",  # what the two share
-    "_Answer",  # a PendingRequest's answer
 }
 
 
@@ -110,9 +108,9 @@ def test_the_scan_knows_the_core_names() -> None:
     # A few of each class, so that a change in how they are defined (slots,
     # parts) does not empty the check silently.
     assert {"_calls", "_status", "_ordering", "_reader", "_peer"} <= names
-    assert {"_send_cancel", "_queued", "_right", "_parked"} <= names
-    assert {"_outcome", "_barrier", "_entry", "_settle", "_detached"} <= names
-    assert {"_scope", "_adopt", "_cause"} <= names
+    assert {"_cancels_due", "_queued", "_right", "_parked"} <= names
+    assert {"_state", "_barrier", "_entry", "_task", "_detached"} <= names
+    assert {"_cancel_scope", "_lent", "_cause"} <= names
 
 
 def test_the_scan_finds_a_use_and_leaves_a_module_its_own_names() -> None:
@@ -120,7 +118,7 @@ def test_the_scan_finds_a_use_and_leaves_a_module_its_own_names() -> None:
     source = """
 async def forward(conn, pending):
     conn._calls.send_cancel(pending)
-    return pending._outcome()
+    return pending._state
 
 class Session:
     def __init__(self):
@@ -130,8 +128,33 @@ def done(session):
     return session._closed
 """
     found = [ast.unparse(node) for node in uses(ast.parse(source), names)]
-    assert sorted(found) == ["conn._calls", "pending._outcome"]
+    assert sorted(found) == ["conn._calls", "pending._state"]
 
 
 def test_no_module_outside_core_uses_a_private_name_of_the_core() -> None:
     assert uses_outside_core(core_private_names()) == []
+
+
+#: What modules outside ``_core`` may import from ``_core/_requests.py``: its
+#: public classes and ``current_request``; the rest (``settle``,
+#: ``lend_scope``, ...) is what the connection's parts do to the
+#: per-request objects.
+REQUESTS_PUBLIC = {
+    "CancelCause",
+    "ConnectionAPI",
+    "PendingRequest",
+    "RequestContext",
+    "current_request",
+}
+
+
+def test_no_module_outside_core_imports_the_parts_side_of_the_request_objects() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if CORE in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "acp_trio._core._requests":
+                names = {alias.name for alias in node.names} - REQUESTS_PUBLIC
+                found += [f"{path.relative_to(PACKAGE.parent)}: {name}" for name in sorted(names)]
+    assert found == []

@@ -96,39 +96,46 @@ class Connection:
             trace=None if trace is None else lambda frame: trace("send", frame[:-1]),
         )
         self._status = status = Status()
-        owner = _Owner(self)
-        self._ordering = ordering = NotificationOrdering(handler, config.max_queued_notifications)
+        self._ordering = ordering = NotificationOrdering(
+            handler=handler, max_queued=config.max_queued_notifications
+        )
         self._incoming = IncomingRequests(
-            config, handler, self._peer, owner, self._outbox, ordering, status
+            config=config,
+            handler=handler,
+            peer=self._peer,
+            connection=self,
+            outbox=self._outbox,
+            ordering=ordering,
+            status=status,
         )
         # Over a pipe (or a message stream that reads in bursts, such as
         # our WebSocket), a caller waiting for its reply may read it itself.
-        right = ReadRight(readable_by_callers(transport) if config.callers_read_replies else None)
+        right = ReadRight(
+            pipe=readable_by_callers(transport) if config.callers_read_replies else None
+        )
         self._reader = Reader(
-            transport,
-            self._peer,
-            trace,
-            config.eager_handlers,
-            ordering,
-            self._incoming,
-            self._outbox,
-            right,
-            status,
-            self._request_shutdown,
-            owner.send_cancel,
+            stream=transport,
+            peer=self._peer,
+            trace=trace,
+            eager=config.eager_handlers,
+            ordering=ordering,
+            incoming=self._incoming,
+            outbox=self._outbox,
+            right=right,
+            status=status,
+            shutdown=self._request_shutdown,
         )
         self._calls = OutgoingCalls(
-            self._peer,
-            self._outbox,
-            owner,
-            ordering,
-            self._reader,
-            right,
-            status,
-            tracer,
-            self.closed_error,
+            peer=self._peer,
+            outbox=self._outbox,
+            ordering=ordering,
+            reader=self._reader,
+            right=right,
+            status=status,
+            instrument=tracer,
+            closed_error=self.closed_error,
         )
-        self._writer = Writer(transport, self._outbox, self._request_shutdown)
+        self._writer = Writer(stream=transport, outbox=self._outbox, lost=self._request_shutdown)
         self._shutdown = trio.Event()
         self._finished = trio.Event()
         self._started = False
@@ -277,11 +284,7 @@ class Connection:
         cancellation goes on at once, and the peer's late answer is dropped.
         """
         calls = self._calls
-        pending = await calls.send_request(method, params)
-        await calls.wait(pending, True)
-        if pending._barrier > self._ordering.handled:
-            await self._ordering.wait_for_notifications(pending._barrier)
-        return pending._outcome()
+        return await calls.result(await calls.send_request(method, params), True)
 
     async def send_request(self, method: str, params: Any = None) -> PendingRequest:
         """Send a request and return its :class:`PendingRequest` without
@@ -316,10 +319,7 @@ class Connection:
         try:
             yield pending
         finally:
-            if not pending.done:
-                if not pending.detached:
-                    self._calls.send_cancel(pending)
-                self._calls.abandon(pending)
+            self._calls.leave(pending)
 
     def fail_request(self, request_id: RequestId, error: ACPError) -> bool:
         """Settle our pending request ``request_id`` with ``error``, as if its
@@ -416,7 +416,7 @@ class Connection:
                 outer.start_soon(self._writer.run, name="acp writer")
                 try:
                     async with trio.open_nursery() as inner:
-                        self._status.nursery = inner
+                        self._status.running_in(inner)
                         inner.start_soon(self._reader.run, name="acp reader")
                         inner.start_soon(self._ordering.consume, name="acp notifications")
                         task_status.started(self)
@@ -429,7 +429,7 @@ class Connection:
                             )
                 finally:
                     self._outbox.close()
-                    self._writer.scope.deadline = trio.current_time() + close_timeout
+                    self._writer.give_up_at(trio.current_time() + close_timeout)
         finally:
             self._ordering.close()
             with trio.CancelScope(shield=True) as scope:
@@ -441,14 +441,14 @@ class Connection:
     def _request_shutdown(self, reason: str, cause: BaseException | None) -> None:
         if self._status.closed:
             return
-        self._status.closed = True
+        self._status.close()
         self._close_reason = reason
         self._close_cause = cause
         self._shutdown.set()
 
     def _teardown(self) -> None:
         # Runs once, in the connection's task, when closing starts.
-        self._status.closed = True
+        self._status.close()
         self._calls.cancel_nested()
         incoming, outgoing = self._peer.close()
         # Cancel the handlers first: a handler waiting on an outgoing call
@@ -460,39 +460,3 @@ class Connection:
         # Leaving (aclose, or our nursery was cancelled), nobody wants the
         # notifications still queued; after the peer closed, nothing is lost.
         self._ordering.stop(drop=self._local_close or not self._shutdown.is_set())
-
-
-@final
-class _Owner:
-    """The connection as its per-request objects see it: the
-    :class:`~acp_trio._core._requests.RequestOwner` protocol, and nothing more."""
-
-    __slots__ = ("connection",)
-
-    def __init__(self, conn: Connection) -> None:
-        self.connection = conn
-
-    @property
-    def notifications_handled(self) -> int:
-        return self.connection._ordering.handled
-
-    def scope_exposed(self, scope: trio.CancelScope) -> None:
-        reader = self.connection._reader
-        if scope is reader.scope:
-            reader.scope_exposed = True
-
-    async def await_reply(self, pending: PendingRequest) -> None:
-        await self.connection._calls.wait(pending, False)
-
-    async def wait_for_notifications(self, barrier: int) -> None:
-        await self.connection._ordering.wait_for_notifications(barrier)
-
-    def send_cancel(self, pending: PendingRequest) -> None:
-        self.connection._calls.send_cancel(pending)
-
-    def cancel_due(self, pending: PendingRequest) -> None:
-        # Only where a frame queued now is written now (a pipe, the writer idle):
-        # elsewhere the cancelled call sends it, and no write is split in two.
-        conn = self.connection
-        if conn._outbox.writes_directly:
-            conn._reader.cancels_due.append(pending)

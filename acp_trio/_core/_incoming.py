@@ -26,8 +26,16 @@ import trio
 from acp_trio._core._eager import run_eagerly
 from acp_trio._core._groups import single_leaf
 from acp_trio._core._handler import Handler
-from acp_trio._core._request_base import CancelCause
-from acp_trio._core._requests import RequestContext, handler_tasks
+from acp_trio._core._requests import (
+    CancelCause,
+    RequestContext,
+    barrier_of,
+    entry_of,
+    handler_scope,
+    handler_tasks,
+    new_request_context,
+    return_scope,
+)
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio._jsonrpc import (
     CANCEL_REQUEST_METHOD,
@@ -42,7 +50,7 @@ if TYPE_CHECKING:
     from acp_trio._core._handler import ConnectionConfig
     from acp_trio._core._ordering import NotificationOrdering
     from acp_trio._core._outbox import Outbox
-    from acp_trio._core._requests import PendingRequest, RequestOwner
+    from acp_trio._core._requests import ConnectionAPI, PendingRequest
     from acp_trio._core._status import Status
 
 __all__ = ["IncomingRequests"]
@@ -57,12 +65,12 @@ class IncomingRequests:
 
     __slots__ = (
         "_config",
+        "_connection",
         "_handler",
         "_on_finished",
         "_on_received",
         "_ordering",
         "_outbox",
-        "_owner",
         "_peer",
         "_queued",
         "_refused",
@@ -72,10 +80,11 @@ class IncomingRequests:
 
     def __init__(
         self,
+        *,
         config: ConnectionConfig,
         handler: Handler,
         peer: Peer[RequestContext, PendingRequest],
-        owner: RequestOwner,
+        connection: ConnectionAPI,
         outbox: Outbox,
         ordering: NotificationOrdering,
         status: Status,
@@ -91,7 +100,9 @@ class IncomingRequests:
             None if cls.request_finished is Handler.request_finished else handler.request_finished
         )
         # What requests are answered with, and through.
-        self._peer, self._owner, self._outbox = peer, owner, outbox
+        self._peer, self._outbox = peer, outbox
+        # What their handlers see as the connection.
+        self._connection = connection
         self._ordering = ordering
         self._status = status
         #: Handlers running (in tasks, or eagerly).
@@ -137,19 +148,23 @@ class IncomingRequests:
             if frame is not None:
                 self.put_reply(request_id, frame)
             return None
-        ctx = RequestContext(self._owner, entry)
-        if self._ordering.received > self._ordering.handled:
+        ordering = self._ordering
+        ctx = new_request_context(
+            connection=self._connection,
+            entry=entry,
             # Its handler starts only after the notifications read before it
             # were handled (see NotificationOrdering.wait_for_barrier).
-            ctx._barrier = self._ordering.received
+            barrier=ordering.received if ordering.received > ordering.handled else 0,
+            deadline=math.inf
+            if config.request_timeout is None
+            else trio.current_time() + config.request_timeout,
+        )
         entry.handle = ctx
         if self._on_received is not None:
             try:
                 self._on_received(ctx, params)
             except Exception:
                 _log.exception("error in request_received for %s", method)
-        if config.request_timeout is not None:
-            ctx._deadline = trio.current_time() + config.request_timeout
         if self.running < config.max_concurrent_requests:
             return ctx
         # At the limit the request waits its turn, registered (a cancel finds
@@ -161,16 +176,17 @@ class IncomingRequests:
     async def run_eagerly(
         self,
         ctx: RequestContext,
+        entry: IncomingRequest[RequestContext],
         params: Any,
+        *,
         scope: trio.CancelScope,
         on_block: Callable[[], None],
-    ) -> None:
-        """Run a request's handler in the calling task (the reader), in
-        ``scope`` (the reader's); ``on_block()`` runs at its first wait."""
-        entry = ctx._entry
-        ctx._scope = scope
-        if ctx._deadline != math.inf:
-            scope.deadline = ctx._deadline
+    ) -> bool:
+        """Run the handler of ``ctx`` (the request of ``entry``) in the
+        calling task (the reader), in ``scope`` (the reader's, lent:
+        ``lend_scope``); ``on_block()`` runs at its first wait. Whether the
+        handler took ``scope`` (``ctx.cancel_scope``), and may cancel it
+        later."""
         self.running += 1
         task = trio.lowlevel.current_task()
         handler_tasks[task] = ctx
@@ -194,13 +210,12 @@ class IncomingRequests:
             # The reply first (the peer is waiting for it), then the
             # bookkeeping: nothing runs in between, so only time tells.
             try:
-                self.send_reply(ctx, reply)
+                self.send_reply(entry, reply)
             finally:
                 del handler_tasks[task]
-                if ctx._cause is None and scope.cancel_called:
-                    ctx.request_cancel(CancelCause.DEADLINE)  # record it
-                ctx._scope = None
-                self._handler_finished(ctx)
+                taken = return_scope(ctx, scope)
+                self._handler_finished(ctx, entry)
+        return taken
 
     def start(self, ctx: RequestContext, params: Any) -> None:
         """Run a request's handler in a task of its own."""
@@ -226,16 +241,16 @@ class IncomingRequests:
     def answer_unstarted(self, ctx: RequestContext) -> None:
         # A queued request that will never run: cancelled, or closing.
         self._queued.pop(ctx, None)
-        entry = ctx._entry
+        entry = entry_of(ctx)
         frame = self._peer.reply(entry, None)
         if frame is not None:
             self.put_reply(entry.id, frame)
         self._peer.done(entry)
-        self._request_finished(ctx)
+        if self._on_finished is not None:
+            self._request_finished(ctx)
 
     def _request_finished(self, ctx: RequestContext) -> None:
-        if self._on_finished is None:
-            return
+        assert self._on_finished is not None
         try:
             self._on_finished(ctx)
         except Exception:
@@ -261,27 +276,27 @@ class IncomingRequests:
         # exactly as ``with`` would).
         reply: dict[str, Any] | None = None
         handler_tasks[trio.lowlevel.current_task()] = ctx
-        if ctx._deadline != math.inf:
-            ctx.cancel_scope.deadline = min(ctx.cancel_scope.deadline, ctx._deadline)
         try:
-            ctx.cancel_scope.__enter__()
+            handler_scope(ctx).__enter__()
             try:
-                if ctx._barrier and ctx.cancel_cause is None:
-                    await self._ordering.wait_for_barrier(ctx._barrier)
+                if barrier_of(ctx) and ctx.cancel_cause is None:
+                    await self._ordering.wait_for_barrier(barrier_of(ctx))
                 # (Not once closing has begun: the handler would only find
                 # the connection closed. It is answered -32800.)
                 if ctx.cancel_cause is None and not self._status.closed:
                     try:
-                        result = await self._handler.handle_request(ctx, ctx._entry.method, params)
-                        reply = response(ctx._entry.id, result)
+                        result = await self._handler.handle_request(ctx, ctx.method, params)
+                        reply = response(ctx.id, result)
                     except Exception as exc:
                         reply = self._failure_reply(ctx, exc)
             except BaseException as exc:
                 self._leave_handler_scope(ctx, exc)
             else:
                 ctx.cancel_scope.__exit__(None, None, None)
-            if ctx.cancel_scope.cancelled_caught and ctx._cause is None:
-                ctx.request_cancel(CancelCause.DEADLINE)  # record it
+            if ctx.cancel_scope.cancelled_caught:
+                # Its deadline's, unless it was cancelled first (the first
+                # cause is kept).
+                ctx.request_cancel(CancelCause.DEADLINE)
         finally:
             del handler_tasks[trio.lowlevel.current_task()]
             self._handler_done(ctx, reply)
@@ -302,27 +317,32 @@ class IncomingRequests:
     def _handler_done(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
         # (Not inline in _run_handler: a nested try there makes the frame of
         # every request in flight bigger.)
+        entry = entry_of(ctx)
         try:
-            self.send_reply(ctx, reply)
+            self.send_reply(entry, reply)
         finally:
-            self._handler_finished(ctx)
+            self._handler_finished(ctx, entry)
 
     def put_reply(self, request_id: RequestId, frame: bytes) -> None:
         """Queue a reply's frame (never waits: see ``Outbox.put_nowait``)."""
         if not self._outbox.put_nowait(frame):
             _log.debug("connection closed; reply to %r not sent", request_id)
 
-    def send_reply(self, ctx: RequestContext, reply: dict[str, Any] | None) -> None:
+    def send_reply(
+        self, entry: IncomingRequest[RequestContext], reply: dict[str, Any] | None
+    ) -> None:
         """The one reply of a finished handler (``-32800`` if it produced none)."""
-        entry = ctx._entry
         frame = self._peer.reply(entry, reply)
-        if frame is not None:
-            self.put_reply(entry.id, frame)
+        if frame is not None and not self._outbox.put_nowait(frame):
+            _log.debug("connection closed; reply to %r not sent", entry.id)
 
-    def _handler_finished(self, ctx: RequestContext) -> None:
+    def _handler_finished(
+        self, ctx: RequestContext, entry: IncomingRequest[RequestContext]
+    ) -> None:
         """The bookkeeping of a finished handler, once its reply is sent."""
-        self._peer.done(ctx._entry)
-        self._request_finished(ctx)
+        self._peer.done(entry)
+        if self._on_finished is not None:
+            self._request_finished(ctx)
         self.running -= 1
         if self._queued:
             self._start_queued()

@@ -44,7 +44,7 @@ class NotificationOrdering:
 
     __slots__ = ("_consumer_calls", "_handler", "_waiters", "handled", "inbox", "received")
 
-    def __init__(self, handler: Handler, max_queued: int) -> None:
+    def __init__(self, *, handler: Handler, max_queued: int) -> None:
         self._handler = handler
         #: Read and not yet handled, in wire order.
         self.inbox: Inbox[Queued] = Inbox(max_queued)

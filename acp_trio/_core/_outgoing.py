@@ -20,10 +20,21 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from acp_trio._core._ordering import in_notification_handler
-from acp_trio._core._request_base import WAITING
-from acp_trio._core._requests import PendingRequest, RequestContext, current_request
+from acp_trio._core._requests import (
+    NOT_HANDLED,
+    PendingRequest,
+    RequestContext,
+    adopt,
+    barrier_of,
+    current_request,
+    entry_of,
+    new_pending_request,
+    outcome,
+    settle,
+    wait_here,
+)
 from acp_trio._exceptions import ACPError, ConnectionClosed, LocalProtocolError
-from acp_trio._jsonrpc import OutgoingRequest, Peer, RequestId
+from acp_trio._jsonrpc import OutgoingRequest, Peer, RequestId, RequestReceived
 
 if TYPE_CHECKING:
     from acp_trio._core._handler import ConnectionInstrument
@@ -31,27 +42,27 @@ if TYPE_CHECKING:
     from acp_trio._core._outbox import Outbox
     from acp_trio._core._read_right import ReadRight
     from acp_trio._core._reader import Reader
-    from acp_trio._core._requests import RequestOwner
     from acp_trio._core._status import Status
 
 __all__ = ["OutgoingCalls", "check_params"]
 
 # What an abandoned request's result raises (a fresh copy each time: see
-# PendingRequest._outcome).
+# outcome() in _requests.py).
 _ABANDONED: Final = LocalProtocolError("the request was abandoned")
 
 
 @final
 class OutgoingCalls:
     """The outgoing part of a connection: sending requests, waiting for
-    their replies (the pending-request wait), cancelling them."""
+    their replies (the pending-request wait), cancelling them. The
+    :class:`~acp_trio._core._requests.CallOwner` of every
+    :class:`PendingRequest` it makes."""
 
     __slots__ = (
         "_closed_error",
         "_instrument",
         "_ordering",
         "_outbox",
-        "_owner",
         "_peer",
         "_reader",
         "_right",
@@ -60,9 +71,9 @@ class OutgoingCalls:
 
     def __init__(
         self,
+        *,
         peer: Peer[RequestContext, PendingRequest],
         outbox: Outbox,
-        owner: RequestOwner,
         ordering: NotificationOrdering,
         reader: Reader,
         right: ReadRight,
@@ -70,7 +81,7 @@ class OutgoingCalls:
         instrument: ConnectionInstrument | None,
         closed_error: Callable[[], ConnectionClosed],
     ) -> None:
-        self._peer, self._outbox, self._owner = peer, outbox, owner
+        self._peer, self._outbox = peer, outbox
         self._ordering = ordering
         # Who reads: a caller may read for its own reply.
         self._reader, self._right = reader, right
@@ -95,7 +106,7 @@ class OutgoingCalls:
             params, sent = self._instrument.request_sending(method, params)
         entry, frame = self._peer.send_request(method, params)
         parent = current_request()
-        pending = PendingRequest(self._owner, entry, parent)
+        pending = new_pending_request(owner=self, entry=entry, parent=parent)
         entry.handle = pending
         waited = False
         try:
@@ -111,8 +122,8 @@ class OutgoingCalls:
             raise
         if sent is not None:
             sent(pending)
-        if parent is not None and pending._state == WAITING:
-            parent._adopt(pending)
+        if parent is not None:
+            adopt(pending)
         if schedule and not waited:
             # (The request is queued: no cancel point here.)
             try:
@@ -120,14 +131,15 @@ class OutgoingCalls:
             except BaseException:
                 # (A KeyboardInterrupt: the caller never gets the request.)
                 if not pending.done:
-                    self.send_cancel(pending)
+                    self.send_cancel(entry)
                     self.abandon(pending)
                 raise
         return pending
 
-    async def wait(self, pending: PendingRequest, call: bool) -> None:
+    async def result(self, pending: PendingRequest, call: bool) -> Any:
         """The pending-request wait: until ``pending`` is settled (a
-        checkpoint either way).
+        checkpoint either way), then until the notifications read before
+        its answer were handled; its result, or raise its error.
 
         ``call``: the caller's own call. Over a pipe, with the read right
         free, it reads for its reply itself; cancelled, it cancels the
@@ -135,58 +147,78 @@ class OutgoingCalls:
         (:meth:`PendingRequest.result`) it never reads (an open_request()
         may be abandoned from another task, which could not wake a task that
         is reading) and leaves the request as it is."""
-        if pending._state != WAITING:
+        if pending.done:
             await trio.lowlevel.checkpoint()
-            return
-        right = self._right
-        consumer = in_notification_handler.get()
-        if consumer:
-            self._ordering.call_started()
-        # (Without callers reading, the reader never parks.)
-        parks = right.enabled
-        try:
-            if parks and call and right.take():
-                try:
-                    await self._reader.read_for(pending)
-                finally:
-                    right.give_back()
-            if pending._state == WAITING:
-                # Whoever finds the read right free and does not read wakes
-                # the parked reader: before waiting, and after.
-                if parks:
-                    right.wake()
-                pending._task = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(
-                    pending._abort_call if call else pending._abort
-                )
-                if parks:
-                    # (Woken by the reader, which parked: this task may make
-                    # its next call before its step ends, and read for it.)
-                    right.wake_later()
-        except BaseException:
-            right.wake()
-            if call and pending._state == WAITING:
-                if self._reader.cancels_due:
-                    self._reader.flush_cancels()
-                self.send_cancel(pending)
-                self.abandon(pending)
-            raise
-        finally:
+        else:
+            right = self._right
+            consumer = in_notification_handler.get()
             if consumer:
-                self._ordering.call_ended()
+                self._ordering.call_started()
+            # (Without callers reading, the reader never parks.)
+            parks = right.enabled
+            # What a caller reading stopped at: its answer (True), or a
+            # request it hands back to the reader.
+            stop: RequestReceived[RequestContext] | bool = False
+            try:
+                if parks and call and right.take():
+                    try:
+                        stop = await self._reader.read_for(pending)
+                    finally:
+                        right.give_back(None if type(stop) is bool else stop)
+                if stop is not True and not pending.done:
+                    # Whoever finds the read right free and does not read
+                    # wakes the parked reader: before waiting, and after.
+                    if parks:
+                        right.wake()
+                    await trio.lowlevel.wait_task_rescheduled(wait_here(pending, call))
+                    if parks:
+                        right.wake()
+            except BaseException:
+                right.wake()
+                if call and not pending.done:
+                    self._reader.flush_cancels()
+                    pending.cancel()
+                    self.abandon(pending)
+                raise
+            finally:
+                if consumer:
+                    self._ordering.call_ended()
+        answer = outcome(pending, self._ordering.handled)
+        if answer is NOT_HANDLED:
+            await self._ordering.wait_for_notifications(barrier_of(pending))
+            answer = outcome(pending)
+        return answer
 
-    def send_cancel(self, pending: PendingRequest) -> None:
-        """Queue ``$/cancel_request`` for ``pending`` (at most once)."""
-        frame = self._peer.cancel(pending._entry)
+    def send_cancel(self, entry: OutgoingRequest[PendingRequest]) -> None:
+        """Queue ``$/cancel_request`` for the request of ``entry`` (at most once)."""
+        frame = self._peer.cancel(entry)
         if frame is not None:
             self._outbox.put_nowait(frame)
 
+    def cancel_due(self, pending: PendingRequest) -> None:
+        """``pending``'s call was cancelled (from its abort function): the
+        reader sends its ``$/cancel_request`` right after the frame that
+        caused the cancellation, where a frame queued now is written now (a
+        pipe, the writer idle); elsewhere the cancelled call sends it as it
+        unwinds, and no write is split in two."""
+        if self._outbox.writes_directly:
+            self._reader.cancel_due(pending)
+
+    def leave(self, pending: PendingRequest) -> None:
+        """The caller leaves ``pending`` (an ``open_request`` block): if it
+        is still unanswered, it is cancelled on the wire (unless detached)
+        and forgotten."""
+        if not pending.done:
+            if not pending.detached:
+                pending.cancel()
+            self.abandon(pending)
+
     def abandon(self, pending: PendingRequest) -> None:
         """Forget ``pending``: its late answer is dropped."""
-        self._peer.abandon(pending._entry)
+        self._peer.abandon(entry_of(pending))
         # Anyone still asking for its result gets an answer, not a hang (and
-        # the handler that made it lets go of it: _settle releases it).
-        pending._settle(None, _ABANDONED, 0)
+        # the handler that made it lets go of it).
+        settle(pending, None, _ABANDONED, 0)
 
     def cancel_nested(self) -> None:
         """Closing, before the handlers are cancelled and answered ``-32800``:
@@ -198,21 +230,21 @@ class OutgoingCalls:
             return
         for out in list(self._peer.table.outgoing.values()):
             if out.handle is not None and out.handle.parent is not None:
-                self.send_cancel(out.handle)
+                self.send_cancel(out)
 
     def close(self, entries: list[OutgoingRequest[PendingRequest]]) -> None:
         """Closing: the calls of ``entries`` fail with ConnectionClosed."""
         for out in entries:
             if out.handle is not None:
-                out.handle._settle(None, self._closed_error(), 0)
+                settle(out.handle, None, self._closed_error(), 0)
 
     def fail(self, request_id: RequestId, error: ACPError) -> bool:
         """Settle our pending request ``request_id`` with ``error``."""
-        event = self._peer._fail(request_id, error)
+        event = self._peer.fail(request_id, error)
         if event is None:
             return False
         if event.entry.handle is not None:
-            event.entry.handle._settle(None, error, self._ordering.received)
+            settle(event.entry.handle, None, error, self._ordering.received)
         return True
 
     def notification(self, method: str, params: Any) -> bytes:

@@ -5,20 +5,20 @@ waiting caller (with nothing else read and not yet taken) and the moment that
 caller is done with it. Then the reader *parks*, the right is free, and the
 caller, resumed, either gives it back at once or, if it makes its next call
 first (in the same step), *takes* it and reads for that call's reply itself.
-A round trip then costs one task step instead of two: the reply wakes the
-caller directly, without waiting for the scheduler's next pass (measured with
-``benchmarks/bench_sdks.py read``; the numbers are in the CHANGELOG).
+The reply then reaches the caller in the caller's own step, without a pass
+of the scheduler between the reader and the caller (measured with
+``benchmarks/bench_sdks.py read``; the numbers are in the CHANGELOG); the
+reader, woken by the give-back, only finds the right taken and parks again.
 
 The invariant, kept by every path through this class: the right is never
 free for longer than one step of the task that made it free or was woken by
 it. Whoever finds it free and does not read calls :meth:`ReadRight.wake`; a
-caller that took it gives it back (:meth:`ReadRight.give_back`) when it
-stops: its reply came, it was cancelled, the stream ended, or it read what
-only the reader may act on (left in :attr:`ReadRight.handed_back`). The
-give-back wakes the reader at the end of the caller's step (``_end_of_step``),
-and only if the right is still free then: a caller that makes its next call
-in the same step takes the right again, and the reader sleeps on, where an
-immediate wake would cost it a step to find the right taken and park again.
+caller that took it gives it back (:meth:`ReadRight.give_back`, which wakes
+the reader) when it stops: its reply came, it was cancelled, the stream
+ended, or it read what only the reader may act on (handed back with the
+right: see :attr:`ReadRight.handed_back`). A caller that makes its next call
+in the same step takes the right again before the woken reader runs: the
+reader then finds it taken and parks again.
 
 Callers read only on a stock :class:`FramedStream` reading a pipe, or on a
 :class:`BufferedMessageStream` (our WebSocket): both can be interrupted, which
@@ -31,8 +31,7 @@ from typing import Any, Final, Protocol, final
 
 import trio
 
-from acp_trio._core._end_of_step import EndOfStep
-from acp_trio._jsonrpc._peer import Event
+from acp_trio._jsonrpc import RequestReceived
 
 __all__ = ["Interruptible", "ReadRight"]
 
@@ -58,53 +57,58 @@ class ReadRight:
 
     __slots__ = (
         "_closed",
-        "_end_of_step",
+        "_holder",
         "_parked",
         "_pipe",
-        "_state",
         "enabled",
         "handed_back",
     )
 
-    def __init__(self, pipe: Interruptible | None) -> None:
+    def __init__(self, *, pipe: Interruptible | None) -> None:
         # pipe: the stream, if callers may read it; else callers never do.
         self._pipe = pipe
         #: Whether the reader may ever give the right away.
         self.enabled = pipe is not None
-        self._state = _READER
+        self._holder = _READER
         self._parked: trio.lowlevel.Task | None = None
         self._closed = False
-        # In the run only from a deferred wake to the end of that step.
-        self._end_of_step = EndOfStep()
-        #: An event a reading caller read and hands back to the reader (an
-        #: incoming request, which the reader may run eagerly and a caller
-        #: must not): the reader acts on it before reading anything else.
-        self.handed_back: Event[Any, Any] | None = None
+        #: A request a reading caller read and handed back to the reader
+        #: (which may run it eagerly, and a caller must not): the reader
+        #: takes it (:meth:`take_handed_back`) before reading anything else.
+        self.handed_back: RequestReceived[Any] | None = None
 
     # The reader's side
 
     async def park(self) -> bool:
         """The reader lets the right go and waits until it is its own again;
         ``False`` once the right is closed (stop reading)."""
-        self._state = _FREE
+        self._holder = _FREE
         try:
             while True:
                 self._parked = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._unpark)
                 if self._closed:
                     return False
-                if self._state == _FREE:
-                    self._state = _READER
+                if self._holder == _FREE:
+                    self._holder = _READER
                     return True
                 # A caller took it: it wakes us when it gives it back.
         except BaseException:
-            if self._state == _FREE:
-                self._state = _READER  # (cancelled: we are closing)
+            if self._holder == _FREE:
+                self._holder = _READER  # (cancelled: we are closing)
             raise
 
     def _unpark(self, _: Any) -> trio.lowlevel.Abort:
         self._parked = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+    def take_handed_back(self) -> RequestReceived[Any]:
+        """The request a reading caller handed back (the reader, when
+        :attr:`handed_back` is set)."""
+        event = self.handed_back
+        assert event is not None
+        self.handed_back = None
+        return event
 
     # The caller's side
 
@@ -113,31 +117,28 @@ class ReadRight:
         free and nothing read waits to be acted on; ``True`` if it did (it
         reads, then calls :meth:`give_back`)."""
         if (
-            self._state == _FREE
+            self._holder == _FREE
             and self.handed_back is None
             and self._pipe is not None
             and not self._pipe.frames_pending
         ):
-            self._state = _CALLER
+            self._holder = _CALLER
             return True
         return False
 
-    def give_back(self) -> None:
-        """A reading caller stops reading: the reader reads again, unless
-        the caller takes the right back before its step ends."""
-        self._state = _FREE
-        self.wake_later()
-
-    def wake_later(self) -> None:
-        """:meth:`wake` at the end of the current task step: by then the
-        task may have taken the right for its next call."""
-        if self._parked is not None:
-            self._end_of_step.defer(self.wake)
+    def give_back(self, handed_back: RequestReceived[Any] | None) -> None:
+        """A reading caller stops reading, handing back the request it read
+        if it stopped for one: the reader reads again (acting on that request
+        first)."""
+        if handed_back is not None:
+            self.handed_back = handed_back  # (none was: take() saw to it)
+        self._holder = _FREE
+        self.wake()
 
     def wake(self) -> None:
         """If the right is free, the parked reader takes it back (whoever
         finds it free and does not read calls this)."""
-        if self._state == _FREE and (task := self._parked) is not None:
+        if self._holder == _FREE and (task := self._parked) is not None:
             self._parked = None
             trio.lowlevel.reschedule(task)
 
@@ -145,5 +146,5 @@ class ReadRight:
         """Closing: a caller waiting to read is woken (it finds its call
         settled), and nobody takes the right again."""
         self._closed = True
-        if self._state == _CALLER and self._pipe is not None:
+        if self._holder == _CALLER and self._pipe is not None:
             self._pipe.interrupt_reading()

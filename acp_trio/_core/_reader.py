@@ -16,19 +16,21 @@ whenever it can wait, and reading never waits on a handler.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Final, final
 
 import trio
 
-from acp_trio._core._request_base import WAITING
-from acp_trio._core._requests import PendingRequest, RequestContext
+from acp_trio._core._ordering import Queued
+from acp_trio._core._requests import PendingRequest, RequestContext, lend_scope, settle
 from acp_trio._core._writer import stock_stream
 from acp_trio._jsonrpc import (
     CancelReceived,
     NotificationReceived,
+    OversizedFrame,
     Peer,
     ReplyReceived,
     RequestReceived,
@@ -56,9 +58,24 @@ _HANDOVER: Final = 128
 _EAGER_SKIP: Final = 64
 _EAGER_SKIP_METHODS: Final = 256
 
-# What on_frame did, when the reader has something left to do.
-_QUEUED: Final = 1  # queued a notification
-_WOKE: Final = 2  # woke a caller with its reply
+
+class _Done(enum.Enum):
+    """What :meth:`Reader.on_frame` did, when the reader has something
+    left to do."""
+
+    QUEUED = 1  # queued a notification
+    WOKE = 2  # woke a caller with its reply
+
+
+_QUEUED: Final = _Done.QUEUED
+_WOKE: Final = _Done.WOKE
+
+#: What :meth:`Reader.on_frame` leaves to its caller: nothing (``None``),
+#: what it did (:class:`_Done`), a call it settled that no task waited for
+#: (a caller reading for it knows it by that), a notification to queue when
+#: the queue had no room, or an incoming request (only the reader starts
+#: handlers).
+Left = _Done | PendingRequest | Queued | RequestReceived[RequestContext] | None
 
 
 @final
@@ -67,6 +84,7 @@ class Reader:
     scope, which methods run eagerly, and the cancels due to be sent."""
 
     __slots__ = (
+        "_cancels_due",
         "_eager",
         "_eager_skips",
         "_inbox",
@@ -75,19 +93,17 @@ class Reader:
         "_outbox",
         "_receive",
         "_right",
-        "_send_cancel",
+        "_scope",
         "_shutdown",
         "_status",
         "_stock",
         "_stream",
         "_trace",
-        "cancels_due",
-        "scope",
-        "scope_exposed",
     )
 
     def __init__(
         self,
+        *,
         stream: FrameTransport,
         peer: Peer[RequestContext, PendingRequest],
         trace: TraceHook | None,
@@ -98,7 +114,6 @@ class Reader:
         right: ReadRight,
         status: Status,
         shutdown: Callable[[str, BaseException | None], None],
-        send_cancel: Callable[[PendingRequest], None],
     ) -> None:
         self._stream = stream
         self._receive = peer.receive
@@ -112,24 +127,18 @@ class Reader:
         self._right = right
         self._status = status
         self._shutdown = shutdown
-        self._send_cancel = send_cancel
-        #: The reader's scope (a handler run eagerly runs in it).
-        self.scope = trio.CancelScope()
-        #: Set when a handler running eagerly asks for its scope (the
-        #: reader's until the handler first waits): see _read.
-        self.scope_exposed = False
+        # The reader's scope (a handler run eagerly runs in it).
+        self._scope = trio.CancelScope()
         # Methods whose handlers recently waited -> requests left to start
         # in tasks before the next eager try (see _hand_over).
         self._eager_skips: dict[str, int] = {}
-        #: Calls cancelled whose ``$/cancel_request`` is due (recorded by
-        #: their abort functions; see flush_cancels).
-        self.cancels_due: list[PendingRequest] = []
+        # Calls cancelled whose ``$/cancel_request`` is due (recorded by
+        # their abort functions; see flush_cancels).
+        self._cancels_due: list[PendingRequest] = []
 
-    def on_frame(self, frame: Any) -> Any:
+    def on_frame(self, frame: bytes | OversizedFrame) -> Left:
         """Act on one frame read: the one event dispatch, for the reader and
-        for a reading caller. Returns ``None`` when done with it, ``_QUEUED``
-        or ``_WOKE``, a notification to queue when the queue had no room, or
-        an incoming request (only the reader starts handlers)."""
+        for a reading caller. Returns what is left to do (see :data:`Left`)."""
         if self._trace is not None and type(frame) is bytes:
             self._trace("recv", frame)
         event = self._receive(frame)
@@ -140,7 +149,7 @@ class Reader:
             if item is None:
                 # Taken in the reader (a session/cancel, say): the calls it
                 # cancelled are cancelled on the wire at once.
-                if self.cancels_due:
+                if self._cancels_due:
                     self.flush_cancels()
                 return None
             return _QUEUED if self._inbox.put_nowait(item) else item
@@ -148,12 +157,12 @@ class Reader:
             pending = event.entry.handle
             if pending is None:
                 return None
-            woke = pending._task is not None
-            pending._settle(event.result, event.error, self._ordering.received)
-            return _WOKE if woke else None
+            if settle(pending, event.result, event.error, self._ordering.received):
+                return _WOKE
+            return pending
         if type(event) is CancelReceived:
             cancelled = self._incoming.on_cancel_request(event.entry)
-            if self.cancels_due:
+            if self._cancels_due:
                 self.flush_cancels()
             if cancelled:
                 # Its -32800 comes from its task, about to run: a burst of
@@ -163,19 +172,28 @@ class Reader:
         if type(event) is SendFrame:
             self._incoming.put_reply(event.request_id, event.data)
             return None
+        assert type(event) is RequestReceived
         return event
+
+    def cancel_due(self, pending: PendingRequest) -> None:
+        """``pending``'s call was cancelled: its ``$/cancel_request`` is sent
+        right after the frame that caused the cancellation (called from an
+        abort function: it only records it)."""
+        self._cancels_due.append(pending)
 
     def flush_cancels(self) -> None:
         """Send the cancels that abort functions recorded as due (outside
         any abort function: sending runs the trace hook and may write), in
         one write (a cancelled fan-out makes a thousand at once)."""
-        due = self.cancels_due
+        due = self._cancels_due
+        if not due:
+            return
         outbox = self._outbox
         outbox.hold()
         try:
             for pending in due:  # (sending may make more due: they come last)
                 try:
-                    self._send_cancel(pending)
+                    pending.cancel()
                 except Exception:
                     # (A trace hook that raised: the call tries again as it unwinds.)
                     _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
@@ -189,7 +207,7 @@ class Reader:
         """The reader task. It reads until the stream ends, or until a
         handler it started eagerly waits: then a new reader task has taken
         over, and this task goes on as that request's handler task."""
-        scope = self.scope
+        scope = self._scope
         role = _Role(self)
         while True:
             with scope:
@@ -198,7 +216,7 @@ class Reader:
                 return
             # A handler run eagerly cancelled its scope (ours) or took it, and
             # answered at once: read on in a fresh scope.
-            scope = self.scope = trio.CancelScope()
+            scope = self._scope = trio.CancelScope()
 
     async def _read(self, role: _Role) -> None:
         """Read and act on frames; return at the end of the stream, when this
@@ -213,12 +231,14 @@ class Reader:
         may_park = right.enabled
         incoming = self._incoming
         eager = self._eager
+        skips = self._eager_skips
         queued = 0
         try:
             while True:
-                if (event := right.handed_back) is not None:
+                event: Left
+                if right.handed_back is not None:
                     # Read by a caller, for us to act on (a request).
-                    right.handed_back = None
+                    event = right.take_handed_back()
                 else:
                     frame = nowait()
                     if frame is None and (frame := await stream.receive_frame()) is None:
@@ -254,45 +274,47 @@ class Reader:
                         await self._inbox.put(event)
                         queued = 0
                         continue
+                    if type(event) is PendingRequest:
+                        continue  # a reply nobody waited for in a task
                 assert type(event) is RequestReceived
                 params = event.params
-                ctx = incoming.on_request(event.entry, params)
+                entry = event.entry
+                ctx = incoming.on_request(entry, params)
                 del event
                 if ctx is not None:
                     # Eagerly only when no frame read after this one
                     # waits: a cancel right behind a request finds it
-                    # not yet started, as it would with a task.
+                    # not yet started, as it would with a task. Not for a
+                    # method whose handlers recently waited, nor (see
+                    # lend_scope) if request_received cancelled it or made
+                    # its scope (to set a deadline), nor when its deadline
+                    # has already passed (then a task answers it without
+                    # running the handler), nor when notifications read
+                    # before it wait to be handled (its task waits for
+                    # them first).
+                    scope = self._scope
                     if (
                         eager
                         and not stream.frames_pending
-                        # Not if request_received cancelled it or made
-                        # its scope (to set a deadline), nor when its
-                        # deadline has already passed: then a task
-                        # answers it without running the handler.
-                        and ctx._cause is None
-                        and ctx._scope is None
-                        # Nor when notifications read before it wait to be
-                        # handled: its task waits for them first.
-                        and ctx._barrier == 0
-                        and (ctx._deadline == math.inf or ctx._deadline > trio.current_time())
-                        and self._eager_allowed(ctx._entry.method)
+                        and (not skips or self._eager_allowed(entry.method))
+                        and lend_scope(ctx, scope)
                     ):
-                        role.method = ctx._entry.method
-                        await incoming.run_eagerly(ctx, params, self.scope, role.hand_over)
+                        role.method = entry.method
+                        taken = await incoming.run_eagerly(
+                            ctx, entry, params, scope=scope, on_block=role.hand_over
+                        )
                         if not role.reading:
                             return  # a new reader has taken over
-                        scope = self.scope
-                        if scope.cancel_called or self.scope_exposed:
+                        if scope.cancel_called or taken:
                             # The handler cancelled our scope, or took it
                             # (ctx.cancel_scope) and may cancel it later:
                             # read on in a fresh one.
-                            self.scope_exposed = False
                             return
                         if scope.deadline != math.inf or scope.shield:
                             scope.deadline, scope.shield = math.inf, False
                     else:
                         incoming.start(ctx, params)
-                del params
+                del params, entry
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             reason = f"connection lost while reading: {exc!r}"
             cause = exc
@@ -308,9 +330,9 @@ class Reader:
         if len(skips) >= _EAGER_SKIP_METHODS:
             skips.clear()
         skips[role.method] = _EAGER_SKIP
-        self.scope = trio.CancelScope()
+        self._scope = trio.CancelScope()
         if self._status.closed:
-            self.scope.cancel()
+            self._scope.cancel()
             return
         assert self._status.nursery is not None
         self._status.nursery.start_soon(self.run, name="acp reader")
@@ -328,38 +350,44 @@ class Reader:
 
     # A caller reading
 
-    async def read_for(self, pending: PendingRequest) -> None:
-        """Read (as the reader would, holding the read right) until
-        ``pending`` is settled, the stream ends, this task is cancelled, or a
-        frame needs the reader (handed back to it)."""
+    async def read_for(self, pending: PendingRequest) -> RequestReceived[RequestContext] | bool:
+        """Read (as the reader would, holding the read right) for the reply
+        to ``pending``, a call not yet settled. Returns ``True`` once it is
+        settled; a request read, which needs the reader (for the caller to
+        hand back: ``ReadRight.give_back``); ``False`` when the stream ended,
+        the connection is closing, or the notification queue is full (the
+        reader waits for room, not a caller). Cancelled, it raises."""
         stream = self._stream
         on_frame = self.on_frame
         inbox = self._inbox
         status = self._status
         try:
-            while pending._state == WAITING:
-                if inbox.full:
-                    return  # the reader waits for room, not a caller
+            while not inbox.full:
                 frame = stream.receive_frame_nowait()
                 if frame is None and (frame := await stream.receive_frame()) is None:
                     self._shutdown("the peer closed the connection", None)
-                    return
+                    return False
                 if status.closed:
-                    return
+                    return False
                 event = on_frame(frame)
                 del frame
-                if event is not None and event is not _QUEUED and event is not _WOKE:
-                    assert type(event) is RequestReceived, "checked above: the inbox had room"
+                if event is pending:
+                    return True  # its reply
+                if type(event) is RequestReceived:
                     # An incoming request: the reader acts on it first thing.
-                    self._right.handed_back = event
-                    return
+                    return event
+                # (Not a notification left to queue: the inbox had room.)
+                assert type(event) is not tuple
+                if pending.done:
+                    return True  # settled meanwhile (fail_request, say)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             self._shutdown(f"connection lost while reading: {exc!r}", exc)
+        return False
 
     def close(self) -> None:
         """Closing: the reader stops, and so does a reading caller."""
-        self.cancels_due.clear()
-        self.scope.cancel()
+        self._cancels_due.clear()
+        self._scope.cancel()
         self._right.close()
 
 

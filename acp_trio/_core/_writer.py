@@ -60,10 +60,11 @@ def readable_by_callers(transport: FrameTransport) -> FramedStream | MessageTran
 class Writer:
     """The writing part of a connection: the writer task and its scope."""
 
-    __slots__ = ("_lost", "_outbox", "_stream", "scope")
+    __slots__ = ("_lost", "_outbox", "_scope", "_stream")
 
     def __init__(
         self,
+        *,
         stream: FrameTransport,
         outbox: Outbox,
         lost: Callable[[str, BaseException | None], None],
@@ -71,8 +72,13 @@ class Writer:
         self._stream = stream
         self._outbox = outbox
         self._lost = lost
-        #: Shielded; its deadline is set when closing (close_timeout).
-        self.scope = trio.CancelScope(shield=True)
+        # Shielded: only the close deadline stops it (give_up_at).
+        self._scope = trio.CancelScope(shield=True)
+
+    def give_up_at(self, deadline: float) -> None:
+        """Closing: the writer stops at ``deadline`` if its output is not
+        written by then (a peer that stopped reading); what is left is dropped."""
+        self._scope.deadline = deadline
 
     async def run(self) -> None:
         """The writer task, until the outbox is closed and empty."""
@@ -86,7 +92,7 @@ class Writer:
             and type(stream).send_batch is FramedStream.send_batch
             else None
         )
-        with self.scope:
+        with self._scope:
             while (batch := await outbox.get_batch()) is not None:
                 try:
                     if send_joined is not None:
@@ -100,6 +106,6 @@ class Writer:
                     if dropped:
                         _log.debug("dropped %d queued frames after a write failure", dropped)
                     return
-        if self.scope.cancelled_caught:
+        if self._scope.cancelled_caught:
             dropped = outbox.clear()
             _log.warning("output not flushed within close_timeout; %d frames dropped", dropped)

@@ -242,7 +242,10 @@ class Peer(Generic[H, G]):
         else:
             _log.warning("dropping reply to unknown request id %r", request_id)
 
-    def _fail(self, request_id: RequestId, error: BaseException) -> ReplyReceived[G] | None:
+    def fail(self, request_id: RequestId, error: BaseException) -> ReplyReceived[G] | None:
+        """Our request ``request_id`` is over with ``error``, as if the peer
+        had answered it so (its reply is known lost, or too broken to use):
+        the event, or ``None`` if it is not pending."""
         entry = self.table.response_received(request_id)
         return None if entry is None else ReplyReceived(entry, None, error)
 
@@ -259,7 +262,7 @@ class Peer(Generic[H, G]):
                 _shorten(frame),
             )
             if message.response_id is not None:
-                return self._fail(
+                return self.fail(
                     message.response_id,
                     RemoteProtocolError(f"malformed reply: {message.error.data}"),
                 )
@@ -272,7 +275,7 @@ class Peer(Generic[H, G]):
             found = peek_id(frame[:_PEEK_SIZE])
             if found is not None and found[0] == "response":
                 if found[1] is not None:
-                    return self._fail(
+                    return self.fail(
                         found[1], RemoteProtocolError(f"unparsable reply: {message.error.data}")
                     )
                 return None
@@ -286,7 +289,7 @@ class Peer(Generic[H, G]):
         if kind == "response":
             # Never answered; the call it answers (if its id shows) fails.
             if found and request_id is not None:
-                return self._fail(request_id, error)
+                return self.fail(request_id, error)
             return None
         if kind == "notification":
             return None  # never answered

@@ -30,8 +30,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from acp_trio._core._handler import DEFAULTS, Handler
-from acp_trio._core._request_base import CancelCause
-from acp_trio._core._requests import PendingRequest, RequestContext
+from acp_trio._core._requests import CancelCause, PendingRequest, RequestContext
 from acp_trio._exceptions import RequestError
 
 if TYPE_CHECKING:

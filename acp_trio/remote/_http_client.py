@@ -45,19 +45,53 @@ _HTTPCORE_ERRORS = (
 _FATAL = frozenset({400, 401, 403, 404, 405, 406, 409, 410})
 
 
+# httpx2 and httpcore2 (2.16.2 to 2.17) internals reached into below, each
+# checked by tests/remote/test_httpcore_contract.py, so that a release that
+# moves one fails there first. At run time a missing one is logged once, as
+# a warning naming what is lost, and the work it did is skipped.
+_warned: set[str] = set()
+
+
+def _internals_moved(what: str, lost: str) -> None:
+    if what in _warned:
+        return
+    _warned.add(what)
+    _log.warning(
+        "httpx2 %s / httpcore2 %s no longer have %s (acp_trio reaches into it): %s. "
+        "Please report it to acp_trio, with these versions.",
+        httpx2.__version__,
+        httpcore2.__version__,
+        what,
+        lost,
+    )
+
+
+def _httpcore_stream(response: httpx2.Response, lost: str) -> Any:
+    """httpcore2's stream of the response's body (under httpx2's elapsed-time
+    wrapper, ``BoundAsyncStream._stream``, and its transport's stream,
+    ``AsyncResponseStream._httpcore_stream``); ``None`` if it is no longer
+    there (logged: ``lost`` says what is lost then)."""
+    wrapper: Any = response.stream
+    inner = getattr(getattr(wrapper, "_stream", None), "_httpcore_stream", None)
+    if inner is None:
+        _internals_moved("the httpcore2 stream under a response's stream", lost)
+    return inner
+
+
 def raw_chunks(response: httpx2.Response) -> AsyncGenerator[bytes, None]:
     """The body's bytes, as an async generator to close with ``aclosing``.
 
     httpx2's own iterators leave the generator of the layer below unclosed
     when left early (a ResourceWarning under Trio); httpcore2's stream
-    closes what it opened, so it is read directly when it is there.
+    closes what it opened, so it is read directly.
     """
-    layer: Any = response.stream
-    layer = getattr(layer, "_stream", layer)  # the elapsed-time wrapper
-    inner = getattr(layer, "_httpcore_stream", None)
-    chunks = inner.__aiter__() if inner is not None else None
-    if isinstance(chunks, AsyncGenerator):
-        return chunks
+    lost = "a response left early may leave a generator unclosed (a ResourceWarning)"
+    inner = _httpcore_stream(response, lost)
+    if inner is not None:
+        chunks = inner.__aiter__()
+        if isinstance(chunks, AsyncGenerator):
+            return chunks
+        _internals_moved("httpcore2's response stream as an async generator", lost)
     return response.aiter_raw()
 
 
@@ -78,28 +112,54 @@ async def reset_when_left(response: httpx2.Response) -> AsyncIterator[httpx2.Res
     try:
         yield response
     finally:
-        with trio.CancelScope(shield=True), trio.move_on_after(5):
-            await _reset_h2_stream(response)
+        if response.http_version == "HTTP/2":
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await _reset_h2_stream(response)
+
+
+def h2_stream_parts(response: httpx2.Response) -> tuple[Any, Any, int] | None:
+    """What resetting an HTTP/2 response's stream takes, in httpcore2: its
+    HTTP/2 connection (``AsyncHTTP2Connection``: ``_h2_state``, h2's, and
+    ``_write_outgoing_data``), the request (the body stream's ``_request``)
+    and the stream id; ``None`` (logged) if httpcore2 no longer keeps them
+    where it did."""
+    lost = (
+        "an HTTP/2 stream left early is not reset (the server keeps it open "
+        "and may send it messages nobody reads)"
+    )
+    pooled = _httpcore_stream(response, lost)
+    if pooled is None:
+        return None
+    h2_stream = getattr(pooled, "_stream", None)  # PoolByteStream's
+    connection = getattr(h2_stream, "_connection", None)
+    request = getattr(h2_stream, "_request", None)
+    stream_id = response.extensions.get("stream_id")
+    if (
+        request is None
+        or getattr(connection, "_h2_state", None) is None
+        or not callable(getattr(connection, "_write_outgoing_data", None))
+        or not isinstance(stream_id, int)
+    ):
+        _internals_moved("the HTTP/2 connection and request under an HTTP/2 stream", lost)
+        return None
+    return connection, request, stream_id
 
 
 async def _reset_h2_stream(response: httpx2.Response) -> None:
-    stream_id = response.extensions.get("stream_id")
-    layer: Any = response.stream
-    layer = getattr(layer, "_stream", layer)  # the elapsed-time wrapper
-    pooled = getattr(layer, "_httpcore_stream", None)
-    h2_stream = getattr(pooled, "_stream", None)
-    connection: Any = getattr(h2_stream, "_connection", None)
-    state: Any = getattr(connection, "_h2_state", None)
-    if not isinstance(stream_id, int) or h2_stream is None or state is None:
-        return  # HTTP/1.1, or not httpcore2's HTTP/2 connection
+    parts = h2_stream_parts(response)
+    if parts is None:
+        return
+    connection, request, stream_id = parts
     try:
-        state.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.CANCEL)
+        connection._h2_state.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.CANCEL)
     except h2.exceptions.ProtocolError:
         return  # the stream had ended (or the connection is gone)
     try:
-        await connection._write_outgoing_data(h2_stream._request)
-    except Exception as exc:  # the connection broke: nothing to reset
-        _log.debug("RST_STREAM not sent: %r", exc)
+        await connection._write_outgoing_data(request)
+    except (*_HTTPCORE_ERRORS, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        _log.debug("RST_STREAM not sent: the connection broke: %r", exc)
+    except Exception:
+        _log.warning("RST_STREAM not sent", exc_info=True)
 
 
 class HttpStatusError(trio.BrokenResourceError):

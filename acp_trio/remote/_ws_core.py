@@ -123,48 +123,19 @@ class WebSocketCore:
             return None
         reader = self.reader
         if self._opcode is None and not self.sent_close:
-            # The common case first: a whole unfragmented text or binary
-            # frame of under 64 KiB, masked as its direction requires, in
-            # its shortest length form, within the cap. Anything else (and
-            # a frame not yet whole) takes the general path below, which
-            # decides everything else the same way.
-            buffer, pos = reader._buffer, reader._pos
-            available = len(buffer) - pos
-            if available >= 2:
-                first, second = buffer[pos], buffer[pos + 1]
-                if (first == 0x81 or first == 0x82) and (second & 0x80 != 0) == reader._masked:
-                    size = second & 0x7F
-                    start = pos + 2
-                    if size == 126:
-                        if available >= 4:
-                            size = (buffer[pos + 2] << 8) | buffer[pos + 3]
-                            start = pos + 4 if size >= 126 else -1
-                        else:
-                            start = -1
-                    elif size == 127:
-                        start = -1
-                    if start >= 0 and size <= reader.limit:
-                        if reader._masked:
-                            key_at, start = start, start + 4
-                        end = start + size
-                        if end <= len(buffer):
-                            payload = bytes(buffer[start:end])
-                            reader._pos = end
-                            if reader._masked and size:
-                                key = bytes(buffer[key_at : key_at + 4])
-                                stream = (key * (size // 4 + 1))[:size]
-                                payload = (
-                                    int.from_bytes(payload, "little")
-                                    ^ int.from_bytes(stream, "little")
-                                ).to_bytes(size, "little")
-                            if first == 0x82:
-                                return payload
-                            try:
-                                return payload.decode("utf-8")
-                            except UnicodeDecodeError:
-                                self.failed = True
-                                self.close(INVALID_DATA, "a text message not in UTF-8")
-                                return None
+            # The common case first (see FrameReader.next_whole_data_frame);
+            # anything else takes the general path below.
+            whole = reader.next_whole_data_frame()
+            if whole is not None:
+                opcode, payload = whole
+                if opcode == 2:
+                    return payload
+                try:
+                    return payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    self.failed = True
+                    self.close(INVALID_DATA, "a text message not in UTF-8")
+                    return None
         try:
             while (frame := reader.next_frame()) is not None:
                 opcode, fin, payload = frame

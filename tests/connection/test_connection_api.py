@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
-from acp_trio.lowlevel import Connection, ConnectionAPI, RequestContext
+from acp_trio.lowlevel import Connection, ConnectionAPI, PendingRequest, RequestContext
 
 from .conftest import LIMIT, FnHandler, connection_pair
 
@@ -109,3 +110,10 @@ async def test_a_handler_uses_its_connection_through_the_protocol(autojump_clock
         "closing": None,
     }
     assert seen == ["note"] * 3
+
+
+def test_the_per_request_objects_have_no_public_constructor() -> None:
+    # Live objects of a connection, made by it only (as trio's are).
+    for cls in (RequestContext, PendingRequest):
+        with pytest.raises(TypeError, match="made by its connection only"):
+            cls()
