@@ -136,12 +136,15 @@ class ServerLimits:
 
     @property
     def agents_per_client(self) -> int:
+        """The agents one client address may run at once (its share)."""
         if self.max_agents_per_client is not None:
             return self.max_agents_per_client
         return max(1, self.max_agents // 2)
 
     @property
     def connections(self) -> int:
+        """The TCP connections served at once (``max_connections``, or what
+        the open-files limit leaves)."""
         if self.max_connections is not None:
             return self.max_connections
         spare = open_files_limit() - _RESERVED_FILES - _FILES_PER_AGENT * self.max_agents
@@ -149,6 +152,7 @@ class ServerLimits:
 
     @property
     def connections_per_client(self) -> int:
+        """The TCP connections one client address may hold at once."""
         if self.max_connections_per_client is not None:
             return self.max_connections_per_client
         return max(1, self.connections // 2)

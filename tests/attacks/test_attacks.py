@@ -43,11 +43,15 @@ pytestmark = [
 ]
 
 HERE = Path(__file__).resolve().parent
+#: Where each attacker's stderr goes (what went wrong, if it did).
+LOGS = Path(os.environ.get("ACP_TRIO_ATTACK_LOGS", "/tmp"))
 TOKEN = "attack-tier-token"
 MB = 1_000_000
 #: How long each attack runs while the good client measures.
 DURATION = float(os.environ.get("ACP_TRIO_ATTACK_SECONDS", "12"))
 WARMUP = 2.0
+#: The attacker's time to start (Python's, on a loaded machine) and begin.
+HEAD_START = 4.0
 
 
 def rss(pid: int) -> int:
@@ -205,22 +209,26 @@ async def test_attack(case: str) -> None:
             baseline = rss(process.pid)
             peak = baseline
             peak_sockets = 0
+            peak_agents = 0
+            log = open(LOGS / f"{case}.stderr", "wb")  # noqa: SIM115 - closed below
             attacker = await trio.lowlevel.open_process(
                 [sys.executable, str(HERE / "attacker.py"), case, base, TOKEN],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=log,
             )
             said: list[dict[str, Any]] = []
             try:
                 async with trio.open_nursery() as nursery:
 
                     async def sample() -> None:
-                        nonlocal peak, peak_sockets
+                        nonlocal peak, peak_sockets, peak_agents
                         while True:
                             total = rss(process.pid)
                             peak = max(peak, total)
                             peak_sockets = max(peak_sockets, sockets(process.pid))
+                            if kind == "serve":
+                                peak_agents = max(peak_agents, len(children(process.pid)))
                             await trio.sleep(0.05)
 
                     async def listen() -> None:
@@ -234,14 +242,15 @@ async def test_attack(case: str) -> None:
 
                     nursery.start_soon(sample)
                     nursery.start_soon(listen)
-                    await trio.sleep(1.0)  # (the attack under way)
+                    await trio.sleep(HEAD_START)  # (the attack under way)
                     latencies = await good_client(base, profile, time.monotonic() + DURATION)
                     nursery.cancel_scope.cancel()
             finally:
                 attacker.kill()
                 with trio.CancelScope(shield=True):
                     await attacker.wait()
-            agents = len(children(process.pid)) if kind == "serve" else None
+                log.close()
+            agents = peak_agents if kind == "serve" else None
     admitted_tcp = max(0, peak_sockets - 2)  # (less the listener and the good client)
     allowance = admitted_acp * ALLOWANCE_ACP + admitted_tcp * ALLOWANCE_TCP
     growth = peak - baseline

@@ -99,6 +99,12 @@ def test_the_quick_bound_never_passes_what_the_count_refuses() -> None:
     assert surely_within(b"[" * 20 + b"]" * 20, 20, 1000)
 
 
+def containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(children, max_size=5) | st.dictionaries(
+        st.text(max_size=4), children, max_size=5
+    )
+
+
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -106,9 +112,7 @@ json_values = st.recursive(
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=8)
     | st.sampled_from(["[", "{", ",", "]", "}", '"', "\\", "[{,"]),
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=4), children, max_size=5)
-    ),
+    containers,
     max_leaves=40,
 )
 
