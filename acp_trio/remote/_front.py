@@ -54,7 +54,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, RejectConnection, RejectData, Request
 from wsproto.utilities import RemoteProtocolError
 
-from acp_trio.remote._http1_guard import RequestGuard
+from acp_trio.remote._http1_guard import FREE_CHUNKS, MIN_CHUNK, RequestGuard
 from acp_trio.remote._limits import ServerLimits
 from acp_trio.remote._websocket import WebSocket, WebSocketClosed
 from acp_trio.remote._ws_frames import ABNORMAL, NORMAL
@@ -72,6 +72,10 @@ _log = logging.getLogger("acp_trio.remote")
 _MAX_HEAD = 16 * 1024
 
 
+#: Streams whose DATA frames are counted at once (the rest forgotten).
+_MAX_COUNTED_STREAMS: Final = 256
+
+
 class _FrameClock:
     """Follows the HTTP/2 frames a client sends (their 9-byte headers only),
     to tell whether a frame or a header block (``HEADERS`` without
@@ -79,7 +83,7 @@ class _FrameClock:
     frame may come in the middle of either, so one left unfinished holds
     the whole connection."""
 
-    __slots__ = ("_header", "_in_block", "_preface", "_remaining")
+    __slots__ = ("_data", "_header", "_in_block", "_preface", "_remaining", "abusive")
 
     _PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -88,6 +92,12 @@ class _FrameClock:
         self._header = bytearray()  # a frame header read in part
         self._remaining = 0  # bytes of the current frame's payload to come
         self._in_block = False
+        # Each open stream's DATA frames so far, and their bytes.
+        self._data: dict[int, tuple[int, int]] = {}
+        #: A stream's body came in DATA frames too small to be anything but
+        #: an attack on the server's time (as for HTTP/1.1 chunks: past
+        #: FREE_CHUNKS frames they must average MIN_CHUNK bytes).
+        self.abusive = False
 
     @property
     def unfinished(self) -> bool:
@@ -121,6 +131,8 @@ class _FrameClock:
             header = self._header
             kind, flags = header[3], header[4]
             self._remaining = int.from_bytes(header[:3], "big")
+            if kind in (0x0, 0x3):  # DATA, RST_STREAM
+                self._count(kind, flags, int.from_bytes(header[5:9], "big") & 0x7FFFFFFF)
             header.clear()
             if kind in (0x1, 0x5, 0x9):  # HEADERS, PUSH_PROMISE, CONTINUATION
                 was = self._in_block
@@ -130,6 +142,21 @@ class _FrameClock:
             if not self._remaining and not self._in_block:
                 finished = True
         return finished
+
+    def _count(self, kind: int, flags: int, stream_id: int) -> None:
+        data = self._data
+        if kind == 0x3 or flags & 0x1:  # the stream's end (RST_STREAM, END_STREAM)
+            data.pop(stream_id, None)
+            if kind == 0x3:
+                return
+        frames, size = data.pop(stream_id, (0, 0))
+        frames, size = frames + 1, size + self._remaining
+        if frames > FREE_CHUNKS and size < frames * MIN_CHUNK:
+            self.abusive = True
+        if not flags & 0x1:
+            if len(data) >= _MAX_COUNTED_STREAMS:
+                data.clear()  # (streams the client never ended)
+            data[stream_id] = (frames, size)
 
 
 class _GivenBack(trio.abc.HalfCloseableStream):
@@ -207,6 +234,9 @@ class _GivenBack(trio.abc.HalfCloseableStream):
             # Only what the guard hands on (a head is held until whole;
             # after a forbidden request, nothing: the connection ends).
             data = self._feed(data)
+            if self._frames is not None and self._frames.abusive:
+                _log.info("HTTP/2 DATA frames too small: connection closed")
+                return self._ended()
             if data:
                 return data
 

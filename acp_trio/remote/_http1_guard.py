@@ -18,6 +18,11 @@ line it cannot parse or too long (h11 refuses those itself). Other upgrades
 (a WebSocket reaches hypercorn only when refused) and ``CONNECT`` leave it
 guarding: hypercorn goes on in HTTP/1.1 after them.
 
+It also refuses a chunked body of chunks too small to be anything but an
+attack on the server's time (each chunk an event through h11, hypercorn and
+the app: past ``FREE_CHUNKS`` chunks, they must average ``MIN_CHUNK``
+bytes): the connection ends with a 400.
+
 Two more things ride on it. ``Expect: 100-continue`` is renamed
 (:data:`EXPECT_CONTINUE`, a client's own such header dropped), so that h11
 does not have hypercorn grant it before the app has judged the request: the
@@ -37,6 +42,10 @@ POISON = b"POST / HTTP/1.1\r\nHost: invalid\r\nContent-Length: 0\r\nContent-Leng
 
 #: The header ``Expect: 100-continue`` becomes, for the app to see.
 EXPECT_CONTINUE = b"acp-trio-expect"
+#: A chunked body may have this many chunks of any size; beyond, its chunks
+#: must average at least MIN_CHUNK bytes (or the connection ends, 400).
+FREE_CHUNKS = 64
+MIN_CHUNK = 256
 
 _END_OF_HEAD = re.compile(rb"\n\r?\n")
 _MAX_HEAD = 64 * 1024
@@ -48,12 +57,24 @@ _HEAD, _BODY, _CHUNK_SIZE, _CHUNK_DATA, _TRAILER, _OFF = range(6)
 class RequestGuard:
     """Feed it what is read (:meth:`feed`); hand on what it returns."""
 
-    __slots__ = ("_buffer", "_http2", "_remaining", "_state", "http2_start", "refused")
+    __slots__ = (
+        "_buffer",
+        "_chunked_bytes",
+        "_chunks",
+        "_http2",
+        "_remaining",
+        "_state",
+        "http2_start",
+        "refused",
+    )
 
     def __init__(self) -> None:
         self._buffer = bytearray()
         self._state = _HEAD
         self._remaining = 0
+        # The chunks of the current chunked body, and their bytes.
+        self._chunks = 0
+        self._chunked_bytes = 0
         #: A forbidden request was met: nothing after it is handed on.
         self.refused = False
         # Set by _head: HTTP/2 begins with this head ("preface") or after it
@@ -124,17 +145,31 @@ class RequestGuard:
                     self._state = _OFF
                 break
             line = bytes(buffer[pos:newline]).rstrip(b"\r")
-            out += buffer[pos : newline + 1]
-            pos = newline + 1
             if state == _TRAILER:
+                out += buffer[pos : newline + 1]
+                pos = newline + 1
                 if not line:
                     self._state = _HEAD
                 continue
             try:
                 size = int(line.split(b";", 1)[0].strip(), 16)
             except ValueError:
+                out += buffer[pos:]
+                buffer.clear()
                 self._state = _OFF
-                break
+                return bytes(out)
+            self._chunks += 1 if size else 0
+            self._chunked_bytes += size
+            if self._chunks > FREE_CHUNKS and self._chunked_bytes < self._chunks * MIN_CHUNK:
+                # Chunks this small cost the server far more than the client
+                # (an event each through h11, hypercorn and the app): a
+                # chunk size h11 refuses ends the connection (400).
+                out += b"x\r\n"
+                self.refused = True
+                buffer.clear()
+                return bytes(out)
+            out += buffer[pos : newline + 1]
+            pos = newline + 1
             if size:
                 self._state, self._remaining = _CHUNK_DATA, size
             else:
@@ -195,6 +230,7 @@ class RequestGuard:
             return head
         if encoded:
             self._state, self._remaining = _CHUNK_SIZE, 0
+            self._chunks = self._chunked_bytes = 0
         elif lengths:
             try:
                 self._remaining = int(lengths[0].strip())

@@ -198,7 +198,7 @@ async def zero_window(base: str, token: str) -> None:
     prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt"}
     prompt["params"] = {
         "sessionId": session,
-        "prompt": [{"type": "text", "text": "stream 200000 1000"}],
+        "prompt": [{"type": "text", "text": "stream 200000 100000"}],
     }
     a.request("POST", {**JSON, **ids, "Acp-Session-Id": session}, dumps(prompt))
     await a.flush()

@@ -143,7 +143,12 @@ async def server(kind: str) -> AsyncIterator[tuple[trio.Process, str]]:
 ATTACKS: dict[str, tuple[str, str, str, int]] = {
     "slow-body": ("1. bodies that stop coming, no token (1,100)", "inproc", "websocket", 0),
     "agents": ("2. 300 initialize from one address", "serve", "websocket", 8),
-    "zero-window": ("3. h2c reader, window shut, agent streaming", "inproc", "websocket", 1),
+    "zero-window": (
+        "3. h2c reader, window shut, agent streaming 100 KB updates",
+        "inproc",
+        "websocket",
+        1,
+    ),
     "amplify": ("4. 10 MB of [{},{},...] over WebSocket and POST", "inproc", "http", 2),
     "refused-body": ("5. 4 GB bodies without the token (+ Expect)", "inproc", "websocket", 0),
     "held": ("6. 400 waiting prompts of 1 MB", "inproc", "websocket", 1),
@@ -151,7 +156,7 @@ ATTACKS: dict[str, tuple[str, str, str, int]] = {
     "malformed-ids": ("10. POSTs with object ids, flooding", "inproc", "http", 4),
     "late-body": ("11. h2c GET bodies after their 404", "inproc", "http", 0),
     "deep": ("12. POSTs nested 100,000 deep", "inproc", "http", 2),
-    "one-byte-chunks": ("13. bodies of 1-byte chunks (20 at once)", "inproc", "websocket", 20),
+    "one-byte-chunks": ("13. bodies of 1-byte chunks (20 at once)", "inproc", "websocket", 0),
     "slow-head": ("14. heads at a byte a second (200)", "inproc", "websocket", 0),
 }
 
