@@ -182,8 +182,8 @@ async def _read_body(
         await front.grant_continue()
     body = bytearray()
     start = trio.current_time()
-    while True:
-        with trio.move_on_at(limits.body_deadline(start, len(body))):
+    with trio.CancelScope(deadline=limits.body_deadline(start, 0)) as deadline:
+        while True:
             event = await receive()
             if event["type"] == "http.disconnect":
                 return None
@@ -193,8 +193,12 @@ async def _read_body(
             body += chunk
             if not event.get("more_body", False):
                 return bytes(body)
-            continue
-        raise _TooSlow
+            # Moved on by a second or more at a time (moving a deadline
+            # costs trio more than a small chunk costs us).
+            later = limits.body_deadline(start, len(body))
+            if later - deadline.deadline >= 1.0:
+                deadline.deadline = later
+    raise _TooSlow
 
 
 #: At most this many bytes of queued events go out in one body chunk.
