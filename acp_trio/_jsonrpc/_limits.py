@@ -114,6 +114,7 @@ def too_many_values(max_values: int) -> RequestError:
 
 
 _NOT_STRUCTURE: Final = bytes(c for c in range(256) if c not in b"[{,")
+_SLICE: Final = 1 << 20
 
 
 def surely_within(frame: bytes, max_depth: int, max_values: int) -> bool:
@@ -122,11 +123,18 @@ def surely_within(frame: bytes, max_depth: int, max_values: int) -> bool:
     exact count (:class:`StructureCheck`) must decide."""
     if len(frame) <= max_depth:
         return True  # (a value is at least a byte, a level one more)
-    kept = frame.translate(None, _NOT_STRUCTURE)
-    # values <= commas + openers + 1; depth <= openers
-    if len(kept) >= max_values:
-        return False
-    return len(kept) - kept.count(b",") <= max_depth
+    # values <= commas + openers + 1; depth <= openers. (In slices: what is
+    # kept of a slice is at most its size, and a hostile frame stops early.)
+    kept = openers = 0
+    for start in range(0, len(frame), _SLICE):
+        part = (frame if len(frame) <= _SLICE else frame[start : start + _SLICE]).translate(
+            None, _NOT_STRUCTURE
+        )
+        kept += len(part)
+        openers += len(part) - part.count(b",")
+        if kept >= max_values:
+            return False
+    return openers <= max_depth
 
 
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")
