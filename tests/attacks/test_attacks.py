@@ -202,7 +202,7 @@ async def good_client(base: str, profile: str, until: float) -> list[float]:
         start = time.monotonic()
         try:
             client = ScenarioClient()
-            with trio.fail_after(30):
+            with trio.fail_after(until - time.monotonic() + 30):
                 async with open_remote_agent(
                     client,
                     base + "/acp",
