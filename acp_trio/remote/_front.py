@@ -214,6 +214,8 @@ class _GivenBack(trio.abc.HalfCloseableStream):
         if self._head:
             head, self._head = self._head, b""
             await trio.lowlevel.checkpoint()
+            if self._frames is not None and self._frames.abusive:
+                return self._ended()
             return head
         while True:
             data: bytes | bytearray | None = None

@@ -201,12 +201,12 @@ class RequestGuard:
             if not colon:
                 continue
             name = name.strip().lower()
-            end = b"\r" if line.endswith(b"\r") else b""
             if name == b"expect" and value.strip().lower() == b"100-continue":
+                end = b"\r" if line.endswith(b"\r") else b""
                 lines[index] = EXPECT_CONTINUE + b": 100-continue" + end
                 renamed = True
             elif name == EXPECT_CONTINUE:
-                lines[index] = b"x-dropped: " + end
+                lines[index] = b"x-dropped: " + (b"\r" if line.endswith(b"\r") else b"")
                 renamed = True
             elif name == b"content-length":
                 lengths += value.split(b",")

@@ -106,12 +106,55 @@ def route_of(message: bytes, *, incoming: bool = False) -> Route:
     A message that is not a JSON object routes nowhere in particular
     (:data:`CONNECTION_SCOPE`); its handler answers it. Call it on messages
     within the JSON limits (what it parses is bounded by them)."""
+    # The shapes compact encoders write (acp_trio's among them), read in C:
+    # a request or notification whose params start with its sessionId, a
+    # response. Anything else is walked.
+    found = _CANONICAL.match(message)
+    if found is not None:
+        request_id, method, session_id, kind, result_session = found.groups()
+        if method is not None:
+            if session_id is not None or message[found.end() - 1 :] == b"}":
+                return Route(
+                    method.decode("utf-8", "replace"),
+                    request_id is not None,
+                    _canonical_id(request_id),
+                    None if session_id is None else session_id.decode("utf-8", "replace"),
+                )
+        elif incoming:
+            return _NOTHING  # a client's response: routed by nothing
+        elif kind == b"error" or result_session is not None:
+            return Route(
+                None,
+                True,
+                _canonical_id(request_id),
+                None if result_session is None else result_session.decode("utf-8", "replace"),
+            )
     if len(message) > _PEEK:
         try:
             return _walk(message[:_PEEK].decode("utf-8", "ignore"), incoming, partial=True)
         except _Incomplete:
             pass
     return _walk(message.decode("utf-8", "replace"), incoming, partial=False)
+
+
+# {"jsonrpc":"2.0", then an id (an integer of at most 15 digits, or a plain
+# string), then either "method":"..." with params starting with a plain
+# sessionId (or no params: the message ends), or "result"/"error" (a
+# result starting with a plain sessionId).
+_PLAIN: Final = rb'"([^"\\\x00-\x1f]{0,256})"'
+_CANONICAL: Final = re.compile(
+    rb'\{"jsonrpc":"2\.0",(?:"id":(-?(?:0|[1-9][0-9]{0,14})|"[^"\\\x00-\x1f]{0,256}"),)?'
+    rb'(?:"method":' + _PLAIN + rb'(?:,"params":\{"sessionId":' + _PLAIN + rb"|\})"
+    rb'|"(result|error)":(?:\{"sessionId":' + _PLAIN + rb")?)"
+)
+
+
+def _canonical_id(raw: bytes | None) -> int | str | None:
+    if raw is None:
+        return None
+    if raw[:1] == b'"':
+        return raw[1:-1].decode("utf-8", "replace")
+    return int(raw)
 
 
 def _walk(text: str, incoming: bool, *, partial: bool) -> Route:

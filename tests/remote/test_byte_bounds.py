@@ -21,7 +21,6 @@ from acp_trio import ConnectionConfig, schema
 from acp_trio.lowlevel import Handler, RequestContext
 from acp_trio.remote import (
     RemoteApp,
-    ServerLimits,
     agent_app,
     open_remote_agent,
     open_websocket_stream,
