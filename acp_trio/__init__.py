@@ -43,11 +43,13 @@ from acp_trio._exceptions import ConnectionClosed as ConnectionClosed
 from acp_trio._exceptions import ErrorCode as ErrorCode
 from acp_trio._exceptions import LocalProtocolError as LocalProtocolError
 from acp_trio._exceptions import MessageTooLarge as MessageTooLarge
+from acp_trio._exceptions import PromptNotSent as PromptNotSent
 from acp_trio._exceptions import ProtocolError as ProtocolError
 from acp_trio._exceptions import RemoteProtocolError as RemoteProtocolError
 from acp_trio._exceptions import RequestError as RequestError
 from acp_trio._exceptions import TurnNotAnswered as TurnNotAnswered
 from acp_trio._exceptions import UnsupportedProtocolVersion as UnsupportedProtocolVersion
+from acp_trio._exceptions import passing_errors_on as passing_errors_on
 from acp_trio._public import fix_module_names as _fix_module_names
 from acp_trio._transports import serve_tcp as serve_tcp
 from acp_trio._typed._agent import Agent as Agent
@@ -63,6 +65,8 @@ from acp_trio._typed._pair import open_agent_client_pair as open_agent_client_pa
 from acp_trio._typed._sessions import AgentSessions as AgentSessions
 from acp_trio._typed._terminal_handle import TerminalHandle as TerminalHandle
 from acp_trio._typed._tool_calls import ToolCallHandle as ToolCallHandle
+from acp_trio._typed._turn import AbandonPolicy as AbandonPolicy
+from acp_trio._typed._turn import CancelOutcome as CancelOutcome
 from acp_trio._version import __version__ as __version__
 
 _fix_module_names("acp_trio", globals())

@@ -15,6 +15,8 @@ This module is pure Python: the sans-IO core imports it too.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 __all__ = [
@@ -24,11 +26,13 @@ __all__ = [
     "ErrorCode",
     "LocalProtocolError",
     "MessageTooLarge",
+    "PromptNotSent",
     "ProtocolError",
     "RemoteProtocolError",
     "RequestError",
     "TurnNotAnswered",
     "UnsupportedProtocolVersion",
+    "passing_errors_on",
 ]
 
 
@@ -75,7 +79,8 @@ class RequestError(ACPError):
     error through does not answer with the peer's code, which would describe
     the nested call, not its own request: the SDK answers ``-32603`` whose
     ``data`` names the nested method and its error. To pass the peer's error
-    on as it is, raise ``e.passed_on()``.
+    on as it is, raise ``e.passed_on()``, or make the call inside
+    ``with acp_trio.passing_errors_on():``.
     """
 
     code: int
@@ -206,6 +211,29 @@ class RequestError(ACPError):
         return cls(ErrorCode.RESOURCE_NOT_FOUND, None, data)
 
 
+@contextmanager
+def passing_errors_on() -> Iterator[None]:
+    """Within the block, the peer's error answer to a call (a
+    :class:`RequestError` with :attr:`~RequestError.reply_to`) is raised as
+    :meth:`~RequestError.passed_on`: a handler that lets it out answers its
+    own request with that very error (code, message, data) instead of
+    ``-32603``. For a relay that stands for the agent it calls: a
+    sub-agent's ``-32800`` (its deadline) stays ``-32800``::
+
+        with acp_trio.passing_errors_on():
+            answer = await sub.prompt(params)
+
+    Errors made locally (no ``reply_to``) and other exceptions go through
+    unchanged.
+    """
+    try:
+        yield
+    except RequestError as exc:
+        if exc.reply_to is None:
+            raise
+        raise exc.passed_on() from exc
+
+
 class ProtocolError(ACPError):
     """A JSON-RPC protocol violation; see the two subclasses for whose."""
 
@@ -281,10 +309,13 @@ class UnsupportedProtocolVersion(RemoteProtocolError):
 
 
 class TurnNotAnswered(RemoteProtocolError):
-    """The agent did not answer a cancelled prompt turn within the grace
-    period after ``session/cancel`` (ACP says it must answer it, with
-    ``stopReason: "cancelled"``). Raised by the next ``prompt()`` on that
-    session, which was not sent, and by ``AgentProxy.cancel_turn()``."""
+    """The agent answered neither ``session/cancel`` nor ``$/cancel_request``
+    for a cancelled prompt turn within ``grace`` seconds of the first (ACP
+    says it must answer ``session/cancel``, with ``stopReason:
+    "cancelled"``), so the client abandoned the turn: its late answer, if
+    one ever comes, is dropped. Raised by that turn's ``prompt()`` if its
+    caller still waits for it. (``AgentProxy.cancel_turn()`` returns the
+    abandoned outcome instead.)"""
 
     def __init__(self, session_id: str, request_id: int, grace: float) -> None:
         self.session_id = session_id
@@ -293,12 +324,38 @@ class TurnNotAnswered(RemoteProtocolError):
         super().__init__(
             f"the agent never answered the cancelled prompt turn of session {session_id!r} "
             f"(session/prompt request {request_id}): no reply within {grace:g} s of "
-            f"session/cancel. The next prompt was not sent; the turn's reply is still "
-            f"awaited (cancel_turn() sends session/cancel again), or use a new session"
+            f"session/cancel, $/cancel_request included. The turn was abandoned: a late "
+            f"reply is dropped"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.session_id, self.request_id, self.grace), self.__dict__)
+
+
+class PromptNotSent(ACPError):
+    """A prompt that waited behind a cancelled turn of its session was not
+    sent: the session was cancelled again while it waited (``reason ==
+    "cancelled"``: a stop button stops what was queued too), or the turn
+    ahead was abandoned and the abandon policy closed the connection or
+    stopped the agent (``reason == "abandoned"``). ``outcome`` is how the
+    turn ahead ended (an :class:`~acp_trio.CancelOutcome`)."""
+
+    def __init__(self, session_id: str, reason: str, outcome: Any) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        self.outcome = outcome
+        why = (
+            "the session was cancelled again while it waited"
+            if reason == "cancelled"
+            else "the cancelled turn ahead of it was abandoned, and with it the agent"
+        )
+        super().__init__(
+            f"the prompt for session {session_id!r} was not sent: {why} "
+            f"(the turn ahead ended {getattr(outcome, 'how', outcome)})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id, self.reason, self.outcome), self.__dict__)
 
 
 class MessageTooLarge(RemoteProtocolError):

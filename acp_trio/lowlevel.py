@@ -1,12 +1,46 @@
-"""The JSON-level layer under the typed API, for tools, proxies and other
-transports: a :class:`Connection` speaks JSON-RPC with ``dict`` params and
-results, runs each incoming request in its own cancel scope
-(:class:`RequestContext`, whose ``connection`` is typed as the
-:class:`ConnectionAPI` a handler uses) and cancels each outgoing one on the
-wire (:class:`PendingRequest`). Plus the byte-stream transports it runs on, the
-message-stream seam (:class:`MessageStream`, and
-:class:`BufferedMessageStream` for one that reads and writes in bursts), the method tables of the
-typed API, and the process-wide JSON library switch.
+"""The JSON-level layer under the typed API: one seam for tools, proxies,
+tests and transports of your own. Here a connection speaks JSON-RPC with
+plain ``dict`` params and results, and keeps every rule the typed layer
+relies on: each incoming request in its own cancel scope, each outgoing one
+cancelled on the wire, every request answered once, notifications in wire
+order.
+
+The connection:
+
+- :class:`Connection`: a JSON-RPC peer over one stream; made by
+  :func:`open_connection` (an ``async with`` block that owns its tasks),
+  :func:`connect_connection` (started in your nursery) or
+  :func:`serve_connection` (runs until the stream ends).
+- :class:`Handler`: what the connection calls for each request and
+  notification it receives; subclass it.
+- :class:`RequestContext`: an incoming request as its handler sees it (its
+  cancel scope, its id, the connection typed as :class:`ConnectionAPI`);
+  :func:`current_request` finds it from any task under the handler.
+- :class:`PendingRequest`: an outgoing request you hold (from
+  ``open_request`` or ``send_request``): its result, its cancel.
+- :class:`CancelCause`: why a request was cancelled.
+- :class:`RequestNode` and :class:`ConnectionStatistics`: what
+  ``request_tree()`` and ``statistics()`` report of what is in flight.
+- :data:`CANCEL_REQUEST_METHOD`: the wire name of the per-request cancel.
+
+Transports, the streams a connection runs on:
+
+- :func:`open_stdio_stream`: an agent's own stdin and stdout (fd 1 kept for
+  the protocol); :func:`open_tcp_stream`: a TCP connection to an agent.
+- :func:`open_agent_process` / :class:`AgentProcess`: a spawned agent and
+  its stderr (:class:`StderrStatistics`).
+- :class:`FramedStream`: newline-delimited frames over a byte stream.
+- :class:`MessageStream` and :class:`BufferedMessageStream`: the seam for
+  transports whose unit is a whole message (WebSocket frames, HTTP bodies).
+
+Around it:
+
+- :class:`Instrumentation` and :class:`ConnectionInstrument`: the seam for
+  tracing a connection (``acp_trio.contrib.otel`` is one).
+- :func:`json_backend` / :func:`use_json_backend`: which JSON library
+  encodes and decodes, process-wide.
+- :data:`AGENT_METHODS` / :data:`CLIENT_METHODS`: the typed layer's method
+  tables (wire name to method name), for proxies and tools that route.
 
 This module only re-exports.
 """

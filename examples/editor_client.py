@@ -72,17 +72,21 @@ async def run_turn(
     sid: str,
     text: str,
     interrupts: AsyncIterator[int],
-) -> schema.PromptResponse | None:
-    """One prompt turn; Ctrl-C cancels it (and a second one leaves)."""
-    result: list[schema.PromptResponse | None] = []
+) -> str | None:
+    """One prompt turn; Ctrl-C cancels it (and a second one leaves).
+    Returns the stop reason, or how a cancelled turn ended without one."""
+    result: list[str | None] = []
     async with trio.open_nursery() as nursery:
 
         async def turn() -> None:
-            result.append(await agent.prompt_text(sid, text))
+            result.append((await agent.prompt_text(sid, text)).stop_reason)
             nursery.cancel_scope.cancel()
 
         async def cancel() -> None:
-            result.append(await agent.cancel_turn(sid))
+            # Answered, escalated ($/cancel_request) or abandoned: see
+            # docs/how-a-turn-ends.md.
+            outcome = await agent.cancel_turn(sid)
+            result.append(outcome.stop_reason or outcome.how)
             nursery.cancel_scope.cancel()
 
         async def on_ctrl_c() -> None:
@@ -111,8 +115,8 @@ async def main(root: Path, prompts: list[str], command: list[str], yes: bool) ->
             sid = (await agent.new_session(str(root))).session_id
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:
                 for text in prompts:
-                    answer = await run_turn(agent, sid, text, interrupts)
-                    say(f"\nstop reason: {answer.stop_reason if answer else 'none'}")
+                    stop_reason = await run_turn(agent, sid, text, interrupts)
+                    say(f"\nstop reason: {stop_reason or 'none'}")
 
 
 if __name__ == "__main__":

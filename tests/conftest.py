@@ -1,6 +1,9 @@
-"""Suite-wide: with ``CI=true``, the upstream schema beside the checkout is
-required (``../shared/acp-schema``), so the drift and schema tests cannot
-quietly skip in CI; elsewhere they skip, visibly, when it is absent."""
+"""Suite-wide: with ``CI=true``, the pinned ``@agentclientprotocol/sdk``
+npm package (``make`` installs it into ``tests/interop/node_modules``; it
+needs npm) is required, so the schema drift tests, which compare the
+committed generated files with it, cannot quietly skip in CI; elsewhere they
+skip, visibly, when it is absent. Every other schema test reads the
+structural schema the package ships, which every checkout has."""
 
 from __future__ import annotations
 
@@ -9,12 +12,22 @@ from pathlib import Path
 
 import pytest
 
-SCHEMA = Path(__file__).resolve().parents[1].parent / "shared" / "acp-schema" / "v1" / "schema.json"
+PACKAGE = (
+    Path(__file__).resolve().parent
+    / "interop"
+    / "node_modules"
+    / "@agentclientprotocol"
+    / "sdk"
+    / "schema"
+    / "v1"
+    / "schema.json"
+)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.environ.get("CI", "").lower() == "true" and not SCHEMA.is_file():
+    if os.environ.get("CI", "").lower() == "true" and not PACKAGE.is_file():
         raise pytest.UsageError(
-            f"CI=true but the upstream schema is missing at {SCHEMA}: the drift and schema"
-            " tests would be skipped (put ../shared beside the checkout, or unset CI)"
+            f"CI=true but the pinned schema package is missing at {PACKAGE}: the schema drift"
+            " tests would be skipped (run `make tests/interop/node_modules/.installed`, which"
+            " needs npm, or unset CI)"
         )

@@ -28,6 +28,7 @@ MODULES = [
     "acp_trio.testing",
     "acp_trio.contrib",
     "acp_trio.contrib.v2",
+    "acp_trio.contrib.otel",
     "acp_trio.v2",
     "acp_trio.build",
     "acp_trio.proxy",
@@ -169,3 +170,80 @@ def test_the_check_reports_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> N
         "method",
     ]
     assert "cancellation" in found[1]
+
+
+#: Every public namespace (the API reference has a page for each).
+NAMESPACES = [*MODULES, "acp_trio.schema", "acp_trio.schema.v2"]
+
+
+def data_names(module: types.ModuleType) -> list[str]:
+    """The public names of a namespace that are neither classes, functions
+    nor modules: constants and type aliases."""
+    return [
+        name
+        for name in public_names(module)
+        if not (
+            inspect.isclass(getattr(module, name))
+            or inspect.isroutine(getattr(module, name))
+            or inspect.ismodule(getattr(module, name))
+        )
+    ]
+
+
+def has_doc_comment(name: str, value: object) -> bool:
+    """A ``#:`` comment right above ``name``'s assignment in a module of
+    acp_trio that holds the same object under that name."""
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("acp_trio") or vars(module).get(name) is not value:
+            continue
+        try:
+            source = inspect.getsource(module)
+        except (OSError, TypeError):
+            continue
+        if re.search(rf"^#:.*\n(?:#:.*\n)*{re.escape(name)}\b", source, flags=re.MULTILINE):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("namespace", NAMESPACES)
+def test_every_public_name_of_every_namespace_has_a_docstring(namespace: str) -> None:
+    """Classes and functions by their docstrings (schema classes included,
+    whose docstrings are generated); constants and type aliases by a ``#:``
+    comment where they are defined, or by the namespace's own docstring
+    naming them. The generated schema aliases document themselves by their
+    value (a ``Literal``, a union) on the schema pages."""
+    module = importlib.import_module(namespace)
+    missing = []
+    for name in public_names(module):
+        obj = getattr(module, name)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
+            if not isinstance(doc, str) or not doc.strip():
+                missing.append(name)
+    generated = set()
+    if namespace.startswith("acp_trio.schema"):
+        generated = set(importlib.import_module(f"{namespace}._generated_types").__all__)
+    for name in data_names(module):
+        if name in generated or f"``{name}``" in (module.__doc__ or ""):
+            continue
+        if f":data:`{name}`" in (module.__doc__ or "") or has_doc_comment(
+            name, getattr(module, name)
+        ):
+            continue
+        missing.append(name)
+    assert not missing, f"{namespace}: no docstring for {missing}"
+
+
+def test_the_namespace_check_sees_a_name_without_a_docstring(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = types.ModuleType("acp_trio._namespace_probe")
+
+    class Bare:
+        pass
+
+    module.__all__ = ["Bare", "LIMIT"]  # type: ignore[attr-defined]
+    module.Bare, module.LIMIT = Bare, 12345  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    with pytest.raises(AssertionError, match=r"\['Bare', 'LIMIT'\]"):
+        test_every_public_name_of_every_namespace_has_a_docstring(module.__name__)

@@ -1,52 +1,25 @@
-"""The guides' code runs and type-checks as printed.
-
-A guide's code blocks are files: a block under a ``<!-- file: NAME -->``
-line goes into ``NAME``, after the blocks of that name before it (a file
-may be built step by step, one block per step). Every ``python`` block must
-have a file; other blocks (``sh``) need none and are not run. Each guide's
-files are written to a fresh directory, checked with ``mypy --strict``, and
-run there as the guide says (its test files with pytest, its programs
-against the example agent), as in ``tests/test_readme.py`` for the README.
+"""The guides' programs and tests run as the guides say: their own tests
+pass with pytest, and the client drives the example agent and passes
+``check-client``. A guide's code blocks are files (``<!-- file: NAME -->``,
+see ``tests/docblocks.py``); ``tests/test_docs.py`` type-checks them.
 """
 
 from __future__ import annotations
 
-import re
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import trio
+from docblocks import ROOT, write_page
 
-ROOT = Path(__file__).resolve().parents[1]
-GUIDES = ["docs/agents.md", "docs/clients.md"]
-LIMIT = 180  # real seconds: mypy and pytest in subprocesses
-
-_BLOCK = re.compile(
-    r"(?:<!-- file: (?P<name>[\w./-]+) -->\n+)?```(?P<lang>\w*)\n(?P<code>.*?)^```",
-    flags=re.DOTALL | re.MULTILINE,
-)
-
-
-def guide_files(guide: str, text: str | None = None) -> dict[str, str]:
-    """The files a guide's code blocks make, by name, in the guide's order."""
-    files: dict[str, str] = {}
-    for match in _BLOCK.finditer((ROOT / guide).read_text() if text is None else text):
-        name, lang, code = match["name"], match["lang"], match["code"]
-        if name is None:
-            assert lang != "python", f"{guide}: a python block with no file marker:\n{code}"
-            continue
-        files[name] = files.get(name, "") + code
-    return files
+LIMIT = 180  # real seconds: pytest in subprocesses
 
 
 def write_guide(guide: str, where: Path) -> dict[str, str]:
-    files = guide_files(guide)
-    for name, code in files.items():
-        (where / name).parent.mkdir(parents=True, exist_ok=True)
-        (where / name).write_text(code)
-    return files
+    return write_page(guide, where)
 
 
 async def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
@@ -56,31 +29,13 @@ async def run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes]:
         )
 
 
-def test_blocks_are_found() -> None:
-    # The extraction itself: a marker takes the block right after it, steps
-    # of one file are joined in order, and an unmarked python block fails.
-    text = "<!-- file: a.py -->\n```python\nx = 1\n```\n```sh\nls\n```\n"
-    text += "<!-- file: a.py -->\n\n```python\ny = 2\n```\n"
-    assert [m["name"] for m in _BLOCK.finditer(text)] == ["a.py", None, "a.py"]
-    assert guide_files("t.md", text) == {"a.py": "x = 1\ny = 2\n"}
-    with pytest.raises(AssertionError, match="no file marker"):
-        guide_files("t.md", "```python\nx = 1\n```\n")
-
-
-@pytest.mark.parametrize("guide", GUIDES)
-async def test_the_guide_type_checks(guide: str, tmp_path: Path) -> None:
-    files = write_guide(guide, tmp_path)
-    python = sorted(name for name in files if name.endswith(".py"))
-    assert python, f"{guide} has no python files"
-    result = await run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", *python], tmp_path
-    )
-    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
-
-
 @pytest.mark.parametrize(
     ("guide", "tests", "passed"),
-    [("docs/agents.md", "test_agent.py", 6), ("docs/clients.md", "test_client.py", 2)],
+    [
+        ("docs/agents.md", "test_agent.py", 6),
+        ("docs/clients.md", "test_client.py", 2),
+        ("docs/how-a-turn-ends.md", "test_relay.py", 4),
+    ],
 )
 async def test_the_guide_tests_pass(guide: str, tests: str, passed: int, tmp_path: Path) -> None:
     files = write_guide(guide, tmp_path)
@@ -121,3 +76,15 @@ async def test_the_guide_client_conforms(tmp_path: Path) -> None:
     assert result.returncode == 3, out + result.stderr.decode()
     assert "INCOMPLETE" in out, out
     assert "(0 required)" in out, out
+
+
+def test_the_turn_picture_is_what_its_script_draws() -> None:
+    """``docs/how-a-turn-ends.svg`` is ``tools/draw_turn_ends.py``'s output:
+    change the script and run it, not the picture."""
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "tools" / "draw_turn_ends.py")
+    assert spec is not None
+    assert spec.loader is not None
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    assert (ROOT / "docs" / "how-a-turn-ends.svg").read_text() == draw.draw()
+    assert "how-a-turn-ends.svg" in (ROOT / "docs" / "how-a-turn-ends.md").read_text()

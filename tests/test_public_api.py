@@ -26,13 +26,15 @@ TOP_LEVEL = {
     # errors
     "ACPError", "CapabilityError", "ConnectionClosed", "ErrorCode", "LocalProtocolError",
     "MessageTooLarge", "ProtocolError", "RemoteProtocolError", "RequestError",
-    "TurnNotAnswered", "UnsupportedProtocolVersion",
+    "TurnNotAnswered", "UnsupportedProtocolVersion", "PromptNotSent", "passing_errors_on",
     # typed APIs and the functions that serve and connect them
     "Agent", "AgentProxy", "Client", "ClientProxy", "ConnectionConfig",
     "open_client", "open_agent_client_pair", "open_agent", "open_spawned_agent", "run_agent",
     "serve_agent", "serve_tcp",
     # the agent author's kit (and the acp_trio.build module)
     "AgentSessions", "TerminalHandle", "ToolCallHandle",
+    # how a cancelled turn ended (AgentProxy.cancel_turn)
+    "AbandonPolicy", "CancelOutcome",
 }  # fmt: skip
 
 LOWLEVEL = {
@@ -48,7 +50,7 @@ LOWLEVEL = {
 
 TESTING = {
     "AgentClientPair", "CHECKS", "CheckInfo", "CheckReport", "CheckResult",
-    "ExpectationFailed", "HOLD_PATH", "Level", "NOT_JSON", "PeerEvent",
+    "ExpectationFailed", "HOLD_PATH", "Level", "NOT_JSON", "PeerEvent", "Rule",
     "SCENARIO_AGENT_COMMAND", "SCENARIO_CLIENT_CAPABILITIES", "ScenarioAgent",
     "ScenarioClient", "ScriptedPeer", "Verdict", "check_agent", "find_schema",
     "open_memory_pair", "open_scripted_agent", "open_scripted_client",

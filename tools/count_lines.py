@@ -1,11 +1,11 @@
 """Lines of code in Python files: no blank lines, comments or docstrings.
 
 .venv/bin/python tools/count_lines.py FILE...
-.venv/bin/python tools/count_lines.py        # the README's comparison
+.venv/bin/python tools/count_lines.py        # the comparison in docs/compared.md
 
 Without arguments it counts the example pair written with acp_trio against
 the same pair written with the official Python SDK, 0.12.1 and 1.0.0rc3,
-and prints the README's table (Markdown).
+and prints the table of docs/compared.md (Markdown).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def counts() -> list[tuple[str, list[int]]]:
 
 
 def comparison() -> list[str]:
-    """The README's table: the counts, and acp_trio's share of each official version."""
+    """docs/compared.md's table: the counts, and acp_trio's share of each official version."""
     head = ["lines of code", "acp_trio"]
     for version in VERSIONS:
         head += [f"official Python SDK {version}", "ratio"]

@@ -3,7 +3,7 @@
 
 Usage (from the repository root)::
 
-    python tools/gen_schema.py            # stable + unstable, from ../shared/acp-schema/v1
+    python tools/gen_schema.py            # from the pinned @agentclientprotocol/sdk (make regen)
     python tools/gen_schema.py --check    # exit 1 if the committed files are stale
     python tools/gen_schema.py --help     # all options
 

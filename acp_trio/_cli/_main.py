@@ -114,7 +114,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--scenario",
         action="store_true",
-        help="run the scenario checks even if `echo <token>` does not detect the vocabulary",
+        help="run the scenario checks even if `echo <token>` does not detect the scenario "
+        "vocabulary (docs/scenario-agent.md in acp_trio's source)",
     )
     check.add_argument("--no-scenario", action="store_true", help="skip the scenario checks")
     check.add_argument(
@@ -150,9 +151,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--schema",
         metavar="PATH",
-        help="validate with jsonschema against this ACP v1 schema.json (default: "
-        "../shared/acp-schema/v1/schema.json relative to the current directory or to the "
-        "repository if found, else the generated types of acp_trio.schema)",
+        help="validate with jsonschema against this ACP v1 schema.json (default: the schema "
+        "acp_trio ships, with jsonschema from the 'check' extra; without it, the generated "
+        "types of acp_trio.schema)",
     )
     check.add_argument(
         "--cancel-prompt",
@@ -164,7 +165,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check.add_argument(
         "--hold-prompt",
         metavar="TEXT",
-        help="for agents without the scenario vocabulary: a prompt on which the agent sends "
+        help="for agents without the scenario vocabulary (docs/scenario-agent.md in acp_trio's "
+        "source): a prompt on which the agent sends "
         "the client a request (permission, file, terminal); the checker holds it unanswered "
         "and runs session-cancel and the cancellation checks (but deadline) on that turn",
     )
@@ -217,7 +219,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         description="Spawn a stdio ACP v2 agent (any SDK) and check the v2 rules: negotiation, "
         "-32022, requests before and repeated initialize, the prompt lifecycle, robustness; "
         "held prompts, tool_call/cancel and error turns with the v2 scenario vocabulary "
-        "(`python -m acp_trio scenario-agent --v2`). Exit status as check-agent's: 0 CONFORMS, "
+        "(`python -m acp_trio scenario-agent --v2`; docs/scenario-agent.md in acp_trio's "
+        "source). Exit status as check-agent's: 0 CONFORMS, "
         "1 DOES NOT CONFORM, 3 INCOMPLETE, 2 usage error.",
     )
     for name in ("--strict", "--allow-skips", "--json", "--list", "--verbose"):
@@ -226,15 +229,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     check_v2.add_argument(
         "--hold-prompt",
         metavar="TEXT",
-        help="for agents without the v2 scenario vocabulary: a prompt on which the agent "
-        "sends the client a request (a permission); held-prompts then runs on that turn",
+        help="for agents without the v2 scenario vocabulary (docs/scenario-agent.md in "
+        "acp_trio's source): a prompt on which the agent sends the client a request (a "
+        "permission); held-prompts then runs on that turn",
     )
     add_kit_options(check_v2)
     check_v2.add_argument("--timeout", type=float, default=5.0, metavar="S", help="(default 5)")
     for name in ("--init-timeout", "--prompt-timeout"):
         check_v2.add_argument(name, type=float, metavar="S", help=f"as check-agent {name}")
     check_v2.add_argument(
-        "--schema", metavar="PATH", help="the ACP v2 schema.json to validate with"
+        "--schema",
+        metavar="PATH",
+        help="validate with jsonschema against this ACP v2 schema.json (default: the one "
+        "acp_trio ships, as for check-agent)",
     )
     check_v2.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
 
@@ -288,8 +295,9 @@ def _client_parser(
         help="check a stdio ACP client against a scripted agent",
         description="Run CLIENT_CMD, which must spawn the checking agent: its command "
         "replaces {agent} (one shell-quoted word) or {agent-args} (the words) in "
-        "CLIENT_CMD, and is in $ACP_CHECK_CLIENT_AGENT. The client must send one "
-        "prompt, and session/cancel when the agent says `check-client: cancel now`. "
+        "CLIENT_CMD, and is in $ACP_CHECK_CLIENT_AGENT. The client must send a "
+        "prompt, session/cancel when the agent says `check-client: cancel now`, and "
+        "another prompt when a turn said `check-client: prompt again`. "
         "Exit status: 0 CONFORMS, 1 a required check failed, 3 INCOMPLETE (a required "
         "check could not run), 2 usage error. With --agent-side, serve the "
         "checking agent on stdio and write the verdicts to --report.",
@@ -309,13 +317,21 @@ def _client_parser(
         metavar="S",
         help="seconds the client may run before it is killed (default 120)",
     )
+    client.add_argument(
+        "--cancel-wait",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds the checking agent ignores a session/cancel before it calls the client "
+        "hung (ignored-cancel; default 3 x --timeout): more than the client's own grace",
+    )
     client.add_argument("--cwd", metavar="DIR", help="run the client in DIR")
     client.add_argument(
         "--on-cue",
         metavar="CMD",
         help="a shell command run once the agent sent its cue `check-client: cancel now` "
-        "(for clients cancelled from outside, e.g. \"acpx --agent '{agent}' cancel\"); "
-        "the placeholders work as in CLIENT_CMD",
+        "(for clients cancelled from outside, e.g. \"acpx --agent '{agent}' cancel\"), and "
+        "again at each later cue; the placeholders work as in CLIENT_CMD",
     )
     client.add_argument("--list", action="store_true", help="list the checks and exit")
     client.add_argument(
@@ -334,12 +350,13 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
     if args.timeout <= 0 or args.limit <= 0:
         parser.error("--timeout and --limit must be positive")
+    if args.cancel_wait is not None and args.cancel_wait <= 0:
+        parser.error("--cancel-wait must be positive")
     if args.list:
         from acp_trio.testing import CLIENT_CHECKS
+        from acp_trio.testing._check._report import list_lines
 
-        width = max(len(info.name) for info in CLIENT_CHECKS)
-        for info in CLIENT_CHECKS:
-            print(f"{info.name.ljust(width)}  {info.level.value.ljust(11)}  {info.description}")
+        print("\n".join(list_lines(CLIENT_CHECKS)))
         return 0
     if args.show:
         report = read_report(args.show)
@@ -348,7 +365,10 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     if args.agent_side:
         if not args.report:
             parser.error("--agent-side needs --report FILE")
-        trio.run(functools.partial(run_agent_side, args.report, timeout=args.timeout))
+        side = functools.partial(
+            run_agent_side, args.report, timeout=args.timeout, cancel_wait=args.cancel_wait
+        )
+        trio.run(side)
         return 0
     command = _command(parser, args.command)
     from acp_trio.testing import CLIENT_CHECKS
@@ -357,7 +377,13 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     expected = baseline(parser, args, CLIENT_CHECKS)
     on_cue = None if args.on_cue is None else ["sh", "-c", args.on_cue]
     run = functools.partial(
-        check_client, command, timeout=args.timeout, limit=args.limit, cwd=args.cwd, on_cue=on_cue
+        check_client,
+        command,
+        timeout=args.timeout,
+        limit=args.limit,
+        cwd=args.cwd,
+        on_cue=on_cue,
+        cancel_wait=args.cancel_wait,
     )
     report = trio.run(run)
     if only is not None:  # every check runs (one scripted session); these are judged
@@ -367,12 +393,9 @@ def _check_client(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 def _list_checks() -> str:
     from acp_trio.testing import CHECKS
+    from acp_trio.testing._check._report import list_lines
 
-    width = max(len(info.name) for info in CHECKS)
-    return "\n".join(
-        f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}"
-        for info in CHECKS
-    )
+    return "\n".join(list_lines(CHECKS))
 
 
 def _check_agent(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -442,9 +465,9 @@ def _check_agent_v2(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     from acp_trio.testing._check._v2 import V2_CHECKS, check_agent_v2
 
     if args.list:
-        width = max(len(info.name) for info in V2_CHECKS)
-        for info in V2_CHECKS:
-            print(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
+        from acp_trio.testing._check._report import list_lines
+
+        print("\n".join(list_lines(V2_CHECKS)))
         return 0
     command = _command(parser, args.command)
     only = selected(parser, args, V2_CHECKS, V2_NO_SESSION)

@@ -68,11 +68,29 @@ async def open_connection(
     (see :meth:`Connection.aclose`: handlers cancelled and answered
     ``-32800``, pending calls failed, output flushed, bounded). Errors come
     out as one plain exception, never an ``ExceptionGroup`` of one.
+
+    It is the block that ends the connection, not a cancel of the scope
+    around it: when that scope is cancelled, the block's own cleanup (a
+    turn's ``session/cancel`` and its bounded wait for the answer, say)
+    still talks over a working connection, and the connection closes once
+    the block is left. (Otherwise its reader, writer and handlers, cancelled
+    at the same moment as the block, would race the cleanup and fail its
+    calls first.)
     """
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
-            conn = await connect_connection(nursery, stream, handler, config=config)
+            conn = Connection(stream, handler, config)
+            await nursery.start(_serve_until_closed, conn)
             try:
                 yield conn
             finally:
                 conn.close_soon()
+
+
+async def _serve_until_closed(
+    conn: Connection, *, task_status: trio.TaskStatus[Connection] = trio.TASK_STATUS_IGNORED
+) -> None:
+    # Shielded: only close_soon() (the block left, or the peer gone) ends
+    # it, and closing is bounded by close_timeout.
+    with trio.CancelScope(shield=True):
+        await conn.serve(task_status=task_status)

@@ -7,7 +7,7 @@ an ACP agent to exit), then after a grace period the whole group gets
 SIGTERM, then SIGKILL, and the agent is always reaped. Teardown is shielded
 from cancellation and bounded in time.
 
-Its stderr stays visible and never blocks anyone (see ``_stderr``):
+Its stderr stays visible to the end and never blocks anyone (see ``_stderr``):
 ``"forward"`` (the default) writes its lines, prefixed with the program's name
 and pid, to our ``sys.stderr``; ``"log"`` (or a :class:`logging.Logger`) makes
 them log records; ``"capture"`` only keeps the tail; ``"inherit"`` shares our
@@ -20,11 +20,12 @@ briefly for the process to exit, so the connection's
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Literal, final
 
@@ -51,6 +52,10 @@ StderrMode = Literal["forward", "log", "capture", "inherit", "discard"]
 
 # How long an EOF on stdout waits for the exit code before reporting it.
 _EXIT_WAIT = 1.0
+# Once the agent is gone: how long its stderr may stay open (a grandchild
+# holding the pipe), then how long the lines read may take to be written.
+_STDERR_EOF_WAIT = 0.5
+_STDERR_FLUSH_WAIT = 2.0
 
 
 class _ProcessStdout(trio.abc.ReceiveStream):
@@ -86,10 +91,26 @@ class AgentProcess(metaclass=NoPublicConstructor):
         process: trio.Process,
         stream: trio.StapledStream[trio.abc.SendStream, trio.abc.ReceiveStream],
         pump: StderrPump | None,
+        stopper: _Stopper,
     ) -> None:
         self.process = process
         self.stream = stream
         self._pump = pump
+        self._stopper = stopper
+
+    def stop_soon(self) -> None:
+        """Start the stop sequence now, without waiting: stdin closed,
+        ``shutdown_grace``, SIGTERM to the group, ``terminate_grace``,
+        SIGKILL, reaped; the same sequence leaving the block runs, which
+        then waits for this one. Its protocol stream ends with it (a
+        connection on it closes). Idempotent; for code that must end an
+        agent that stopped answering (``abandon_policy="stop_process"``)."""
+        self._stopper.start_soon()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the stop sequence has started."""
+        return self._stopper.started
 
     @property
     def pid(self) -> int:
@@ -205,6 +226,54 @@ async def _shutdown(
             await _wait_group_gone(pgid, term_grace)
 
 
+class _Stopper:
+    """The stop sequence of one agent: run once, by whoever asks first (the
+    block's end, or :meth:`AgentProcess.stop_soon` in the block's nursery);
+    shielded and bounded by its two graces."""
+
+    def __init__(
+        self, process: trio.Process, stdin: trio.abc.SendStream, grace: float, term_grace: float
+    ) -> None:
+        self._process = process
+        self._stdin = stdin
+        self._grace = grace
+        self._term_grace = term_grace
+        self._nursery: trio.Nursery | None = None
+        self.started = False
+        self._done = trio.Event()
+
+    def start_soon(self) -> None:
+        if not self.started and self._nursery is not None:
+            self._nursery.start_soon(self.run, name="acp agent stop")
+
+    async def run(self) -> None:
+        """Stop the agent, or wait until the stop already under way ends."""
+        with trio.CancelScope(shield=True):
+            if self.started:
+                await self._done.wait()
+                return
+            self.started = True
+            try:
+                await _shutdown(self._process, self._stdin, self._grace, self._term_grace)
+            finally:
+                self._done.set()
+
+
+async def _forward_stderr(
+    pump: StderrPump, stderr: trio.abc.ReceiveStream, scopes: dict[str, trio.CancelScope]
+) -> None:
+    # Shielded: the lines come until the agent's end, however the block is
+    # left; the block's end stops these two tasks itself (bounded).
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_within, scopes["read"], functools.partial(pump.read, stderr))
+        nursery.start_soon(_within, scopes["write"], pump.write)
+
+
+async def _within(scope: trio.CancelScope, task: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await task()
+
+
 def with_telemetry(
     env: Mapping[str, str] | None, telemetry: Mapping[str, str] | None
 ) -> Mapping[str, str] | None:
@@ -241,16 +310,25 @@ async def open_agent_process(
     seconds, then SIGKILL; the agent is always reaped. That shutdown is
     shielded from cancellation (and bounded by the two graces), so leaving
     by an exception or a cancellation stops the agent the same way.
+    :meth:`AgentProcess.stop_soon` starts it earlier.
 
     ``stderr`` says where the agent's stderr goes (see the module's
     docstring); forwarded lines start with ``stderr_prefix``, by default
-    ``"name[pid]: "``. Forwarding never blocks the agent or the connection:
-    lines the destination cannot take in time are dropped and counted
+    ``"name[pid]: "``. Every line the agent writes until it exits is
+    forwarded, however the block is left: a cancel of the scope around it
+    does not stop the forwarding, the block's end does, once the agent is
+    gone and its stderr read to the end (bounded: half a second for a
+    grandchild still holding the pipe, two more for the destination).
+    Forwarding never blocks the agent or the connection: lines the
+    destination cannot take in time are dropped and counted
     (:attr:`AgentProcess.stderr_lines_dropped`), lines are cut at 8 KiB,
     invalid UTF-8 is replaced.
     """
     if not command:
         raise ValueError("command must not be empty")
+    for name, grace in (("shutdown_grace", shutdown_grace), ("terminate_grace", terminate_grace)):
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
+            raise ValueError(f"{name} must be a number of seconds >= 0, not {grace!r}")
     if isinstance(stderr, logging.Logger):
         stderr_arg: int | None = subprocess.PIPE
     elif stderr in ("forward", "log", "capture"):
@@ -289,20 +367,37 @@ async def open_agent_process(
         pump = StderrPump(TailBuffer(stderr_tail_size), sink)
     stdout: trio.abc.ReceiveStream = _ProcessStdout(process.stdout, process)
     stream = trio.StapledStream(process.stdin, stdout)
-    agent = AgentProcess._create(process, stream, pump)
+    stopper = _Stopper(process, process.stdin, shutdown_grace, terminate_grace)
+    agent = AgentProcess._create(process, stream, pump, stopper)
+    # The stderr tasks' scopes (made here: one cancelled before its task
+    # starts still stops it).
+    scopes = {"read": trio.CancelScope(shield=True), "write": trio.CancelScope(shield=True)}
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
+            stopper._nursery = nursery
             if pump is not None and process.stderr is not None:
-                nursery.start_soon(pump.read, process.stderr)
-                nursery.start_soon(pump.write)
+                nursery.start_soon(_forward_stderr, pump, process.stderr, scopes)
             try:
                 yield agent
             finally:
                 with trio.CancelScope(shield=True):
-                    await _shutdown(process, process.stdin, shutdown_grace, terminate_grace)
+                    await stopper.run()
                     with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         await process.stdout.aclose()
-                # The stderr tasks end at its EOF, once the last lines are
-                # written; don't wait long on grandchildren that may still
-                # hold the pipe open, or on a destination that is stuck.
-                nursery.cancel_scope.deadline = trio.current_time() + 0.5
+                    if pump is not None:
+                        await _end_stderr(pump, scopes)
+                nursery.cancel_scope.cancel()
+
+
+async def _end_stderr(pump: StderrPump, scopes: dict[str, trio.CancelScope]) -> None:
+    """The agent is gone: its stderr lines are read to the end of the pipe
+    and handed on. Bounded: a grandchild may hold the pipe open (reading
+    stops after a moment), and the destination may be stuck (the lines
+    left are dropped after a while; see ``_stderr``)."""
+    with trio.move_on_after(_STDERR_EOF_WAIT):
+        await pump.eof.wait()
+    scopes["read"].cancel()  # what it read is queued, the writer told
+    with trio.move_on_after(_STDERR_FLUSH_WAIT):
+        await pump.flushed.wait()
+    for scope in scopes.values():
+        scope.cancel()

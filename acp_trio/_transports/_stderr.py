@@ -55,6 +55,24 @@ _LINE_OVERHEAD = 64
 
 # Interpreters and launchers: the program is their first non-option argument.
 _LAUNCHERS = ("python", "node", "bun", "deno", "npx", "pnpx", "uvx", "bunx")
+# Per launcher: options whose value is the program's code (the name is then
+# the launcher and the option: ``python -c``), options that take a value
+# (skipped with it), and subcommands before the program (``deno run``).
+_INLINE = {
+    "python": ("-c",),
+    "node": ("-e", "--eval", "-p", "--print"),
+    "bun": ("-e", "--eval", "-p", "--print"),
+    "deno": ("eval",),
+}
+_VALUED = {
+    "python": ("-W", "-X", "--check-hash-based-pycs"),
+    "node": ("-r", "--require", "--import", "--loader", "--experimental-loader"),
+    "npx": ("-p", "--package"),
+    "uvx": ("--from", "--with", "-p", "--python"),
+}
+_SUBCOMMANDS = {"deno": ("run",), "bun": ("run",)}
+# A longer "name", or one with spaces, is code or a command line, not a name.
+_MAX_NAME = 64
 
 #: Writes a batch of decoded lines (drop notices included) somewhere; runs in
 #: a worker thread and may block.
@@ -88,14 +106,30 @@ class TailBuffer:
 def default_prefix(command: Sequence[str], pid: int) -> str:
     """``"name[pid]: "``, where name is the program's file name, or for an
     interpreter or launcher (``python agent.py``, ``npx some-agent``) its
-    first argument that is not an option: what tells two agents apart."""
+    first argument that is not an option: what tells two agents apart. Code
+    given inline is not a name: ``python -c CODE`` is ``python -c``."""
+    return f"{_program_name(command)}[{pid}]: "
+
+
+def _program_name(command: Sequence[str]) -> str:
     name = os.path.basename(command[0])
-    if name.startswith(_LAUNCHERS):
-        for arg in command[1:]:
-            if not arg.startswith("-"):
-                name = os.path.basename(arg.rstrip("/")) or arg
-                break
-    return f"{name}[{pid}]: "
+    family = next((launcher for launcher in _LAUNCHERS if name.startswith(launcher)), None)
+    if family is None:
+        return name
+    args = iter(command[1:])
+    for arg in args:
+        if arg in _INLINE.get(family, ()):
+            return f"{name} {arg}"
+        if arg in _VALUED.get(family, ()):
+            next(args, None)
+            continue
+        if arg.startswith("-") or arg in _SUBCOMMANDS.get(family, ()):
+            continue
+        program = os.path.basename(arg.rstrip("/")) or arg
+        if len(program) > _MAX_NAME or any(c.isspace() for c in program):
+            return name
+        return program
+    return name
 
 
 def stream_sink(prefix: str) -> Sink:
@@ -173,21 +207,31 @@ class StderrPump:
         self.peak_queued_bytes = 0
         # One thread at most, stuck or not: never the default limiter's.
         self._limiter = trio.CapacityLimiter(1)
+        #: Set once reading ended (end of file, or the reader cancelled).
+        self.eof = trio.Event()
+        #: Set once the writer handed on all there was (or was cancelled).
+        self.flushed = trio.Event()
 
     # -- reader ---------------------------------------------------------
 
     async def read(self, stream: trio.abc.ReceiveStream) -> None:
-        """Until end of file: never waits on anything but the pipe."""
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            while chunk := await stream.receive_some(65536):
-                self.tail.add(chunk)
-                if self._sink is not None:
-                    self._feed(chunk)
-        if self._partial:
-            self._push(bytes(self._partial))
+        """Until end of file: never waits on anything but the pipe. Cancelled
+        (a grandchild holds the pipe open), what was read still goes out:
+        the last line, even without its newline, is queued, and the writer
+        is told that nothing more comes."""
+        try:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                while chunk := await stream.receive_some(65536):
+                    self.tail.add(chunk)
+                    if self._sink is not None:
+                        self._feed(chunk)
+        finally:
+            if self._partial and not self._skipping:
+                self._push(bytes(self._partial))
             self._partial.clear()
-        self._eof = True
-        self._wake.set()
+            self._eof = True
+            self._wake.set()
+            self.eof.set()
 
     @property
     def idle(self) -> bool:
@@ -262,6 +306,12 @@ class StderrPump:
 
     async def write(self) -> None:
         """Hands the queued lines to the destination until end of file."""
+        try:
+            await self._write()
+        finally:
+            self.flushed.set()
+
+    async def _write(self) -> None:
         if self._sink is None:
             return
         while True:

@@ -274,7 +274,7 @@ class Agent(Extensible):
 def _make_agent(agent: Agent | Callable[[], Agent]) -> Agent:
     if isinstance(agent, Agent):
         return agent
-    if not callable(agent) or isinstance(agent, type) and not issubclass(agent, Agent):
+    if not callable(agent) or (isinstance(agent, type) and not issubclass(agent, Agent)):
         raise TypeError(
             f"expected your Agent (or a factory of one), got {agent!r}; a Client "
             f"talks to an agent with open_agent(client, stream) or "

@@ -3,9 +3,11 @@
 Every agent method takes its request object or its fields (the generated
 :class:`~acp_trio.schema._generated_proxies.AgentProxyMethods`); calls
 before ``initialize``, or needing a capability the agent did not
-advertise, raise and send nothing. The proxy keeps each session's prompt
-turns: a cancelled turn must be answered before the session's next prompt
-is sent (within :attr:`AgentProxy.cancel_grace`).
+advertise, raise and send nothing. Each session's prompt turns are kept
+by a :class:`~acp_trio._typed._turn.TurnBook` (``_turn.py``): a cancelled
+turn climbs the cancel ladder (``session/cancel``, then
+``$/cancel_request``, then abandoned) and the session's next prompt waits
+for it to end.
 
 It talks to the client side of the connection through :class:`ClientSide`,
 a narrow protocol that the client's handler implements.
@@ -14,17 +16,17 @@ a narrow protocol that the client's handler implements.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any, Final, Protocol, overload
 
 import attrs
 import trio
 
 from acp_trio._core._connection import Connection
-from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import (
+    ACPError,
     CapabilityError,
     LocalProtocolError,
-    TurnNotAnswered,
     UnsupportedProtocolVersion,
 )
 from acp_trio._public import NoPublicConstructor
@@ -33,6 +35,13 @@ from acp_trio._typed._dispatch import (
     adopt_hook_docs,
 )
 from acp_trio._typed._early_updates import EarlyUpdates
+from acp_trio._typed._turn import (
+    ABANDON_POLICIES,
+    AbandonPolicy,
+    CancelOutcome,
+    TurnBook,
+    TurnState,
+)
 from acp_trio.schema import (
     PROTOCOL_VERSION,
     AgentCapabilities,
@@ -92,8 +101,12 @@ class ClientSide(Protocol):
     """What :class:`AgentProxy` needs of the client's handler."""
 
     early: EarlyUpdates
-    #: By session: its cancelled prompts (their requests), until each ends.
-    cancelled_turns: dict[str, set[PendingRequest]]
+    #: The proxy's turns (set by the proxy): a permission request of a
+    #: cancelled turn is answered ``cancelled`` by the SDK.
+    turns: TurnBook
+    #: Set when the connection's block is being left: ``session/update``
+    #: notifications are dropped from then on.
+    leaving: bool
 
     def cancel_permissions(self, session_id: str) -> None:
         """Answer the session's pending permission requests ``cancelled``."""
@@ -122,16 +135,13 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         super().__init__(connection, schema_converter)
         self._handler = handler
         self._early = handler.early
-        # By session: the prompt turns sent and not answered yet, in order
-        # (a cancelled one stays until its reply arrives).
-        self._turns: dict[str, list[_Turn]] = {}
-        #: Seconds a cancelled turn has to be answered, from its
-        #: ``session/cancel``, before the next :meth:`prompt` on the session
-        #: raises :class:`TurnNotAnswered` (and :meth:`cancel_turn` too).
-        self.cancel_grace: float = 5.0
-        # By session: the prompts waiting to be sent behind a cancelled turn
-        # (a cancel of the session cancels them too).
-        self._queued: dict[str, set[_Queued]] = {}
+        # By session: the prompt turns in flight and the prompts waiting
+        # behind a cancelled one (a cancelled turn stays until it ends).
+        self._turns = handler.turns = TurnBook(
+            connection,
+            lambda raw: self._structure_result("session/prompt", raw, PromptResponse),
+            handler.cancel_permissions,
+        )
         self.protocol_version: int | None = None
         self.capabilities: AgentCapabilities | None = None
         self.agent_info: Implementation | None = None
@@ -215,16 +225,61 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
             raise ValueError("early_update_limit must not be negative")
         self._early.limit = limit
 
+    @property
+    def cancel_grace(self) -> float:
+        """Seconds a cancelled turn has to be answered after
+        ``session/cancel`` (default 5) before the ladder's next rung:
+        ``$/cancel_request`` for its prompt."""
+        return self._turns.cancel_grace
+
+    @cancel_grace.setter
+    def cancel_grace(self, seconds: float) -> None:
+        self._turns.cancel_grace = _seconds("cancel_grace", seconds)
+
+    @property
+    def escalation_grace(self) -> float:
+        """Seconds a cancelled turn has to be answered after
+        ``$/cancel_request`` (default 2) before it is abandoned: so a
+        cancelled turn ends within ``cancel_grace + escalation_grace`` of
+        its ``session/cancel``, whatever the agent does."""
+        return self._turns.escalation_grace
+
+    @escalation_grace.setter
+    def escalation_grace(self, seconds: float) -> None:
+        self._turns.escalation_grace = _seconds("escalation_grace", seconds)
+
+    @property
+    def abandon_policy(self) -> AbandonPolicy:
+        """What happens when a cancelled turn is abandoned (the agent
+        answered neither cancel): ``"free_session"`` (default: the session
+        takes its next prompt; a late answer is dropped and logged),
+        ``"close_connection"``, or ``"stop_process"`` (a spawned agent only:
+        its process is stopped as leaving :func:`open_spawned_agent` would).
+        Prompts waiting behind the abandoned turn are sent under the first,
+        and fail with :class:`PromptNotSent` under the others."""
+        return self._turns.abandon_policy
+
+    @abandon_policy.setter
+    def abandon_policy(self, policy: AbandonPolicy) -> None:
+        if policy not in ABANDON_POLICIES:
+            raise ValueError(
+                f"abandon_policy takes one of {', '.join(map(repr, ABANDON_POLICIES))}, "
+                f"not {policy!r}"
+            )
+        if policy == "stop_process" and self._turns.stop_process is None:
+            raise ValueError(
+                "abandon_policy 'stop_process' needs an agent process: use "
+                "open_spawned_agent (this agent is at the end of a stream)"
+            )
+        self._turns.abandon_policy = policy
+
     def prompts_in_flight(self) -> dict[str, int]:
-        """By session: the prompts sent through this proxy and not answered
-        yet (a cancelled turn counts until the agent answers it), plus those
-        waiting to be sent behind a cancelled turn; sessions with none are
-        left out. A snapshot, for diagnostics and tests."""
-        # (Both tables drop a session once it has none: a 0 here is a leak.)
-        counts = {sid: len(turns) for sid, turns in self._turns.items()}
-        for sid, waiting in self._queued.items():
-            counts[sid] = counts.get(sid, 0) + len(waiting)
-        return counts
+        """By session: the prompts sent through this proxy and not ended yet
+        (a cancelled turn counts until it is answered or abandoned), plus
+        those waiting to be sent behind a cancelled turn; sessions with none
+        are left out. A snapshot, for diagnostics and tests."""
+        # (The book drops a session once it has none: a 0 here is a leak.)
+        return self._turns.counts()
 
     async def _send_new_session(self, params: NewSessionRequest) -> NewSessionResponse:
         """Create a session. ``session/update`` notifications the agent sends
@@ -343,40 +398,44 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         If the calling task is cancelled (a deadline, a cancelled scope, an
         enclosing request's cancel) while the turn runs, ``session/cancel``
         is sent for the session at once and the cancellation goes on: this
-        call does not wait for the agent. The turn stays tracked until its
-        reply arrives (the reply is then consumed quietly), and the next
-        :meth:`prompt` on the session is sent only after that, waiting at
-        most :attr:`cancel_grace` seconds from the cancel; past it, it raises
-        :class:`TurnNotAnswered` without sending anything. A prompt cancelled
-        before it was sent sends nothing; one waiting behind a cancelled turn
-        when the session is cancelled again (:meth:`cancel`,
-        :meth:`cancel_turn`) is not sent either, and returns
-        ``stop_reason == "cancelled"``.
+        call does not wait for the agent. The turn then climbs the cancel
+        ladder by itself (see :meth:`cancel_turn`): ``$/cancel_request``
+        after :attr:`cancel_grace`, abandoned after
+        :attr:`escalation_grace` more. The session's next :meth:`prompt`
+        waits for that turn to end, then is sent, or raises
+        :class:`PromptNotSent` if the session was cancelled again while it
+        waited or the abandon policy ended the connection. Leaving the
+        connection's block waits (shielded) for cancelled turns to end, so
+        an agent gets its grace even when the cancel that ended the turn
+        ends the connection too.
+
+        Raises :class:`RequestError` for the agent's error answer,
+        :class:`TurnNotAnswered` if the turn was abandoned while this call
+        still waited for it (another task's :meth:`cancel_turn`), and
+        :class:`ConnectionClosed`. A prompt cancelled before it was sent
+        sends nothing.
         """
         self._caps("session/prompt")
         session_id = params.session_id
-        if await self._wait_for_cancelled_turns(session_id):
-            # The session was cancelled while this prompt waited to be sent:
-            # its turn is cancelled before it started, and never sent.
-            return PromptResponse(stop_reason="cancelled")
+        book = self._turns
+        await book.before_prompt(session_id)
         pending = await self.connection.send_request(
             "session/prompt", self.converter.unstructure(params)
         )
-        turn = _Turn(pending)
-        self._track(session_id, turn)
+        turn = book.sent(session_id, pending)
         try:
             raw = await pending.result()
         except BaseException:
-            if not pending.done:
+            if turn.state is TurnState.SENT:
                 # Our caller is cancelled: the protocol's way to end a turn
                 # is session/cancel, which agents MUST honour (answering
                 # stopReason "cancelled"). It is queued synchronously, past
                 # the output limit, so it is neither lost to this
-                # cancellation nor waits for it. No $/cancel_request as
-                # well: agents may ignore it (the official Python SDK answers
-                # "Method not found"), and those that honour it may answer
-                # -32800 instead of the turn's stop reason.
-                self._cancel_now(session_id)
+                # cancellation nor waits for it. $/cancel_request only if
+                # the agent has not answered within the grace: agents may
+                # ignore it, and those that honour it may answer -32800
+                # instead of the turn's stop reason.
+                book.cancel_session(session_id)
             raise
         result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
         return result
@@ -391,145 +450,72 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     async def _send_cancel(self, params: CancelNotification) -> None:
         """Cancel the session's running turn (``session/cancel``), and answer
         its pending permission requests ``cancelled``. Does not wait for the
-        turn to end (see :meth:`cancel_turn`). The notification is queued at
-        once, never waiting for room in the output queue."""
+        turn to end (see :meth:`cancel_turn`): its ladder goes on by itself.
+        The notification is queued at once, never waiting for room in the
+        output queue."""
         await trio.lowlevel.checkpoint_if_cancelled()
         if self.connection.closed:
             raise self.connection.closed_error()
-        self._cancel_now(params.session_id, params)
+        self._turns.cancel_session(params.session_id, self.converter.unstructure(params))
         await trio.lowlevel.cancel_shielded_checkpoint()
 
-    async def cancel_turn(
-        self, session_id: str, *, grace: float | None = None
-    ) -> PromptResponse | None:
-        """Cancel the session's running turn and wait for the agent's answer
-        to it: sends ``session/cancel`` (as :meth:`cancel`), then returns the
-        turn's :class:`PromptResponse` (``stop_reason == "cancelled"`` from an
-        agent that follows ACP, or whatever it answered, if the turn had
-        already ended). ``None`` if no turn was running on the session.
+    async def cancel_turn(self, session_id: str, *, grace: float | None = None) -> CancelOutcome:
+        """Cancel the session's running turn and wait until it has ended;
+        return how it did (a :class:`CancelOutcome`).
 
-        Waits at most ``grace`` seconds (default :attr:`cancel_grace`), then
-        raises :class:`TurnNotAnswered`. Raises :class:`RequestError` if the
-        agent answered the prompt with an error, and
-        :class:`ConnectionClosed` if the connection ends first. The task
-        that called :meth:`prompt` for the turn, if still waiting, gets the
-        same answer.
+        The ladder: ``session/cancel`` (as :meth:`cancel`: the session's
+        pending permission requests are answered ``cancelled`` at once);
+        no answer within ``grace`` seconds (default :attr:`cancel_grace`):
+        ``$/cancel_request`` for the prompt; no answer within
+        :attr:`escalation_grace` more: the turn is abandoned (its late
+        answer dropped), and the :attr:`abandon_policy` applies. So this
+        returns within ``grace + escalation_grace``: ``how`` is
+        ``"answered"``, ``"escalated"`` or ``"abandoned"``, and ``response``
+        / ``error`` hold what the agent answered. With no turn running it
+        sends nothing, changes nothing, and returns ``how == "idle"``.
+
+        A turn already cancelled (its :meth:`prompt` cancelled by a
+        deadline, say) is already on the ladder: this sends
+        ``session/cancel`` again and waits for it; a ``grace`` shorter than
+        what is left of its own brings the next rung closer. The task that
+        called :meth:`prompt` for the turn, if still waiting, gets the
+        answer too (or :class:`TurnNotAnswered` if abandoned). Raises
+        :class:`ConnectionClosed` if the connection ends first (an agent
+        that exits mid-turn: at once).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        if grace is not None:
+            grace = _seconds("grace", grace)
         if self.connection.closed:
             raise self.connection.closed_error()
-        turns = list(self._turns.get(session_id, ()))
-        self._cancel_now(session_id, grace=grace)
+        book = self._turns
+        turns = book.in_flight(session_id)
         if not turns:
             await trio.lowlevel.cancel_shielded_checkpoint()
-            return None
+            return CancelOutcome(session_id, "idle")
+        book.cancel_session(session_id, grace=grace)
         for turn in turns:
-            await self._wait_for_turn(session_id, turn)
-        # Answered, so no task waits in result() any more (and it waits only
-        # for the notifications read before the answer).
-        raw = await turns[-1].pending.result()
-        result: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
-        return result
+            await turn.ended.wait()
+        last = turns[-1]
+        if last.outcome is None:  # the connection closed first
+            raise self.connection.closed_error()
+        if last.outcome.how != "abandoned":
+            # The answer is in: wait for the notifications read before it
+            # to be handled, as prompt() does.
+            with suppress(ACPError):
+                await last.pending.result()
+        return last.outcome
 
-    def _track(self, session_id: str, turn: _Turn) -> None:
-        self._turns.setdefault(session_id, []).append(turn)
-
-        # Runs when the reply is read (or the connection fails), whether or
-        # not the prompt's caller is still waiting for it.
-        def answered() -> None:
-            turn.answered.set()
-            turns = self._turns.get(session_id)
-            if turns is not None and turn in turns:
-                turns.remove(turn)
-                if not turns:
-                    del self._turns[session_id]
-            cancelled = self._handler.cancelled_turns.get(session_id)
-            if cancelled is not None:
-                cancelled.discard(turn.pending)
-                if not cancelled:
-                    del self._handler.cancelled_turns[session_id]
-
-        turn.pending.add_done_callback(answered)
-
-    def _cancel_now(
-        self,
-        session_id: str,
-        params: CancelNotification | None = None,
-        *,
-        grace: float | None = None,
-    ) -> None:
-        """``session/cancel`` for the session, synchronously: the running
-        turns count as cancelled (from now, for the grace), the pending
-        permission requests are answered ``cancelled``, and the notification
-        is queued (past the output limit, like ``$/cancel_request``)."""
-        for queued in self._queued.get(session_id, ()):
-            queued.cancelled = True
-        if grace is None:
-            grace = self.cancel_grace
-        deadline = trio.current_time() + grace
-        running = self._turns.get(session_id, ())
-        for turn in running:
-            # Each session/cancel starts the grace again.
-            turn.grace = grace
-            turn.cancel_deadline = deadline
-        if running:
-            self._handler.cancelled_turns.setdefault(session_id, set()).update(
-                turn.pending for turn in running
-            )
-        self._handler.cancel_permissions(session_id)
-        if params is None:
-            params = CancelNotification(session_id=session_id)
-        cancel = self.converter.unstructure(params)
-        self.connection.notify_past_limit_nowait("session/cancel", cancel)
-
-    async def _wait_for_cancelled_turns(self, session_id: str) -> bool:
-        """Before a prompt is sent: wait for the session's cancelled turns
-        to be answered, each up to its grace. ``True`` if the session was
-        cancelled meanwhile."""
-        turn = self._first_cancelled_turn(session_id)
-        if turn is None:
-            await trio.lowlevel.checkpoint()
-            return False
-        queued = _Queued()
-        waiting = self._queued.setdefault(session_id, set())
-        waiting.add(queued)
-        try:
-            while turn is not None:
-                await self._wait_for_turn(session_id, turn)
-                turn = self._first_cancelled_turn(session_id)
-        finally:
-            waiting.discard(queued)
-            if not waiting:
-                del self._queued[session_id]
-        return queued.cancelled
-
-    def _first_cancelled_turn(self, session_id: str) -> _Turn | None:
-        return next(
-            (t for t in self._turns.get(session_id, ()) if t.cancel_deadline is not None), None
-        )
-
-    async def _wait_for_turn(self, session_id: str, turn: _Turn) -> None:
-        deadline = turn.cancel_deadline
-        assert deadline is not None
-        with trio.move_on_at(deadline):
-            await turn.answered.wait()
-        if not turn.answered.is_set():
-            raise TurnNotAnswered(session_id, turn.pending.id, turn.grace)
+    async def _wind_down(self) -> None:
+        """Leaving the connection's block: let each cancelled turn end
+        (answered, or abandoned at the end of its ladder) before the
+        connection closes. The updates read meanwhile are dropped, as
+        closing drops them: the application is done with them."""
+        self._handler.leaving = True
+        await self._turns.wind_down()
 
 
-@attrs.define(eq=False)
-class _Queued:
-    """A prompt waiting to be sent behind a cancelled turn."""
-
-    cancelled: bool = False
-
-
-@attrs.define(eq=False)
-class _Turn:
-    """A ``session/prompt`` sent and not answered yet."""
-
-    pending: PendingRequest
-    answered: trio.Event = attrs.Factory(trio.Event)
-    #: Set by session/cancel: the time by which the agent must answer.
-    cancel_deadline: float | None = None
-    grace: float = 0.0
+def _seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{name} must be a number of seconds >= 0, not {value!r}")
+    return float(value)

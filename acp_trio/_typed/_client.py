@@ -23,10 +23,12 @@ does not turn the answer into ``-32800``.
 
 A cancelled :meth:`AgentProxy.prompt` (a deadline, a scope, an enclosing
 request's cancel) is a ``session/cancel`` too, sent from the cancelled call
-without waiting; the turn is kept until the agent answers it, and the
-session's next prompt goes out only after that answer (within
-:attr:`AgentProxy.cancel_grace`, else :class:`TurnNotAnswered`).
-:meth:`AgentProxy.cancel_turn` cancels and waits for the turn's answer.
+without waiting; the turn then climbs the cancel ladder (``_turn.py``:
+``$/cancel_request`` after :attr:`AgentProxy.cancel_grace`, abandoned after
+:attr:`AgentProxy.escalation_grace` more), and the session's next prompt
+goes out once it has ended. :meth:`AgentProxy.cancel_turn` cancels and
+waits for that end. Leaving :func:`open_agent` lets cancelled turns end
+before the connection closes (``docs/how-a-turn-ends.md``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._message_stream import MessageStream
 from acp_trio._core._open import open_connection
-from acp_trio._core._requests import PendingRequest, RequestContext, current_request
+from acp_trio._core._requests import RequestContext, current_request
 from acp_trio._exceptions import (
     RequestError,
 )
@@ -59,6 +61,7 @@ from acp_trio._typed._dispatch import (
     one_connection,
 )
 from acp_trio._typed._early_updates import EarlyUpdates
+from acp_trio._typed._turn import AbandonPolicy, TurnBook
 from acp_trio.schema import (
     METHODS,
     ClientCapabilities,
@@ -305,9 +308,11 @@ class _ClientHandler(TypedHandler):
         self.permissions = SessionScopes()
         # The request behind each pending permission handler's scope.
         self._permission_requests: dict[trio.CancelScope, RequestContext] = {}
-        # By session: its cancelled prompts (their requests), until each one
-        # ends. The turn counts as cancelled while one of them is unanswered.
-        self.cancelled_turns: dict[str, set[PendingRequest]] = {}
+        # The proxy's turns (the proxy sets it, once made).
+        self.turns: TurnBook
+        # The block is being left: updates are not handed on any more (the
+        # connection still reads, for the cancelled turns' answers).
+        self.leaving = False
         requests: dict[str, Route] = {}
         notifications: dict[str, Route] = {}
         for wire, attr in CLIENT_METHODS.items():
@@ -316,7 +321,7 @@ class _ClientHandler(TypedHandler):
                 continue  # -32601, whatever the params
             table = requests if info.kind == "request" else notifications
             table[wire] = Route(info.params, getattr(client, attr))
-        notifications["session/update"] = Route(SessionNotification, self.early.receive)
+        notifications["session/update"] = Route(SessionNotification, self._session_update)
         if "session/request_permission" in requests:
             requests["session/request_permission"] = Route(
                 RequestPermissionRequest, self._request_permission
@@ -330,11 +335,18 @@ class _ClientHandler(TypedHandler):
             schema_converter=schema_converter,
         )
 
+    async def _session_update(self, params: SessionNotification) -> None:
+        # Leaving drops the updates not handled yet, as closing always did:
+        # the wind-down reads on only to see the cancelled turns end (behind
+        # a backlog a slow UI would take long to work through).
+        if not self.leaving:
+            await self.early.receive(params)
+
     async def _request_permission(
         self, params: RequestPermissionRequest
     ) -> RequestPermissionResponse:
         session_id = params.session_id
-        if any(not prompt.done for prompt in self.cancelled_turns.get(session_id, ())):
+        if self.turns.permission_is_stale(session_id):
             return _CANCELLED
         ctx = current_request()
         with self.permissions.register(session_id) as scope:
@@ -393,16 +405,28 @@ async def open_agent(
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
+    cancel_grace: float = 5.0,
+    escalation_grace: float = 2.0,
+    abandon_policy: AbandonPolicy = "free_session",
 ) -> AsyncIterator[AgentProxy]:
     """Talk to an agent on ``stream`` for the duration of the block; yields
     the proxy to the agent (also at ``client.agent``). Call
     :meth:`AgentProxy.initialize` first. Raises ``RuntimeError`` if
     ``client`` is already on another connection.
 
-    Leaving the block, also by an exception or a cancellation, closes the
-    connection: running handlers are cancelled and answered ``-32800``,
-    pending calls to the agent fail with :class:`ConnectionClosed`, queued
-    output is flushed (bounded).
+    ``cancel_grace``, ``escalation_grace`` and ``abandon_policy`` set the
+    proxy's cancel ladder (see :meth:`AgentProxy.cancel_turn`; also
+    attributes of the proxy).
+
+    Leaving the block, also by an exception or a cancellation, first lets
+    each cancelled turn end (shielded; each within its ladder's bound,
+    ``cancel_grace + escalation_grace``), then closes the connection:
+    running handlers are cancelled and answered ``-32800``, pending calls to
+    the agent fail with :class:`ConnectionClosed`, queued output is flushed
+    (bounded). So a prompt cancelled by the same cancel that leaves the
+    block (a relay's turn, cancelled with the sub-agent it opened) still
+    ends the protocol's way: ``session/cancel`` first, and the agent's
+    answer to it.
     """
     if not isinstance(client, Client):
         raise TypeError(
@@ -419,7 +443,15 @@ async def open_agent(
         async with open_connection(
             stream, _client_handler(client, schema_converter), config=config
         ):
-            yield client.agent
+            agent = client.agent
+            agent.cancel_grace = cancel_grace
+            agent.escalation_grace = escalation_grace
+            agent.abandon_policy = abandon_policy
+            try:
+                yield agent
+            finally:
+                with trio.CancelScope(shield=True):
+                    await agent._wind_down()
 
 
 @asynccontextmanager
@@ -433,19 +465,32 @@ async def open_spawned_agent(
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
     telemetry: Mapping[str, str] | None = None,
+    cancel_grace: float = 5.0,
+    escalation_grace: float = 2.0,
+    abandon_policy: AbandonPolicy = "free_session",
+    shutdown_grace: float = 2.0,
+    terminate_grace: float = 2.0,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` (any ACP agent, any SDK) and talk to it
     over its stdio. If it dies, calls fail with :class:`ConnectionClosed`
     carrying its exit code and the tail of its stderr. Leaving the block
-    shuts it down (see :func:`open_agent_process`), also when it is left by
-    an exception or a cancellation: the connection is closed, then the
-    process is stopped and reaped, shielded and bounded in time.
+    shuts it down, also when it is left by an exception or a cancellation:
+    each cancelled turn is let end (see :func:`open_agent`), the connection
+    is closed, then the process is stopped and reaped (see
+    :func:`open_agent_process`: stdin closed, ``shutdown_grace`` seconds to
+    exit, SIGTERM, ``terminate_grace`` seconds, SIGKILL), shielded and
+    bounded in time.
 
     The agent's stderr is where its tracebacks go, so by default
     (``stderr="forward"``) its lines appear on our stderr, prefixed
-    ``"name[pid]: "``; ``"log"`` or a :class:`logging.Logger` logs them
-    instead, ``"capture"`` only keeps the tail, ``"inherit"`` and
-    ``"discard"`` as in :func:`open_agent_process`.
+    ``"name[pid]: "``, every one of them until it exits however the block
+    is left; ``"log"`` or a :class:`logging.Logger` logs them instead,
+    ``"capture"`` only keeps the tail, ``"inherit"`` and ``"discard"`` as in
+    :func:`open_agent_process`.
+
+    ``cancel_grace``, ``escalation_grace`` and ``abandon_policy`` set the
+    cancel ladder (:meth:`AgentProxy.cancel_turn`); ``abandon_policy=
+    "stop_process"`` stops this process when a cancelled turn is abandoned.
 
     ``telemetry``: ``OTEL_*`` settings for the agent, so that it exports its
     traces where we do (``acp_trio.contrib.otel.otlp_environment()``); each
@@ -453,9 +498,23 @@ async def open_spawned_agent(
     it.
     """
     agent_env = with_telemetry(env, telemetry)
-    async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
+    async with open_agent_process(
+        command,
+        cwd=cwd,
+        env=agent_env,
+        stderr=stderr,
+        shutdown_grace=shutdown_grace,
+        terminate_grace=terminate_grace,
+    ) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
         async with open_agent(
-            client, process.stream, config=config, schema_converter=schema_converter
+            client,
+            process.stream,
+            config=config,
+            schema_converter=schema_converter,
+            cancel_grace=cancel_grace,
+            escalation_grace=escalation_grace,
         ) as agent:
+            agent._turns.stop_process = process.stop_soon
+            agent.abandon_policy = abandon_policy
             yield agent

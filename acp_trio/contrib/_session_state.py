@@ -237,12 +237,12 @@ class SessionAccumulator(Folding[SessionUpdate]):
 class SessionStates(KeyedStates[SessionAccumulator, SessionNotification, ChangeCallback]):
     """One :class:`SessionAccumulator` per session, made on first use::
 
-    class MyClient(acp_trio.Client):
-        def __init__(self) -> None:
-            self.states = SessionStates()
+        class MyClient(acp_trio.Client):
+            def __init__(self) -> None:
+                self.states = SessionStates()
 
-        async def session_update(self, params):
-            self.states.apply(params)
+            async def session_update(self, params):
+                self.states.apply(params)
 
     ``states[session_id]`` is that session's accumulator, ``apply`` folds an
     update in and returns it, ``on_change`` registers a callback for every

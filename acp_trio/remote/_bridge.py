@@ -202,13 +202,47 @@ async def connect_stdio(
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> None:
     """Bridge this process's stdio (an editor speaking ACP) to the remote
-    agent at ``url`` until either side ends."""
-    async with (
-        open_remote_stream(
-            url, profile=profile, max_message_size=max_message_size, token=token, headers=headers
-        ) as stream,
-        open_stdio_stream() as stdio,
-    ):
-        framed = FramedStream(stdio, stdio, max_message_size=max_message_size)
-        await connect_bridge(stream, framed)
+    agent at ``url`` until either side ends. The editor closing its end of
+    our stdout (it quit, or stopped reading) ends the bridge too, normally:
+    what was still on its way to the editor has nobody to read it."""
+    try:
+        async with (
+            open_remote_stream(
+                url,
+                profile=profile,
+                max_message_size=max_message_size,
+                token=token,
+                headers=headers,
+            ) as stream,
+            open_stdio_stream() as stdio,
+        ):
+            out = _EditorOutput(stdio)
+            framed = FramedStream(out, stdio, max_message_size=max_message_size)
+            await connect_bridge(stream, framed)
+    except* _EditorGone:
+        pass
     sys.stdout.flush()
+
+
+class _EditorGone(Exception):
+    """Our stdout's reader is gone: the editor ended the session."""
+
+
+class _EditorOutput(trio.abc.SendStream):
+    """``connect``'s stdout: a write to a pipe whose reader is gone raises
+    :class:`_EditorGone` (not a failure of the remote connection)."""
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self._stream = stream
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        try:
+            await self._stream.send_all(data)
+        except trio.BrokenResourceError as exc:
+            raise _EditorGone from exc
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()

@@ -33,7 +33,7 @@ __all__ = [
 _SLACK = 1024 * 1024
 
 #: The default message cap of a server's remote connections (the client's
-#: own stays :data:`DEFAULT_MAX_MESSAGE_SIZE`). Lower than stdio's: a
+#: own stays stdio's 64 MiB). Lower than stdio's: a
 #: stranger's message is read and parsed on the server's one event loop, and
 #: each connection may hold one; 16 MiB still takes a 12 MB image whole.
 REMOTE_MAX_MESSAGE_SIZE: Final = 16 * 1024 * 1024
@@ -98,8 +98,8 @@ class ServerLimits:
       limit, less 64 and 4 per agent); ``max_connections_per_client``
       (default: half).
 
-    JSON (checked before a message is parsed; see
-    :mod:`acp_trio._jsonrpc._limits`): at most ``max_json_depth`` levels
+    JSON (checked before a message is parsed, by the JSON-RPC core's
+    frame limits): at most ``max_json_depth`` levels
     (deeper: ``-32700``) and ``max_json_values`` values (more: ``-32600``),
     counted outside strings.
 

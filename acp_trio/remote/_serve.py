@@ -147,6 +147,9 @@ async def serve_remote(
     )
 
 
+#: Which remote profile a client uses: ``"websocket"``, ``"http"`` (Streamable
+#: HTTP over HTTP/2, h2c on ``http://``), ``"http1"`` (Streamable HTTP over
+#: HTTP/1.1), or ``"auto"`` (WebSocket first, then Streamable HTTP).
 Profile = Literal["auto", "websocket", "http", "http1"]
 
 

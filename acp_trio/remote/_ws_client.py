@@ -34,7 +34,7 @@ class WebSocketMessages(MessageStream):
 
     The socket is read only when a message is asked for, so a slow reader
     slows the server down; sends are written behind, several frames to a
-    write, within a bounded buffer (see :mod:`acp_trio.remote._websocket`).
+    write, within a bounded buffer (see :class:`~acp_trio.remote.WebSocket`).
     """
 
     def __init__(

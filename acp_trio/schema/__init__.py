@@ -12,10 +12,13 @@ classes and its ``Unknown...`` class). Convert with :data:`converter`::
 
 The converter's policy (unknown keys and variants survive, leniency only
 where the schema asks, no coercion, exact round trips) is described in
-:mod:`acp_trio.schema._converter`. Unknown keys live in each object's
+``acp_trio/schema/_converter.py``. Unknown keys live in each object's
 ``extra_``; :data:`UNSET` marks "absent" where ``null`` has its own meaning
 (``SessionInfoUpdate.title``). :data:`METHODS` (and :data:`REQUESTS`,
 :data:`NOTIFICATIONS`) map wire method names to :class:`MethodInfo`.
+
+``PROTOCOL_VERSION`` is the protocol version these types are for, and
+``SCHEMA_VERSION`` names the schema release they were generated from.
 
 Unstable protocol additions live in the opt-in module
 :mod:`acp_trio.schema.unstable`.

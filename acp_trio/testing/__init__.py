@@ -8,7 +8,8 @@
   reach for in client tests (a script of steps per prompt: text, tool
   calls, permission, file reads and writes, waiting for the cancel).
 - :class:`ScenarioAgent` / :class:`ScenarioClient`: the reference agent of
-  the shared scenario vocabulary, and its matching test client (subclass
+  the scenario vocabulary (``docs/scenario-agent.md``), and its matching
+  test client (subclass
   either). ``python -m acp_trio scenario-agent`` serves the agent on stdio.
   :class:`ScenarioAgentV2` is the same vocabulary over ACP v2, and
   :func:`run_scenario_router` serves both behind the version router
@@ -19,6 +20,10 @@
   (:func:`open_scripted_process`).
 - :func:`check_agent`: the conformance checks for any stdio agent, without
   pytest (``python -m acp_trio check-agent -- CMD...`` on the command line).
+  Its schema check validates every message with ``jsonschema`` against the
+  schema this package ships (:func:`find_schema`) when the ``check`` extra
+  is installed (``pip install 'acp-trio[check]'``), else with the generated
+  types, and the report says which.
 - :func:`check_client`: the same for any stdio client, which spawns the
   checking agent (``python -m acp_trio check-client -- CLIENT_CMD...``).
 - ``acp_trio.testing.pytest_plugin``: pytest-trio fixtures over all this.
@@ -37,6 +42,7 @@ from acp_trio.testing._check._report import CheckReport as CheckReport
 from acp_trio.testing._check._report import CheckResult as CheckResult
 from acp_trio.testing._check._report import ClientCheckReport as ClientCheckReport
 from acp_trio.testing._check._report import Level as Level
+from acp_trio.testing._check._report import Rule as Rule
 from acp_trio.testing._check._report import Verdict as Verdict
 from acp_trio.testing._fake_agent import AskPermission as AskPermission
 from acp_trio.testing._fake_agent import Call as Call

@@ -65,7 +65,7 @@ from acp_trio.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
-from acp_trio.testing._scenario import _RECORDED, ScenarioClient, _recorded
+from acp_trio.testing._scenario import _RECORDED, HOLD_PATH, ScenarioClient, _recorded
 
 __all__ = ["FakeCommand", "FakeEditor", "FakeTerminal", "PermissionPolicy"]
 
@@ -136,7 +136,11 @@ class FakeEditor(ScenarioClient):
 
     - ``files``: the workspace, in memory (:attr:`files`, by absolute path;
       relative keys are under ``cwd``). Reads honour ``line`` and ``limit``;
-      a missing file is ``-32002``; writes create or replace.
+      a missing file is ``-32002``; writes create or replace. A read of
+      :data:`~acp_trio.testing.HOLD_PATH` (``/hold``) is never answered
+      until it is cancelled, as the scenario vocabulary's test client does
+      (``docs/scenario-agent.md``), so the scenario agent's ``nested`` and
+      ``deadline`` behave with it as with :class:`ScenarioClient`.
     - ``permission``: the :data:`PermissionPolicy` of the
       :attr:`permissions` broker (default ``"allow"``).
     - ``read``, ``write``, ``terminal``: the capabilities advertised by
@@ -239,6 +243,8 @@ class FakeEditor(ScenarioClient):
         if not self.capabilities.fs.read_text_file:
             raise RequestError.method_not_found("fs/read_text_file")
         path = self._absolute(params.path)
+        if path == HOLD_PATH:
+            await self.hold("fs/read_text_file", params)
         if path not in self.files:
             raise RequestError.resource_not_found({"path": params.path})
         await trio.lowlevel.checkpoint()

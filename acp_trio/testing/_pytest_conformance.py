@@ -94,6 +94,9 @@ class AcpCheckItem(pytest.Item):
     def __init__(self, *, check: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
+        # pytest-trio (``trio_mode = true``) reads every item's ``obj`` to
+        # find the async test functions; a check is a plain call.
+        self.obj = self.runtest
 
     def runtest(self) -> None:
         report = _report(self.config)

@@ -1,6 +1,6 @@
 """The reference scenario agent and its matching test client.
 
-Both follow the shared vocabulary of ``scenario-agent.md``: the text of a
+Both follow the shared vocabulary of ``docs/scenario-agent.md``: the text of a
 prompt picks what the agent does (``echo``, ``stream``, ``read``, ``write``,
 ``wait_for_cancel``, ``nested``, ``deadline``, ``permission``, ``fail``,
 ``sleep``), and the test client holds the requests a scenario needs held

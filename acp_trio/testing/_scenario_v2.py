@@ -1,6 +1,6 @@
 """The scenario agent's vocabulary over ACP v2: :class:`ScenarioAgentV2`.
 
-The same commands as the v1 reference agent (``../shared/scenario-agent.md``)
+The same commands as the v1 reference agent (``docs/scenario-agent.md``)
 where v2 has their methods, with the v2 lifecycle: the prompt is answered
 when inserted, and the turn ends with ``state_update: idle`` and its stop
 reason. v2 has no ``fs/*`` or client ``terminal/*`` methods, so ``read``,

@@ -1,19 +1,21 @@
-"""Validating what an agent sends against the ACP v1 schema.
+"""Validating what an agent sends against the ACP schema.
 
 Two validators, with one interface (``check(message, answered_method)``):
 
-- :class:`MessageValidator`: ``jsonschema`` on the schema's JSON files.
-  ``jsonschema`` is a test dependency, not a runtime one: it is imported
-  only here, only when a validation is asked for. The schema's root is
-  loose (its extension branches accept any object), so each message is
-  also checked against the definition of its own method: the params of a
+- :class:`MessageValidator`: ``jsonschema`` on a JSON Schema file: by
+  default the structural schema this package ships
+  (``acp_trio/schema/json/``: the upstream schema the types are generated
+  from, without its descriptions; see :func:`find_schema`). ``jsonschema``
+  comes with the ``check`` extra (``pip install 'acp-trio[check]'``) and is
+  imported only here, only when a validation is asked for. The schema's
+  root is loose (its extension branches accept any object), so each message
+  is also checked against the definition of its own method: the params of a
   request or notification, the result of a response (found from the
   request it answers), the error object of an error.
 - :class:`TypedValidator`: the generated strict types of
-  :mod:`acp_trio.schema` (generated from that schema), structuring each
-  message by the method table. It needs no file and no ``jsonschema``, so
-  the schema check always runs: the package does not ship the schema's
-  files (they are read from where the schema lives).
+  :mod:`acp_trio.schema`, structuring each message by the method table. It
+  needs no ``jsonschema``, so the schema check always runs: it is what runs
+  without the extra (the report's ``validator`` says so, and why).
 
 :func:`load_validator` picks one.
 """
@@ -29,12 +31,26 @@ from typing import Any, Final
 from acp_trio._jsonrpc import ErrorResponse, Notification, Request, Response, classify
 from acp_trio.schema import METHODS
 
-__all__ = ["DEFAULT_SCHEMA", "MessageValidator", "TypedValidator", "find_schema", "load_validator"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "DEFAULT_SCHEMA_V2",
+    "NO_JSONSCHEMA",
+    "MessageValidator",
+    "TypedValidator",
+    "find_schema",
+    "load_validator",
+]
 
-#: Where the schema is looked for, relative to the cwd and to the repository.
-DEFAULT_SCHEMA: Final = os.path.join("..", "shared", "acp-schema", "v1", "schema.json")
+_SHIPPED: Final = Path(__file__).resolve().parent.parent / "schema" / "json"
+#: The ACP v1 schema the checker validates against by default: the structural
+#: copy of the schema this package's types are generated from.
+DEFAULT_SCHEMA: Final = _SHIPPED / "v1" / "schema.json"
 #: The same for ACP v2 (``check-agent-v2``).
-DEFAULT_SCHEMA_V2: Final = os.path.join("..", "shared", "acp-schema", "v2", "schema.json")
+DEFAULT_SCHEMA_V2: Final = _SHIPPED / "v2" / "schema.json"
+#: Why :class:`MessageValidator` cannot run without ``jsonschema``, and the fix.
+NO_JSONSCHEMA: Final = (
+    "jsonschema is not installed: pip install 'acp-trio[check]' to validate against the JSON Schema"
+)
 
 
 def _methods(version: int) -> Any:
@@ -57,20 +73,21 @@ def find_schema(
 ) -> tuple[Path | None, list[Path]]:
     """The schema file to use, and every place looked at.
 
-    An explicit ``path`` is taken as is; otherwise :data:`DEFAULT_SCHEMA`
-    relative to the current directory, then to the source checkout this
-    package lives in.
+    An explicit ``path`` is taken as is; otherwise the structural schema of
+    ACP ``version`` that this package ships
+    (``acp_trio/schema/json/v1/schema.json`` or ``.../v2/schema.json``),
+    which every install has.
     """
-    if path is not None:
-        candidates = [Path(path)]
-    else:
-        repo = Path(__file__).resolve().parent.parent.parent
-        default = DEFAULT_SCHEMA_V2 if version == 2 else DEFAULT_SCHEMA
-        candidates = [Path.cwd() / default, repo / default]
+    candidates = [Path(path) if path is not None else _default(version)]
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve(), candidates
     return None, candidates
+
+
+def _default(version: int) -> Path:
+    # Looked up when called, so a test can point the defaults elsewhere.
+    return Path(DEFAULT_SCHEMA_V2 if version == 2 else DEFAULT_SCHEMA)
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -125,7 +142,7 @@ class MessageValidator:
         try:
             validators = importlib.import_module("jsonschema.validators")
         except ImportError:
-            return "jsonschema is not installed (pip install jsonschema)"
+            return NO_JSONSCHEMA
         found, tried = find_schema(path, version)
         if found is None:
             return "schema not found (looked at " + ", ".join(str(p) for p in tried) + ")"
@@ -262,8 +279,9 @@ def load_validator(
 
     An explicit ``path``: ``jsonschema`` on that file; raises ``ValueError``
     when it cannot be used (missing, unreadable, no ``jsonschema``). Without
-    one: ``jsonschema`` on the schema found by :func:`find_schema`, else
-    (none found, or no ``jsonschema``) :class:`TypedValidator`, saying why.
+    one: ``jsonschema`` on the schema this package ships (see
+    :func:`find_schema`), else (no ``jsonschema``: the ``check`` extra is not
+    installed) :class:`TypedValidator`, saying why.
     """
     if path is not None:
         if not Path(path).is_file():

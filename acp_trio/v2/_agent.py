@@ -411,7 +411,7 @@ class _AgentHandler(TypedHandler):
 def _make_agent(agent: Agent | Callable[[], Agent]) -> Agent:
     if isinstance(agent, Agent):
         return agent
-    if not callable(agent) or isinstance(agent, type) and not issubclass(agent, Agent):
+    if not callable(agent) or (isinstance(agent, type) and not issubclass(agent, Agent)):
         raise TypeError(
             f"expected your v2 Agent (or a factory of one), got {agent!r}; a v2 "
             f"Client talks to an agent with acp_trio.v2.open_agent(client, stream) "

@@ -24,6 +24,7 @@ from acp_trio._core._connection import Connection, ConnectionConfig
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._open import open_connection
+from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import (
     ACPError,
     ConnectionClosed,
@@ -45,6 +46,7 @@ from acp_trio.schema import SchemaConverter
 from acp_trio.schema._runtime import build_params
 from acp_trio.schema.v2 import (
     PROTOCOL_VERSION,
+    CancelSessionNotification,
     ClientCapabilities,
     CompleteElicitationNotification,
     ContentBlock,
@@ -99,13 +101,90 @@ class _Turns:
         self._ended: dict[str, OrderedDict[str, IdleStateUpdate]] = {}
         self._waiters: dict[tuple[str, str], trio.Event] = {}
         self._closed: Callable[[], ConnectionClosed] | None = None
+        # The turns a cancelled prompt() left running: (session, message) ->
+        # the time by which their idle is due (the grace).
+        self._cancelled: dict[tuple[str, str], float] = {}
+        # Cancelled prompts not answered yet (their turn's id unknown).
+        self._accepting: dict[PendingRequest, float] = {}
+        self._accepting_changed = trio.Event()
+        #: The block is being left: updates are no longer handed on.
+        self.leaving = False
 
     def close(self, error: Callable[[], ConnectionClosed]) -> None:
         """The connection is closed: wake every waiter, to raise ``error()``."""
         self._closed = error
+        self._cancelled.clear()
+        self._accepting.clear()
+        self._wake_accepting()
         for event in self._waiters.values():
             event.set()
         self._waiters.clear()
+
+    def cancelled(
+        self, session_id: str, pending: PendingRequest, message_id: str | None, grace: float
+    ) -> None:
+        """A prompt() was cancelled: its turn (``message_id``, or whatever
+        id the still pending ``pending`` is answered with) has ``grace``
+        seconds to go idle; leaving the block waits that long for it."""
+        if self._closed is not None:
+            return
+        deadline = trio.current_time() + grace
+        if message_id is not None:
+            self._cancel_due(session_id, message_id, deadline)
+            return
+
+        def accepted() -> None:
+            # (Also at once, for an answer in that the call had not taken:
+            # cancelled while the updates before it were being handled.)
+            self._accepting.pop(pending, None)
+            with suppress(ACPError, trio.WouldBlock):
+                raw = pending.result_nowait()
+                if isinstance(raw, dict) and isinstance(raw.get("messageId"), str):
+                    self._cancel_due(session_id, raw["messageId"], deadline)
+            self._wake_accepting()
+
+        if not pending.done:
+            self._accepting[pending] = deadline
+        pending.add_done_callback(accepted)
+
+    def _cancel_due(self, session_id: str, message_id: str, deadline: float) -> None:
+        if message_id not in self._ended.get(session_id, ()):
+            self._cancelled[(session_id, message_id)] = deadline
+
+    def _wake_accepting(self) -> None:
+        self._accepting_changed.set()
+        self._accepting_changed = trio.Event()
+
+    async def wind_down(self) -> None:
+        """Until each cancelled turn has been accepted and gone idle, or its
+        grace has passed (then it is left, with a warning). The updates read
+        meanwhile are not handed to the application."""
+        self.leaving = True
+        while self._accepting and self._closed is None:
+            deadline = min(self._accepting.values())
+            with trio.move_on_at(deadline):
+                await self._accepting_changed.wait()
+            now = trio.current_time()
+            for pending, due in list(self._accepting.items()):
+                if due <= now:
+                    del self._accepting[pending]
+                    _log.warning(
+                        "the cancelled session/prompt request %s was not even answered "
+                        "within its grace; leaving it",
+                        pending.id,
+                    )
+        while self._cancelled and self._closed is None:
+            key, deadline = next(iter(self._cancelled.items()))
+            event = self._waiters.setdefault(key, trio.Event())
+            with trio.move_on_at(deadline):
+                await event.wait()
+            if self._cancelled.pop(key, None) is not None:
+                self._waiters.pop(key, None)
+                _log.warning(
+                    "session %r: the cancelled turn of message %r did not end (no idle "
+                    "state) within its grace; leaving it",
+                    *key,
+                )
 
     def saw(self, params: UpdateSessionNotification) -> None:
         update = params.update
@@ -120,6 +199,7 @@ class _Turns:
             ended[message_id] = update
             while len(ended) > _REMEMBERED_TURNS:
                 ended.popitem(last=False)
+            self._cancelled.pop((session_id, message_id), None)
             waiter = self._waiters.pop((session_id, message_id), None)
             if waiter is not None:
                 waiter.set()
@@ -152,6 +232,10 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
         self.turns = _Turns()
         #: The agent's ``initialize`` answer, once there is one.
         self.initialized: InitializeResponse | None = None
+        #: Seconds a turn whose :meth:`prompt` was cancelled has to reach its
+        #: ``idle`` state: leaving :func:`open_agent` waits that long for it
+        #: (shielded) before closing the connection.
+        self.cancel_grace: float = 5.0
 
     async def _send_initialize(self, params: InitializeRequest) -> InitializeResponse:
         """``info`` defaults to acp_trio's. Raises
@@ -186,20 +270,36 @@ class AgentProxy(AgentProxyMethods, ProxyBase, metaclass=NoPublicConstructor):
     async def prompt(self, *args: Any, **kwargs: Any) -> TurnResult:
         """A whole turn (``session_id``, ``prompt``): send ``session/prompt``
         and wait for the turn's ``idle`` state. Cancelling the call (a
-        deadline, a cancel scope) sends ``session/cancel`` for the session,
-        then lets the cancellation go on. Raises :class:`RequestError` if the
+        deadline, a cancel scope) sends ``session/cancel`` for the session
+        at once, then lets the cancellation go on; leaving
+        :func:`open_agent` then gives that turn :attr:`cancel_grace` seconds
+        to go idle before the connection closes. Raises :class:`RequestError` if the
         prompt was refused (``-32800`` if cancelled before it was inserted),
         :class:`~acp_trio.ConnectionClosed` if the connection closes before
         the turn's ``idle``."""
         params = build_params(
             PromptRequest, "prompt", ("session_id", "prompt"), ("prompt",), args, kwargs, None
         )
+        # Sent, not called: a cancel while the prompt waits to be accepted
+        # sends session/cancel first, as for a turn already running (which
+        # it may be: the agent may have started it before answering).
+        pending = await self.connection.send_request(
+            "session/prompt", self.converter.unstructure(params)
+        )
+        message_id: str | None = None
         try:
-            accepted: PromptResponse = await self._request("session/prompt", params, PromptResponse)
-            idle = await self.turns.wait(params.session_id, accepted.message_id)
+            raw = await pending.result()
+            accepted: PromptResponse = self._structure_result("session/prompt", raw, PromptResponse)
+            message_id = accepted.message_id
+            idle = await self.turns.wait(params.session_id, message_id)
         except trio.Cancelled:
-            with trio.CancelScope(shield=True), trio.move_on_after(5), suppress(ACPError):
-                await self.cancel(params.session_id)
+            # Queued at once, past the output limit: never lost to this
+            # cancellation, never waiting for room.
+            cancel = self.converter.unstructure(
+                CancelSessionNotification(session_id=params.session_id)
+            )
+            self.connection.notify_past_limit_nowait("session/cancel", cancel)
+            self.turns.cancelled(params.session_id, pending, message_id, self.cancel_grace)
             raise
         return TurnResult(accepted.message_id, idle.stop_reason, idle.error)
 
@@ -282,7 +382,10 @@ class _ClientHandler(TypedHandler):
 
     async def _session_update(self, params: UpdateSessionNotification) -> None:
         self.proxy.turns.saw(params)
-        await self.client.session_update(params)
+        # Leaving drops the updates not handled yet (as closing does): the
+        # wind-down reads on only for the cancelled turns' idle states.
+        if not self.proxy.turns.leaving:
+            await self.client.session_update(params)
 
 
 @asynccontextmanager
@@ -292,10 +395,13 @@ async def open_agent(
     *,
     config: ConnectionConfig | None = None,
     schema_converter: SchemaConverter = converter,
+    cancel_grace: float = 5.0,
 ) -> AsyncIterator[AgentProxy]:
     """Talk v2 to an agent on ``stream`` for the block; yields the proxy
     (also at ``client.agent``). Call :meth:`AgentProxy.initialize` first.
-    Leaving the block, also by an exception or a cancellation, closes the
+    Leaving the block, also by an exception or a cancellation, first gives
+    each turn a cancelled :meth:`AgentProxy.prompt` left running
+    ``cancel_grace`` seconds to go idle (shielded), then closes the
     connection: pending calls fail with :class:`~acp_trio.ConnectionClosed`."""
 
     def make(connection: Connection) -> _ClientHandler:
@@ -309,18 +415,32 @@ async def open_agent(
             f"stream), got {client!r}; an Agent is served with "
             f"acp_trio.v2.open_client(agent, stream) or acp_trio.v2.serve_agent(agent, stream)"
         )
+    if isinstance(cancel_grace, bool) or not isinstance(cancel_grace, int | float):
+        raise ValueError(f"cancel_grace must be a number of seconds, not {cancel_grace!r}")
+    if not cancel_grace >= 0:
+        raise ValueError(f"cancel_grace must be a number of seconds >= 0, not {cancel_grace!r}")
     error = f"this {type(client).__name__} object is already connected to an agent"
     with one_connection(client, error), plain_exceptions():
         async with trio.open_nursery() as nursery:
             async with open_connection(stream, make, config=config) as connection:
-                nursery.start_soon(_end_turns_on_close, connection, client.agent)
-                yield client.agent
+                agent = client.agent
+                agent.cancel_grace = cancel_grace
+                nursery.start_soon(_end_turns_on_close, connection, agent)
+                try:
+                    yield agent
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await agent.turns.wind_down()
             nursery.cancel_scope.cancel()
 
 
 async def _end_turns_on_close(connection: Connection, proxy: AgentProxy) -> None:
-    # A prompt waiting for an idle that can no longer come gets ConnectionClosed.
-    await connection.wait_closed()
+    # A prompt waiting for an idle that can no longer come gets
+    # ConnectionClosed. Shielded: the block's own cleanup may still wait for
+    # an idle when the scope around it is cancelled (the connection closes
+    # when the block is left, and this ends with it).
+    with trio.CancelScope(shield=True):
+        await connection.wait_closed()
     proxy.turns.close(connection.closed_error)
 
 
@@ -334,15 +454,30 @@ async def open_spawned_agent(
     config: ConnectionConfig | None = None,
     stderr: Literal["forward", "capture"] = "forward",
     telemetry: Mapping[str, str] | None = None,
+    cancel_grace: float = 5.0,
+    shutdown_grace: float = 2.0,
+    terminate_grace: float = 2.0,
 ) -> AsyncIterator[AgentProxy]:
     """Spawn the agent ``command`` and talk v2 to it over its stdio (see
     :func:`acp_trio.open_agent` over a spawned process); call :meth:`AgentProxy.initialize`
-    first. Leaving the block, also by an exception or a cancellation, closes
-    the connection, then stops and reaps the process (shielded, bounded).
+    first. Leaving the block, also by an exception or a cancellation, gives
+    cancelled turns ``cancel_grace`` seconds to go idle, closes the
+    connection, then stops and reaps the process (shielded, bounded: stdin
+    closed, ``shutdown_grace``, SIGTERM, ``terminate_grace``, SIGKILL); its
+    stderr is forwarded to its last line.
     ``telemetry``: ``OTEL_*`` settings added to its environment unless already set
     there (as :func:`acp_trio.open_spawned_agent`)."""
     agent_env = with_telemetry(env, telemetry)
-    async with open_agent_process(command, cwd=cwd, env=agent_env, stderr=stderr) as process:
+    async with open_agent_process(
+        command,
+        cwd=cwd,
+        env=agent_env,
+        stderr=stderr,
+        shutdown_grace=shutdown_grace,
+        terminate_grace=terminate_grace,
+    ) as process:
         config = attrs.evolve(config or ConnectionConfig(), exit_details=process.exit_details)
-        async with open_agent(client, process.stream, config=config) as agent:
+        async with open_agent(
+            client, process.stream, config=config, cancel_grace=cancel_grace
+        ) as agent:
             yield agent

@@ -1,7 +1,7 @@
 """``examples/coding_agent.py`` written with the official Python SDK
 (``agent-client-protocol`` 0.12.1, module ``acp``, asyncio + pydantic) and
 its ``acp.helpers``, doing the same on the wire, cancellation included:
-for the line counts in the README (``tools/count_lines.py``) and to run
+for the line counts in docs/compared.md (``tools/count_lines.py``) and to run
 the same tests against (``tests/examples/test_coding_agent.py``).
 
 What the kit does for the acp_trio version is written out here: the turn

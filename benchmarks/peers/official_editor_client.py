@@ -1,7 +1,7 @@
 """``examples/editor_client.py`` written with the official Python SDK
 (``agent-client-protocol`` 0.12.1, module ``acp``, asyncio + pydantic) and
 its ``acp.contrib.SessionAccumulator``, doing the same for its user: for
-the line counts in the README (``tools/count_lines.py``) and to run the same
+the line counts in docs/compared.md (``tools/count_lines.py``) and to run the same
 tests against (``tests/examples/test_editor_client.py``). Run it where
 ``agent-client-protocol`` is installed (``.venv``'s test extra or
 ``.venv-bench``)::

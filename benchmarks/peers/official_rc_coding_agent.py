@@ -2,7 +2,7 @@
 release candidate (``agent-client-protocol`` 1.0.0rc3, module ``acp``,
 asyncio + pydantic) and its ``acp.contrib.ToolCallTracker``, doing the same
 on the wire, cancellation and the turn limit included: for the line counts
-in the README (``tools/count_lines.py``) and to run the same tests against
+in docs/compared.md (``tools/count_lines.py``) and to run the same tests against
 (``tests/examples/test_coding_agent.py``). Run it with the interpreter of
 ``tests/interop/.venv-official-rc`` (``make tests/interop/.venv-official-rc/.installed``).
 

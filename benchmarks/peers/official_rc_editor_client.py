@@ -1,7 +1,7 @@
 """``examples/editor_client.py`` written with the official Python SDK's
 release candidate (``agent-client-protocol`` 1.0.0rc3, module ``acp``,
 asyncio + pydantic) and its ``acp.contrib.SessionAccumulator``, doing the
-same for its user: for the line counts in the README
+same for its user: for the line counts in docs/compared.md
 (``tools/count_lines.py``) and to run the same tests against
 (``tests/examples/test_editor_client.py``). Run it with the interpreter of
 ``tests/interop/.venv-official-rc`` (``make tests/interop/.venv-official-rc/.installed``)::

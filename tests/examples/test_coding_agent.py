@@ -192,7 +192,7 @@ FRAMING = ["parse-error", "batch-array", "scalar-message"]
 
 async def check_with_a_turn_limit(which: str) -> Any:
     """``check-agent --strict --hold-prompt "fix /nowhere/x.py"
-    --hold-deadline 1.5 -- AGENT --turn-limit 1.5``, as in the README."""
+    --hold-deadline 1.5 -- AGENT --turn-limit 1.5``, as in docs/agent-kit.md."""
     from acp_trio.testing import check_agent
 
     with trio.fail_after(LIMIT):

@@ -239,7 +239,7 @@ async def run(program: list[tuple[Any, ...]]) -> None:
             client_handler: Any = client_conn.handler
             assert client_handler.permissions._scopes == {}
             assert client_handler._permission_requests == {}
-            assert client_handler.cancelled_turns == {}
+            assert client_handler.turns.counts() == {}
             assert to_agent.prompts_in_flight() == {}
             assert count_tasks() == tasks_idle
             wire.check_and_clear()

@@ -21,6 +21,7 @@ which 1.0.0rc3 no longer has.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,11 @@ from acp.schema import (
 )
 
 CUE = "check-client: cancel now"
+AGAIN = "check-client: prompt again"
+#: How long a cancelled turn may take before the prompt is given up (the
+#: SDK then sends $/cancel_request for it): well inside check-client's
+#: --cancel-wait.
+STOP_WAIT = 2.0
 
 
 class CheckedClient:
@@ -49,16 +55,20 @@ class CheckedClient:
     def __init__(self) -> None:
         self.conn: Any = None
         self.held: dict[str, set[asyncio.Future[RequestPermissionResponse]]] = {}
+        self.again = False
+        self.cancelled: asyncio.Event = asyncio.Event()
 
     def on_connect(self, conn: Any) -> None:
         pass
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        if (
-            isinstance(update, AgentMessageChunk)
-            and isinstance(update.content, TextContentBlock)
-            and CUE in update.content.text
-        ):
+        text = update.content if isinstance(update, AgentMessageChunk) else None
+        if not isinstance(text, TextContentBlock):
+            return
+        if AGAIN in text.text:
+            self.again = True
+        if CUE in text.text:
+            self.cancelled.set()
             await self.conn.cancel(session_id=session_id)
             cancelled = RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
             for answer in self.held.pop(session_id, set()):
@@ -99,7 +109,24 @@ async def main(command: list[str]) -> None:
             client_info=Implementation(name="official-python-rc-check-client", version="1.0.0rc3"),
         )
         session = await conn.new_session(cwd=os.getcwd(), mcp_servers=[])
-        await conn.prompt(session_id=session.session_id, prompt=[TextContentBlock(text="check me")])
+        # As a user would: prompt again while a turn asks for it; a stop
+        # button that the agent ignores gives the turn up after a while.
+        while True:
+            client.again = False
+            client.cancelled.clear()
+            prompt = asyncio.ensure_future(
+                conn.prompt(
+                    session_id=session.session_id, prompt=[TextContentBlock(text="check me")]
+                )
+            )
+            stopped = asyncio.ensure_future(client.cancelled.wait())
+            await asyncio.wait({prompt, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            # Given up after STOP_WAIT: the SDK sends $/cancel_request for it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(prompt, STOP_WAIT)
+            stopped.cancel()
+            if not client.again:
+                break
 
 
 if __name__ == "__main__":

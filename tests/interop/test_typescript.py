@@ -2,7 +2,7 @@
 2.4.0), both directions, over stdio, cancellation included.
 
 - The acp_trio client (typed API) drives ``ts_agent.mjs``, a scenario agent
-  (/work/shared/scenario-agent.md) written with the TS SDK's agent API.
+  (docs/scenario-agent.md) written with the TS SDK's agent API.
 - ``ts_client.mjs``, a scenario client written with the TS SDK's client API,
   drives ``trio_scenario_agent.py``, written with ``acp_trio.run_agent``, and
   prints every event and wire message as one JSON line.
@@ -106,7 +106,7 @@ def text_of(update: schema.SessionUpdate) -> str | None:
 
 
 class ScenarioClient(acp_trio.Client):
-    """The matching test client of scenario-agent.md (typed acp_trio API)."""
+    """The matching test client of docs/scenario-agent.md (typed acp_trio API)."""
 
     def __init__(self) -> None:
         super().__init__()

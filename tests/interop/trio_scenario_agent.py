@@ -1,4 +1,4 @@
-"""A small acp_trio scenario agent (/work/shared/scenario-agent.md) for the
+"""A small acp_trio scenario agent (docs/scenario-agent.md) for the
 interop tests: ``echo``, ``stream``, ``read``, ``wait_for_cancel``,
 ``nested`` and ``permission``, over stdio with :func:`acp_trio.run_agent`.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The scenario agent of /work/shared/scenario-agent.md, written with the
+// The scenario agent of docs/scenario-agent.md, written with the
 // official TypeScript SDK (@agentclientprotocol/sdk, agent API), over stdio.
 //
 // Commands: echo, stream, read, write, wait_for_cancel, nested, deadline,

@@ -4,8 +4,12 @@
 //
 //   node ts_check_client.mjs <agent command> [args...]
 //
-// One session, one prompt; session/cancel when an agent_message_chunk says
-// "check-client: cancel now". It reads and writes real files. Permission
+// One session; session/cancel when an agent_message_chunk says
+// "check-client: cancel now"; another prompt when a turn said "check-client:
+// prompt again". A cancelled turn still unanswered after a second gets
+// $/cancel_request (the SDK's cancellationSignal); one still unanswered a
+// second later is given up (its late answer is dropped) and the session goes
+// on. It reads and writes real files. Permission
 // requests titled "check-client: choose an option" are answered "allow"; the
 // others are held: $/cancel_request (the SDK aborts ctx.signal) makes them
 // -32800, our own session/cancel answers them with the cancelled outcome.
@@ -18,8 +22,13 @@ import * as acp from "@agentclientprotocol/sdk";
 
 const { methods } = acp;
 const CUE = "check-client: cancel now";
+const PROMPT_AGAIN = "check-client: prompt again";
+const GRACE_MS = 1000;
+const MAX_PROMPTS = 10;
 const held = new Set();
 let agentRef = null;
+// The running turn: what the cue does to it, and whether it asked for more.
+const turn = { onCue: null, promptAgain: false };
 
 function holdPermission(ctx) {
   return new Promise((resolve, reject) => {
@@ -42,13 +51,12 @@ const app = acp
   .client({ name: "ts-check-client" })
   .onNotification(methods.client.session.update, async (ctx) => {
     const { update, sessionId } = ctx.params;
-    if (
-      update.sessionUpdate === "agent_message_chunk" &&
-      update.content?.type === "text" &&
-      update.content.text.includes(CUE)
-    ) {
+    if (update.sessionUpdate !== "agent_message_chunk" || update.content?.type !== "text") return;
+    if (update.content.text.includes(PROMPT_AGAIN)) turn.promptAgain = true;
+    if (update.content.text.includes(CUE)) {
       await agentRef.notify(methods.agent.session.cancel, { sessionId });
       for (const entry of [...held]) if (entry.sessionId === sessionId) entry.cancelled();
+      turn.onCue?.();
     }
   })
   .onRequest(methods.client.fs.readTextFile, async (ctx) => ({
@@ -64,6 +72,38 @@ const app = acp
     }
     return holdPermission(ctx);
   });
+
+// One turn, with the ladder after a cancel: session/cancel (at the cue),
+// then $/cancel_request, then giving the turn up.
+async function promptOnce(agent, sessionId) {
+  turn.promptAgain = false;
+  const controller = new AbortController();
+  const timers = [];
+  let giveUp;
+  const givenUp = new Promise((resolve) => {
+    giveUp = resolve;
+  });
+  turn.onCue = () => {
+    timers.push(setTimeout(() => controller.abort(), GRACE_MS));
+    timers.push(setTimeout(() => giveUp("given up"), 2 * GRACE_MS));
+  };
+  const prompt = agent.request(
+    methods.agent.session.prompt,
+    { sessionId, prompt: [{ type: "text", text: "check me" }] },
+    { cancellationSignal: controller.signal },
+  );
+  prompt.catch(() => {}); // a turn given up may still fail later
+  try {
+    const result = await Promise.race([prompt, givenUp]);
+    return typeof result === "string" ? result : `stopReason ${result.stopReason}`;
+  } catch (error) {
+    if (error?.code === -32800) return "cancelled (-32800)";
+    throw error;
+  } finally {
+    for (const timer of timers) clearTimeout(timer);
+    turn.onCue = null;
+  }
+}
 
 async function main() {
   const command = process.argv.slice(2);
@@ -81,11 +121,11 @@ async function main() {
       cwd: process.cwd(),
       mcpServers: [],
     });
-    const result = await agent.request(methods.agent.session.prompt, {
-      sessionId: session.sessionId,
-      prompt: [{ type: "text", text: "check me" }],
-    });
-    process.stderr.write(`ts-check-client: stopReason ${result.stopReason}\n`);
+    for (let i = 0; i < MAX_PROMPTS; i++) {
+      const outcome = await promptOnce(agent, session.sessionId);
+      process.stderr.write(`ts-check-client: ${outcome}\n`);
+      if (!turn.promptAgain) break;
+    }
   });
   child.stdin.end();
   await exited;

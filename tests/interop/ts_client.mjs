@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// A scenario test client (see /work/shared/scenario-agent.md) written with the
+// A scenario test client (see docs/scenario-agent.md) written with the
 // official TypeScript SDK (@agentclientprotocol/sdk, client API).
 //
 // Usage:

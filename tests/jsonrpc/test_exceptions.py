@@ -10,14 +10,17 @@ import pytest
 
 from acp_trio import (
     ACPError,
+    CancelOutcome,
     ConnectionClosed,
     ErrorCode,
     LocalProtocolError,
     MessageTooLarge,
+    PromptNotSent,
     ProtocolError,
     RemoteProtocolError,
     RequestError,
     TurnNotAnswered,
+    passing_errors_on,
 )
 
 
@@ -207,3 +210,27 @@ def test_other_errors_survive_copy_and_pickle(copier: Any) -> None:
     assert type(unanswered) is TurnNotAnswered
     assert (unanswered.session_id, unanswered.request_id, unanswered.grace) == ("s1", 7, 2.5)
     assert str(unanswered) == str(TurnNotAnswered("s1", 7, 2.5))
+    outcome = CancelOutcome("s1", "escalated", error=RequestError(-32800), request_id=7)
+    not_sent = copier(PromptNotSent("s1", "cancelled", outcome))
+    assert type(not_sent) is PromptNotSent
+    assert (not_sent.session_id, not_sent.reason) == ("s1", "cancelled")
+    assert not_sent.outcome.how == "escalated"
+    assert str(not_sent) == str(PromptNotSent("s1", "cancelled", outcome))
+
+
+def test_passing_errors_on_answers_with_the_peers_own_error() -> None:
+    peer_error = RequestError(-32800, "Request cancelled", {"why": "deadline"})
+    peer_error.reply_to = "session/prompt"
+    with pytest.raises(RequestError) as info, passing_errors_on():
+        raise peer_error
+    passed = info.value
+    assert passed.reply_to is None  # answered as it is, not as -32603
+    assert passed.to_error_object() == peer_error.to_error_object()
+    assert passed.__cause__ is peer_error
+    # Our own errors, and anything else, go through untouched.
+    own = RequestError(-32602)
+    with pytest.raises(RequestError) as info, passing_errors_on():
+        raise own
+    assert info.value is own
+    with pytest.raises(KeyError), passing_errors_on():
+        raise KeyError("x")

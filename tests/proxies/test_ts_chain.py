@@ -32,7 +32,7 @@ LOGGING = [sys.executable, str(EXAMPLES / "logging_proxy.py"), "--quiet"]
 CONDUCT = [sys.executable, "-m", "acp_trio", "conduct", "--", *CONTEXT, "--", *LOGGING, "--"]
 CHAIN = [*CONDUCT, *SCENARIO_AGENT_COMMAND]
 
-# One session, every command of ../shared/scenario-agent.md. The context
+# One session, every command of docs/scenario-agent.md. The context
 # proxy appends a text block to each prompt; the scenario agent reads only
 # the first one, so the vocabulary is unchanged. The session/cancel of a
 # wait_for_cancel is sent at once after its prompt: every hop keeps it

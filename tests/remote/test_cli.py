@@ -247,3 +247,43 @@ async def test_check_agent_through_connect_conforms(profile: str) -> None:
             )
     assert done.returncode == 0, done.stdout.decode()[-3000:]
     assert b"\nCONFORMS\n" in done.stdout
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+async def test_connect_ends_quietly_when_the_editor_stops_reading(profile: str) -> None:
+    # The editor takes its answers, then goes away (closes its end of our
+    # stdout) while the agent still streams: the session is over, not a
+    # failure to connect (was exit 1, "cannot connect: Broken pipe").
+    new = b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}\n'
+    prompt = (
+        b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":'
+        b'"scenario-1","prompt":[{"type":"text","text":"stream 400 64"}]}}\n'
+    )
+    command = [sys.executable, "-m", "acp_trio", "connect", "--profile", profile]
+    with trio.fail_after(LIMIT):
+        async with running(agent_app(ScenarioAgent)) as base:
+            process = await trio.lowlevel.open_process(
+                [*command, base + "/acp"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            assert process.stdin is not None
+            assert process.stdout is not None
+            assert process.stderr is not None
+            await process.stdin.send_all(INIT_LINE + new)
+            seen = b""
+            while seen.count(b"\n") < 2:
+                chunk = await process.stdout.receive_some()
+                assert chunk, seen
+                seen += chunk
+            assert [reply["id"] for reply in replies(seen)] == [0, 1]
+            await process.stdout.aclose()
+            await process.stdin.send_all(prompt)
+            await process.stdin.aclose()
+            err = b""
+            while chunk := await process.stderr.receive_some():
+                err += chunk
+            code = await process.wait()
+    assert b"Broken pipe" not in err, err
+    assert code == 0, err

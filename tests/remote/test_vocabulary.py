@@ -1,4 +1,4 @@
-"""The scenario agent's whole vocabulary (../shared/scenario-agent.md) over
+"""The scenario agent's whole vocabulary (docs/scenario-agent.md) over
 each remote profile: WebSocket, Streamable HTTP over HTTP/2 (h2c) and over
 HTTP/1.1; acp_trio's server and client. Each command's outcome, and
 cancellation whichever way it starts (``session/cancel``,

@@ -1,4 +1,4 @@
-"""Load the upstream schema and build valid instances of every definition from it.
+"""Load the schema the package ships and build valid instances of every definition.
 
 The builder is deterministic. For each definition it yields a "full"
 instance (every optional property, with a value), a "minimal" one (required
@@ -12,29 +12,43 @@ its first branch here.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from jsonschema import Draft202012Validator
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_DIR = REPO_ROOT.parent / "shared" / "acp-schema" / "v1"
-HAVE_SCHEMA = (SCHEMA_DIR / "schema.json").is_file()
+#: The structural schemas the package ships (generated from the pinned npm
+#: package; tests/schema/test_generated.py checks they are up to date).
+SCHEMA_DIR = REPO_ROOT / "acp_trio" / "schema" / "json"
 
-needs_schema = pytest.mark.skipif(
-    not HAVE_SCHEMA, reason=f"upstream schema not found at {SCHEMA_DIR} (../shared is absent)"
-)
+GENERATOR = REPO_ROOT / "tools" / "gen_schema.py"
+
+
+def generator() -> types.ModuleType:
+    """``tools/gen_schema.py`` as a module (which puts ``tools/`` on sys.path,
+    so ``schemagen`` imports too)."""
+    spec = importlib.util.spec_from_file_location("gen_schema", GENERATOR)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_schema"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
 
 FLAVOURS = ("stable", "unstable", "v2", "v2-unstable")
-#: flavour -> (folder beside SCHEMA_DIR, schema file, meta file)
+#: flavour -> (folder in SCHEMA_DIR, schema file)
 FILES = {
-    "stable": ("v1", "schema.json", "meta.json"),
-    "unstable": ("v1", "schema.unstable.json", "meta.unstable.json"),
-    "v2": ("v2", "schema.json", "meta.json"),
-    "v2-unstable": ("v2", "schema.unstable.json", "meta.unstable.json"),
+    "stable": ("v1", "schema.json"),
+    "unstable": ("v1", "schema.unstable.json"),
+    "v2": ("v2", "schema.json"),
+    "v2-unstable": ("v2", "schema.unstable.json"),
 }
 #: full: every property; min: required only; nulls: nullable optionals as null;
 #: defaults: optionals that have a schema default, sent explicitly with that value.
@@ -44,17 +58,19 @@ UNKNOWN_TAG = "future_variant"
 
 @functools.cache
 def load(flavour: str) -> dict[str, Any]:
-    folder, name, _ = FILES[flavour]
-    path = SCHEMA_DIR.parent / folder / name
-    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    folder, name = FILES[flavour]
+    result: dict[str, Any] = json.loads((SCHEMA_DIR / folder / name).read_text(encoding="utf-8"))
     return result
 
 
 @functools.cache
 def load_meta(flavour: str) -> dict[str, Any]:
-    folder, _, name = FILES[flavour]
-    path = SCHEMA_DIR.parent / folder / name
-    result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    """The method tables, from the definitions' ``x-method`` and ``x-side``
+    (the generator's derivation; tests/schema/test_source.py checks it)."""
+    generator()  # puts tools/ on sys.path
+    from schemagen.source import method_tables  # type: ignore[import-not-found]
+
+    result: dict[str, Any] = method_tables(load(flavour), 2 if flavour.startswith("v2") else 1)
     return result
 
 
@@ -226,8 +242,6 @@ class Builder:
 
 def def_cases(flavour: str) -> Iterator[tuple[str, str, int, Any]]:
     """(flavour, def name, index, instance) for every non-routing definition."""
-    if not HAVE_SCHEMA:
-        return
     b = Builder(flavour)
     for name, node in b.defs.items():
         if node.get("x-docs-ignore"):

@@ -33,7 +33,7 @@ from acp_trio.schema.v2 import _generated_unstable_codec as v2u_codec
 from acp_trio.schema.v2 import _generated_unstable_tables as v2u_tables
 from acp_trio.schema.v2 import _generated_unstable_types as v2u_types
 
-from .test_generated import generator
+from ._schema_data import generator
 
 # (stable types, codec, tables), (unstable types, codec, tables), public modules
 PAIRS = {
@@ -214,25 +214,18 @@ def test_reused_definitions_generate_the_same_code_from_either_schema(folder: st
     """What the delta skips is what a full unstable generation would have written:
     per reused class and union, the codec code built from the unstable model is the
     stable model's (helper numbers aside), and so are the class bodies."""
-    import json
-
-    from ._schema_data import SCHEMA_DIR
+    from ._schema_data import load, load_meta
 
     delta = delta_module()
     from schemagen.analysis import analyze  # type: ignore[import-not-found]
     from schemagen.emit_codec import CodecEmitter  # type: ignore[import-not-found]
     from schemagen.emit_types import TypesEmitter  # type: ignore[import-not-found]
 
-    root = SCHEMA_DIR.parent / folder
-    if not (root / "schema.unstable.json").is_file():
-        pytest.skip("no schema snapshot")
+    def load_model(flavour: str) -> Any:
+        return analyze(load(flavour), load_meta(flavour))
 
-    def load_model(schema: str, meta: str) -> Any:
-        read = lambda n: json.loads((root / n).read_text(encoding="utf-8"))  # noqa: E731
-        return analyze(read(schema), read(meta))
-
-    stable = load_model("schema.json", "meta.json")
-    unstable = load_model("schema.unstable.json", "meta.unstable.json")
+    stable = load_model("stable" if folder == "v1" else "v2")
+    unstable = load_model("unstable" if folder == "v1" else "v2-unstable")
     reused = delta.reused_definitions(stable, unstable)
     assert len(reused) > 150
     numbered = re.compile(r"\b_([cL])\d+\b")

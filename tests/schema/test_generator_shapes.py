@@ -1,15 +1,14 @@
 """Schema shapes the generator must accept beyond the v1 schema (found in ACP v2).
 
-Small hand-made schemas, so these run without the upstream snapshot.
+Small hand-made schemas, not the real one.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from .test_generated import generator
+from ._schema_data import generator
 
 PATH_CHANGE = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 
@@ -48,14 +47,9 @@ SCHEMA = {
 
 
 def generate(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA), encoding="utf-8")
-    (tmp_path / "meta.json").write_text(
-        json.dumps({"agentMethods": {}, "clientMethods": {}, "version": 1}), encoding="utf-8"
-    )
     gen = generator()
-    files: dict[str, str] = gen.generate(
-        tmp_path / "schema.json", tmp_path / "meta.json", "0.0.0", "stable", "https://x"
-    )
+    meta = {"agentMethods": {}, "clientMethods": {}, "version": 1}
+    files: dict[str, str] = gen.generate(SCHEMA, meta, "0.0.0", "stable", "https://x")
     return files
 
 

@@ -27,7 +27,7 @@ from acp_trio.schema._validate import walk
 from acp_trio.schema.v2 import _generated_tables as v2_tables
 from acp_trio.schema.v2 import _generated_unstable_tables as v2_unstable_tables
 
-from ._schema_data import FLAVOURS, HAVE_SCHEMA, needs_schema
+from ._schema_data import FLAVOURS
 from .test_invalid import sample_per_class
 
 MODULES: dict[str, types.ModuleType] = {
@@ -70,8 +70,6 @@ def accepts_anything(flavour: str, tx: Any) -> bool:
 
 def cases(table_name: str) -> list[Any]:
     out: list[Any] = []
-    if not HAVE_SCHEMA:
-        return out
     for flavour in FLAVOURS:
         for cls, wires in getattr(TABLES[flavour], table_name).items():
             for wire in sorted(wires):
@@ -82,7 +80,6 @@ def cases(table_name: str) -> list[Any]:
     return out
 
 
-@needs_schema
 @pytest.mark.parametrize(("flavour", "cls", "wire"), cases("LENIENT_FIELDS"))
 def test_default_on_error(
     flavour: str, cls: type, wire: str, caplog: pytest.LogCaptureFixture
@@ -101,7 +98,6 @@ def test_default_on_error(
     assert conv.unstructure(obj) == expected
 
 
-@needs_schema
 @pytest.mark.parametrize(("flavour", "cls", "wire"), cases("SKIP_INVALID_ITEMS"))
 def test_skip_invalid_items(
     flavour: str, cls: type, wire: str, caplog: pytest.LogCaptureFixture
@@ -121,7 +117,6 @@ def test_skip_invalid_items(
     assert conv.unstructure(obj) == {**sample, wire: [good[0], good[0]]}
 
 
-@needs_schema
 @pytest.mark.parametrize(("flavour", "cls", "wire"), cases("DEFAULT_ON_NULL_FIELDS"))
 def test_default_on_null(flavour: str, cls: type, wire: str) -> None:
     conv = MODULES[flavour].converter

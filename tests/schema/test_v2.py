@@ -6,7 +6,6 @@ fuzzing) run over v2 as a flavour too; these are the messages v2 is about.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
@@ -16,7 +15,7 @@ import acp_trio.schema as v1
 import acp_trio.schema.v2 as v2
 import acp_trio.schema.v2.unstable as v2_unstable
 
-from ._schema_data import SCHEMA_DIR, load, needs_schema, validator
+from ._schema_data import load, load_meta, validator
 
 conv = v2.converter
 
@@ -124,7 +123,6 @@ def test_unsupported_protocol_version_error_data_is_typed() -> None:
         assert round_trip({**data, "data": other}, v2.Error).data == other
 
 
-@needs_schema
 @pytest.mark.parametrize(
     ("def_name", "data"),
     [
@@ -165,9 +163,8 @@ def test_v2_prompt_response_differs_from_v1() -> None:
     assert "stop_reason" in attrs.fields_dict(v1.PromptResponse)
 
 
-@needs_schema
 def test_method_table_matches_meta() -> None:
-    meta = json.loads((SCHEMA_DIR.parent / "v2" / "meta.json").read_text(encoding="utf-8"))
+    meta = load_meta("v2")
     sides = {"agentMethods": "agent", "clientMethods": "client", "protocolMethods": "protocol"}
     expected = {wire: sides[table] for table in sides for wire in meta[table].values()}
     assert {name: info.handled_by for name, info in v2.METHODS.items()} == expected
@@ -177,9 +174,8 @@ def test_method_table_matches_meta() -> None:
     assert v2.REQUESTS["session/prompt"].result is v2.PromptResponse
 
 
-@needs_schema
 def test_unstable_v2_is_its_own_set() -> None:
-    meta = json.loads((SCHEMA_DIR.parent / "v2" / "meta.unstable.json").read_text(encoding="utf-8"))
+    meta = load_meta("v2-unstable")
     wires = {w for table in meta.values() if isinstance(table, dict) for w in table.values()}
     assert set(v2_unstable.METHODS) == wires
     assert set(v2.METHODS) < set(v2_unstable.METHODS)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 import trio
 
+import acp_trio
 from acp_trio import RequestError
 from acp_trio.testing import (
     CHECKS,
@@ -54,6 +56,9 @@ def test_the_check_list_has_the_promised_checks_and_levels() -> None:
         "session-new": Level.REQUIRED,
         "prompt": Level.REQUIRED,
         "session-cancel": Level.REQUIRED,
+        "cancel-promptly": Level.RECOMMENDED,
+        "idle-cancel": Level.RECOMMENDED,
+        "cancel-isolation": Level.RECOMMENDED,
         "unknown-method": Level.REQUIRED,
         "invalid-params": Level.RECOMMENDED,
         "unknown-notification": Level.REQUIRED,
@@ -336,7 +341,14 @@ async def test_the_table_and_usage_errors_on_the_command_line() -> None:
     assert "--hold-deadline needs --hold-prompt" in err
     code, out, _ = await run_cli("check-agent", "--list")
     assert code == 0
-    assert [line.split()[0] for line in out.splitlines()] == ALL_CHECKS
+    assert [line.split()[0] for line in out.splitlines() if line[:1] != " "] == ALL_CHECKS
+    # Under each check, the sentence it rests on.
+    rules = [line.strip() for line in out.splitlines() if line[:1] == " "]
+    assert len(rules) == len(ALL_CHECKS)
+    assert all(line.startswith("rests on: ") for line in rules)
+    assert rules[ALL_CHECKS.index("session-cancel")].startswith(
+        "rests on: MUST (prompt-turn#cancellation)"
+    )
 
 
 async def test_a_missing_schema_path_is_a_usage_error(tmp_path: Any) -> None:
@@ -393,9 +405,30 @@ def test_the_validator_reads_the_messages_of_their_method(
     assert validator.check({"jsonrpc": "2.0", "method": "_x/y", "params": [1]}) is None
 
 
-def test_the_schema_check_is_skipped_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_jsonschema_the_types_validate_and_the_extra_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "jsonschema.validators", None)
-    assert MessageValidator.load() == "jsonschema is not installed (pip install jsonschema)"
+    reason = MessageValidator.load()
+    assert reason == schema_check.NO_JSONSCHEMA
+    assert "pip install 'acp-trio[check]'" in reason
+    validator = schema_check.load_validator()
+    assert isinstance(validator, TypedValidator)
+    assert "pip install 'acp-trio[check]'" in validator.description
+    with pytest.raises(ValueError, match=r"acp-trio\[check\]"):
+        schema_check.load_validator(schema_check.DEFAULT_SCHEMA)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_by_default_jsonschema_validates_against_the_shipped_schema(version: int) -> None:
+    validator = schema_check.load_validator(version=version)
+    assert isinstance(validator, MessageValidator)
+    folder = "v2" if version == 2 else "v1"
+    assert validator.path is not None
+    assert validator.path.parts[-5:] == ("acp_trio", "schema", "json", folder, "schema.json")
+    assert validator.path.is_relative_to(Path(acp_trio.__file__).parent)
+    found, tried = schema_check.find_schema(version=version)
+    assert (found, tried) == (validator.path, [validator.path])
 
 
 SESSION_FREE = {
@@ -533,3 +566,55 @@ def test_the_checks_run_in_the_documented_order_and_every_one_is_ordered() -> No
 
     assert [info.name for info in CHECKS] == list(ORDER)
     assert len(set(ORDER)) == len(ORDER)
+
+
+#: The checks of check-agent before issue 45 (session-cancel then also judged
+#: how soon a cancelled turn stops: now cancel-promptly).
+BEFORE_45 = [name for name in ALL_CHECKS if name not in ("idle-cancel", "cancel-isolation")]
+#: Each plant of issue 45 and the one new check it fails.
+NEW_45 = {
+    "sticky_cancel": ("idle-cancel", "leaked into its next turn"),
+    "cancel_all_sessions": ("cancel-isolation", "ended the turn of the other session"),
+}
+
+
+@pytest.mark.parametrize("agent", list(NEW_45))
+def test_each_new_plant_passes_every_check_of_before_and_fails_its_new_one(
+    agent: str, fault_reports: dict[str, CheckReport]
+) -> None:
+    report = fault_reports[agent]
+    table = report.format_table()
+    # The checker of before finds nothing wrong with it (not even --strict)...
+    assert all(report[name].passed for name in BEFORE_45), table
+    # ...the new check does, for the right reason, with the wire to show.
+    check, words = NEW_45[agent]
+    assert {r.name for r in report if r.failed} == {check}, table
+    assert words in report[check].reason, report[check].reason
+    assert report[check].evidence
+    assert report[check].level is Level.RECOMMENDED
+    # Both are SHOULD-level (no MUST covers them): the plain run conforms.
+    assert report.ok
+    assert not attrs.evolve(report, promoted=promoted_levels(True)).ok
+
+
+def test_the_well_behaved_agents_pass_the_new_checks(fault_reports: dict[str, CheckReport]) -> None:
+    clean = fault_reports["clean"]
+    for check in ("idle-cancel", "cancel-isolation", "cancel-promptly"):
+        assert clean[check].passed, clean[check].reason
+    assert "the other's: stopReason 'end_turn'" in clean["cancel-isolation"].reason
+    assert "had ended before the cancel" not in clean["cancel-isolation"].reason
+
+
+async def test_an_agent_that_cannot_reach_its_model_is_incomplete_not_failing() -> None:
+    # As opencode answers without network access: "Cannot connect to API".
+    with trio.fail_after(REAL_LIMIT):
+        report = await check_agent(agent_command("no_model"), timeout=CHECK_TIMEOUT)
+    table = report.format_table()
+    assert report.status is Status.INCOMPLETE, table
+    assert not report.failures(), table
+    for name in ("prompt", "idle-cancel", "cancel-isolation", "deadline"):
+        assert report[name].skipped, table
+        assert report[name].reason.startswith("no model reachable: "), table
+        assert "Cannot connect to API" in report[name].reason
+    # A cancelled turn needs no model: it is judged.
+    assert report["session-cancel"].passed, table

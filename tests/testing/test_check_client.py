@@ -28,6 +28,9 @@ NAMES = [info.name for info in CLIENT_CHECKS]
 #: Each wait of the agent side: generous (a loaded machine), it only costs
 #: time where a client never answers.
 CHECK_TIMEOUT = 5.0
+#: How long the agent side ignores a session/cancel (ignored-cancel): more
+#: than the clients' own graces here (raw client 2 x 0.5 s, acp_trio's 1 s).
+CANCEL_WAIT = 3.0
 
 #: Client -> the checks it must fail.
 FAULTS: dict[str, set[str]] = {
@@ -40,7 +43,15 @@ FAULTS: dict[str, set[str]] = {
     # No faults: the checks that cannot be exercised are skipped.
     "answer-all": set(),
     "no-session-cancel": {"session-cancel"},
+    # Issue 45: each passes every check of before and fails one new check.
+    "leak-cancel": {"idle-cancel"},
+    "wait-forever": {"ignored-cancel"},
+    "close-after-ignored-cancel": {"usable-after-ignored-cancel"},
 }
+#: The checks of check-client before issue 45.
+BEFORE_45 = [
+    n for n in NAMES if n not in ("idle-cancel", "ignored-cancel", "usable-after-ignored-cancel")
+]
 
 
 def raw_client(fault: str) -> list[str]:
@@ -62,9 +73,11 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClientCheckRe
 
         async def one(name: str) -> None:
             async with limiter:
-                found[name] = await check_client(commands[name], timeout=CHECK_TIMEOUT, cwd=work)
+                found[name] = await check_client(
+                    commands[name], timeout=CHECK_TIMEOUT, cwd=work, cancel_wait=CANCEL_WAIT
+                )
 
-        with trio.fail_after(REAL_LIMIT * 2):
+        with trio.fail_after(REAL_LIMIT * 4):  # a watchdog: 13 clients, 3 at a time
             async with trio.open_nursery() as nursery:
                 for name in commands:
                     nursery.start_soon(one, name)
@@ -91,6 +104,46 @@ def test_conforming_clients_pass_every_check(
     # The cancellations were exercised, not answered around.
     assert report["cancel-request"].reason == "-32800"
     assert report["cancelled-permission"].reason == "cancelled"
+    assert "came on the same session" in reports["clean"]["usable-after-ignored-cancel"].reason
+    assert "$/cancel_request for the prompt" in reports["clean"]["ignored-cancel"].reason
+
+
+def test_acp_trio_client_keeps_the_session_after_an_ignored_cancel(
+    reports: dict[str, ClientCheckReport],
+) -> None:
+    # The cancel ladder: session/cancel, then $/cancel_request for the prompt,
+    # then the session is free for the next prompt (issue 45).
+    report = reports["acp_trio"]
+    assert report["ignored-cancel"].passed, report.format_table()
+    assert report["usable-after-ignored-cancel"].passed, report.format_table()
+    assert "$/cancel_request for the prompt" in report["ignored-cancel"].reason
+    assert "TurnNotAnswered" not in report.client_output
+
+
+@pytest.mark.parametrize("fault", ["leak-cancel", "wait-forever", "close-after-ignored-cancel"])
+def test_each_new_plant_passes_every_check_of_before_and_fails_its_new_one(
+    reports: dict[str, ClientCheckReport], fault: str
+) -> None:
+    report = reports[fault]
+    table = report.format_table()
+    assert all(report[name].passed for name in BEFORE_45), table
+    assert failed(report) == FAULTS[fault], table
+    assert report.ok  # recommended checks: SHOULD and MAY, no MUST
+
+
+def test_the_new_checks_say_what_the_client_did(reports: dict[str, ClientCheckReport]) -> None:
+    assert "leaked into the next one" in reports["leak-cancel"]["idle-cancel"].reason
+    hung = reports["wait-forever"]
+    assert "the client hangs" in hung["ignored-cancel"].reason
+    assert "--cancel-wait" in hung["ignored-cancel"].reason
+    assert hung["usable-after-ignored-cancel"].skipped
+    closed = reports["close-after-ignored-cancel"]
+    assert "-32800" in closed["ignored-cancel"].reason
+    assert "closed the connection" in closed["usable-after-ignored-cancel"].reason
+    # A client that ignores every cue leaves them unexercised: skipped, not passed.
+    quiet = reports["no-session-cancel"]
+    for name in ("idle-cancel", "ignored-cancel", "usable-after-ignored-cancel"):
+        assert quiet[name].skipped, quiet[name]
 
 
 @pytest.mark.parametrize("fault", [f for f in FAULTS if f != "clean"])
@@ -278,7 +331,7 @@ def test_show_prints_an_agent_side_report(tmp_path: Path) -> None:
     show = [sys.executable, "-m", "acp_trio", "check-client", "--show", str(path)]
     run = subprocess.run(show, capture_output=True, text=True, timeout=REAL_LIMIT, check=False)
     assert run.returncode == 0, run.stdout
-    assert run.stdout.splitlines()[-1].startswith("CONFORMS: 16 passed")
+    assert run.stdout.splitlines()[-1].startswith(f"CONFORMS: {len(NAMES)} passed")
     data = json.loads(path.read_text())
     assert data["final"] is True
     assert data["prompted"] is True
@@ -310,7 +363,13 @@ def test_command_line_lists_the_checks() -> None:
         timeout=REAL_LIMIT,
         check=True,
     )
-    assert [line.split()[0] for line in run.stdout.splitlines()] == NAMES
+    lines = run.stdout.splitlines()
+    assert [line.split()[0] for line in lines if line[:1] != " "] == NAMES
+    rules = [line.strip() for line in lines if line[:1] == " "]
+    assert rules[NAMES.index("cancelled-permission")].startswith(
+        "rests on: MUST (prompt-turn#cancellation)"
+    )
+    assert rules[NAMES.index("ignored-cancel")].startswith("rests on: MAY ")
 
 
 def _running(pid: int) -> bool:

@@ -1,6 +1,7 @@
 """The CI kit of the checkers: ``--list``, ``--only``, ``--suite``,
 ``--results DIR`` (JSON and JUnit XML), ``--expected-failures FILE`` (its
-three outcomes), and the README's CI recipe, its command run as printed."""
+three outcomes), and the CI recipe of ``docs/testing.md``, its command run as
+printed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from acp_trio.testing._check._report import CheckResult, Level, Verdict
 
 from .conftest import AGENTS, REAL_LIMIT, REPO, agent_command
 
-STREAMS_ON = agent_command("stream_after_cancel")  # fails session-cancel only
+STREAMS_ON = agent_command("stream_after_cancel")  # fails cancel-promptly only
 CLEAN = agent_command("clean")
 
 
@@ -41,14 +42,15 @@ def baseline(tmp_path: Path, text: str, name: str = "baseline.yaml") -> str:
     return str(path)
 
 
-ONLY = ("--only", "session-cancel", "--timeout", "3")
+# A recommended check, counted (--strict).
+ONLY = ("--only", "cancel-promptly", "--strict", "--timeout", "3")
 
 
 async def test_a_listed_failure_does_not_fail_the_run(tmp_path: Path) -> None:
-    listed = baseline(tmp_path, "session-cancel: streams on after the cancel, issue 12\n")
+    listed = baseline(tmp_path, "cancel-promptly: streams on after the cancel, issue 12\n")
     code, out, _ = await cli("check-agent", *ONLY, "--expected-failures", listed, "--", *STREAMS_ON)
     assert code == 0, out
-    assert "expected failure: session-cancel (streams on after the cancel, issue 12)" in out
+    assert "expected failure: cancel-promptly (streams on after the cancel, issue 12)" in out
 
 
 async def test_a_new_failure_fails_the_run(tmp_path: Path) -> None:
@@ -58,15 +60,15 @@ async def test_a_new_failure_fails_the_run(tmp_path: Path) -> None:
     )
     assert code == 1, out
     document = json.loads(out)
-    assert document["baseline"]["new"] == ["session-cancel"]
+    assert document["baseline"]["new"] == ["cancel-promptly"]
     assert document["exit_code"] == 1
 
 
 async def test_a_listed_check_that_now_passes_is_a_stale_baseline(tmp_path: Path) -> None:
-    listed = baseline(tmp_path, "session-cancel: streams on after the cancel\n")
+    listed = baseline(tmp_path, "cancel-promptly: streams on after the cancel\n")
     code, out, _ = await cli("check-agent", *ONLY, "--expected-failures", listed, "--", *CLEAN)
     assert code == 1, out
-    assert "STALE: session-cancel now passes; remove it from the baseline" in out
+    assert "STALE: cancel-promptly now passes; remove it from the baseline" in out
 
 
 async def test_a_baseline_naming_an_unknown_check_is_a_usage_error(tmp_path: Path) -> None:
@@ -116,7 +118,7 @@ def test_suites_are_levels_or_no_session() -> None:
 async def test_suite_list_and_results_on_the_command_line(tmp_path: Path) -> None:
     code, out, _ = await cli("check-agent", "--list")
     assert code == 0
-    assert len(out.splitlines()) == len(CHECKS)
+    assert len(out.splitlines()) == 2 * len(CHECKS)  # each check, then its sentence
     results = tmp_path / "results"
     code, out, err = await cli(
         "check-agent", "--suite", "cancellation", "--results", str(results), "--", *CLEAN
@@ -163,14 +165,16 @@ async def test_check_client_suite_and_results(tmp_path: Path) -> None:
 
 
 def _recipe() -> tuple[str, str]:
-    """The README's CI job: the command of its step "Check the agent", and
-    the baseline file shown after it."""
-    readme = (REPO / "README.md").read_text()
-    job = readme.split("<!-- ci-recipe -->", 1)[1]
+    """The CI job of docs/checking-in-ci.md: the command of its step "Check
+    the agent", and the baseline file shown after it. (tests/test_install.py
+    runs every step of it, with acp_trio installed as the page says.)"""
+    page = (REPO / "docs" / "checking-in-ci.md").read_text()
+    job = page.split("<!-- ci-recipe -->", 1)[1]
     command = re.search(r"- name: Check the agent\n\s+run: (.+)\n", job)
     assert command is not None
-    blocks = re.findall(r"```yaml\n(.*?)```", job, flags=re.DOTALL)
-    return command.group(1), blocks[1]
+    baseline = re.search(r"<!-- ci-baseline -->\n```yaml\n(.*?)```", page, flags=re.DOTALL)
+    assert baseline is not None
+    return command.group(1), baseline.group(1)
 
 
 async def test_the_ci_recipe_runs_as_printed(tmp_path: Path) -> None:
@@ -190,6 +194,6 @@ async def test_the_ci_recipe_runs_as_printed(tmp_path: Path) -> None:
         )
     out = done.stdout.decode()
     assert done.returncode == 0, out + done.stderr.decode()
-    assert "expected failure: session-cancel" in out
+    assert "expected failure: cancel-promptly" in out
     assert list((tmp_path / "acp-results").glob("check-agent-*.json"))
     assert list((tmp_path / "acp-results").glob("check-agent-*.xml"))

@@ -49,14 +49,17 @@ def test_a_state_update_after_a_cancelled_turn_passes(
 def test_a_turn_that_streams_on_after_session_cancel_fails(
     fault_reports: dict[str, CheckReport],
 ) -> None:
-    # The old checker: PASS (it answered "cancelled", 1.5 s later).
-    result = fault_reports["stream_after_cancel"]["session-cancel"]
+    # The old checker: PASS (it answered "cancelled", 1.5 s later). Stopping
+    # promptly is a SHOULD: cancel-promptly (recommended) fails, while
+    # session-cancel (the MUST of the stop reason) passes.
+    assert fault_reports["stream_after_cancel"]["session-cancel"].passed
+    result = fault_reports["stream_after_cancel"]["cancel-promptly"]
     assert result.failed
     assert "the turn went on after session/cancel" in result.reason, result.reason
     assert "--cancel-within" in result.reason
     assert any("still working" in line for line in result.evidence)
     # One that stops at once (the clean agent streams too) passes.
-    clean = fault_reports["clean"]["session-cancel"]
+    clean = fault_reports["clean"]["cancel-promptly"]
     assert clean.passed, clean.reason
 
 

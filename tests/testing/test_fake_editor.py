@@ -279,3 +279,29 @@ async def test_against_the_coding_agent_as_a_process() -> None:
     assert editor.files == {"/workspace/main.py": FIXED}
     assert the_call(editor, sid).status == "completed"
     assert editor.running_terminals == []
+
+
+async def test_a_read_of_hold_waits_until_it_is_cancelled(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # As the scenario's test client: the scenario agent's `deadline` reads
+    # /hold and cancels the read at its own deadline (answered -32800, not
+    # a file missing from the workspace).
+    from acp_trio.testing import HOLD_PATH, ScenarioAgent
+
+    editor = FakeEditor({"notes.txt": "x"})
+    with trio.fail_after(LIMIT):
+        async with open_memory_pair(ScenarioAgent, editor) as pair:
+            sid = await pair.new_session(editor.cwd)
+            with pytest.raises(acp_trio.RequestError) as info:
+                await pair.to_agent.prompt_text(sid, "deadline 500")
+            assert info.value.code == -32800
+            assert [p.path for p in editor.received("fs/read_text_file")] == [HOLD_PATH]
+            # The $/cancel_request came before the prompt's answer; the
+            # editor's handler runs its cancellation when next scheduled.
+            await trio.testing.wait_all_tasks_blocked()
+            assert editor.cancelled == ["fs/read_text_file"]
+            # Any other path is read from the workspace at once.
+            result = await pair.to_agent.prompt_text(sid, f"read 1 {editor.path('notes.txt')}")
+            assert result.stop_reason == "end_turn"
+            assert editor.texts(sid)[-1] == "read 1 1"

@@ -39,6 +39,24 @@ def test_a_clean_agent_passes_one_item_per_check(pytester: pytest.Pytester) -> N
     assert cases == [f"acp-check[{info.name}]" for info in CHECKS]
 
 
+def test_a_trio_mode_project_runs_the_checks_beside_its_own_async_tests(
+    pytester: pytest.Pytester,
+) -> None:
+    # trio_mode = true (what the agents guide tells users to set): pytest-trio
+    # looks at every item's function (was INTERNALERROR: AcpCheckItem has no obj).
+    pytester.makeini("[pytest]\ntrio_mode = true\n")
+    pytester.makepyfile(
+        test_own="import trio\n\nasync def test_async():\n    await trio.sleep(0)\n"
+    )
+    xml = pytester.path / "checks.xml"
+    agent = shlex.join(SCENARIO_AGENT_COMMAND)
+    result = run(pytester, "--acp-agent", agent, "--acp-strict", f"--junitxml={xml}")
+    result.assert_outcomes(passed=len(CHECKS) + 1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    cases = [case.get("name") for case in ET.parse(xml).iter("testcase")]
+    assert cases == ["test_async", *(f"acp-check[{info.name}]" for info in CHECKS)]
+
+
 def test_a_planted_bug_fails_its_check_under_strict_and_warns_without(
     pytester: pytest.Pytester,
 ) -> None:

@@ -1,5 +1,5 @@
 """The reference scenario agent and its test client, in memory: every command
-of the vocabulary (scenario-agent.md), on the autojump clock."""
+of the vocabulary (docs/scenario-agent.md), on the autojump clock."""
 
 from __future__ import annotations
 

@@ -356,6 +356,41 @@ def test_the_default_prefix_names_the_program() -> None:
     assert default_prefix(["node"], 7) == "node[7]: "
 
 
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        # Code given inline is not a name (it was the whole script).
+        (["python3", "-c", "import agent\nagent.main()\n"], "python3 -c"),
+        (["/usr/bin/python3.12", "-u", "-c", "print(1)"], "python3.12 -c"),
+        (["node", "-e", "require('./agent').run()"], "node -e"),
+        (["node", "--eval", "run()"], "node --eval"),
+        (["deno", "eval", "console.log(1)"], "deno eval"),
+        # An option's value, or a subcommand, is not the program either.
+        (["python", "-W", "error", "-X", "dev", "agent.py"], "agent.py"),
+        (["python", "-m", "acp_trio", "scenario-agent"], "acp_trio"),
+        (["node", "--require", "ts-node/register", "agent.ts"], "agent.ts"),
+        (["deno", "run", "-A", "agent.ts"], "agent.ts"),
+        (["npx", "--package", "x", "some-agent"], "some-agent"),
+        (["uvx", "--from", "pkg", "my-agent"], "my-agent"),
+        # Something that cannot be a name (a command line, a long blob): the launcher.
+        (["bun", "x y z"], "bun"),
+        (["python", "a" * 200], "python"),
+    ],
+)
+def test_the_default_prefix_is_short_and_says_what_runs(command: list[str], name: str) -> None:
+    assert default_prefix(command, 7) == f"{name}[7]: "
+
+
+async def test_a_python_c_agent_is_prefixed_python_c(capsys: pytest.CaptureFixture[str]) -> None:
+    script = "import sys\nsys.stderr.write('hello from the agent\\n')\n" + "# padding\n" * 20
+    with trio.fail_after(LIMIT):
+        async with acp_trio.lowlevel.open_agent_process([sys.executable, "-c", script]) as process:
+            await process.process.wait()
+    name = os.path.basename(sys.executable)
+    err = capsys.readouterr().err.splitlines()
+    assert f"{name} -c[{process.pid}]: hello from the agent" in err
+
+
 async def test_an_unknown_mode_is_refused(agent: list[str]) -> None:
     with pytest.raises(ValueError, match="stderr must be"):
         async with acp_trio.lowlevel.open_agent_process(agent, stderr="loud"):  # type: ignore[arg-type]

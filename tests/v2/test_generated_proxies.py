@@ -8,7 +8,6 @@ import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = ROOT.parent / "shared" / "acp-schema" / "v2" / "schema.json"
 
 
 def test_the_typed_usage_module_imports() -> None:

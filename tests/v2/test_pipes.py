@@ -5,6 +5,7 @@ watchdogs, no timing assertions."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -132,3 +133,32 @@ async def test_sigterm_shuts_the_router_down_in_order_before_and_after_the_choic
                 codes.append(await process.process.wait())
     # An orderly exit (0), not death by the signal (-15).
     assert codes == [0, 0]
+
+
+@pytest.mark.parametrize("run", range(5))
+async def test_a_prompt_cancelled_with_its_block_still_ends_the_turn(
+    run: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The relay's shape, v2: the scope around the spawned agent's block is
+    cancelled while ``prompt()`` waits. ``session/cancel`` goes out, and
+    leaving the block gives the turn its grace to go idle before the
+    connection and the process go (no warning that it did not). The
+    updates read while leaving are dropped, the idle one too."""
+    caplog.set_level(logging.WARNING, logger="acp_trio")
+    client = RecordingClient()
+    with trio.fail_after(PIPE_LIMIT):
+        with trio.CancelScope() as scope:
+            async with v2.open_spawned_agent(client, AGENT, stderr="capture") as agent:
+                await agent.initialize()
+                sid = (await agent.new_session("/tmp")).session_id
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(agent.prompt, sid, text("wait"))
+                    await client.wait_for(lambda u: u.get("state") == "running")
+                    scope.cancel()
+        assert scope.cancelled_caught
+    assert client.states() == [("running", None)]
+    # The client saw the turn end (the idle was read, not handed on).
+    (idle,) = agent.turns._ended[sid].values()
+    assert idle.stop_reason == "cancelled"
+    assert "did not end" not in caplog.text
+    assert "not even answered" not in caplog.text

@@ -1,21 +1,25 @@
 """Generate every ``_generated_*.py`` module of acp_trio from the ACP JSON
 Schema: ``acp_trio/schema/`` (v1, stable and unstable), ``acp_trio/schema/v2/``
-and the typed v2 proxies in ``acp_trio/v2/``, with one entry point and one
+and the typed v2 proxies in ``acp_trio/v2/``, and the structural schemas the
+package ships (``acp_trio/schema/json/``), with one entry point and one
 ``--check``.
+
+The schema comes from the ``@agentclientprotocol/sdk`` npm package, at the
+version ``tests/interop/package.json`` pins (``source`` says why and how).
 
 Usage (from the repository root)::
 
-    python tools/gen_schema.py            # stable + unstable, from ../shared/acp-schema/v1
-    python tools/gen_schema.py --schema PATH/schema.json --meta PATH/meta.json \\
-        --schema-version 1.22.0           # a newer upstream release
+    make regen                            # = python tools/gen_schema.py (npm installs the pin)
+    make schema-update VERSION=2.5.0      # pin another release, then regenerate
     python tools/gen_schema.py --check    # exit 1 if the committed files are stale
+    python tools/gen_schema.py --from-shipped   # no npm: from acp_trio/schema/json
 
 The generator works in three steps, one group of modules each (in tools/schemagen/):
 
 1. *analysis* (``analysis``, building the ``model`` with the ``naming`` rules)
    turns the schema's ``$defs`` into a small model (aliases, classes, unions,
-   methods), following the shape notes in ``shared/protocol-notes.md``
-   section 14;
+   methods; the method tables come from the definitions' ``x-method`` and
+   ``x-side``, see ``source``);
 2. *emission* (``emit_types``, ``emit_codec`` with ``codec_values``,
    ``emit_tables``, sharing ``emit_common``) writes four modules per schema
    flavour: types (attrs classes and aliases), codec (specialised fast
@@ -33,6 +37,7 @@ package (``delta``): a definition that is the same in both, and so is all it
 refers to, is imported from the stable modules (class, codec functions, table
 rows) instead of being generated again.
 
-No description text from the schema is copied into the output: a class
-carries its name, its wire name and a link to the upstream schema page.
+No description text from the schema is copied into the output (the
+generator reads the structural schema, which has none): a class carries its
+name, its wire name and a link to the upstream schema page.
 """

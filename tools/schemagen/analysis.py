@@ -1,6 +1,8 @@
-"""Analysis: turn the schema's ``$defs`` (and ``meta.json``) into a :class:`Model`.
+"""Analysis: turn the schema's ``$defs`` (and its method tables) into a :class:`Model`.
 
-It follows the shape notes in ``shared/protocol-notes.md`` section 14: which
+It knows the schema's shapes (JSON Schema 2020-12; tagged variants as a
+const tag beside an ``allOf`` payload; ``anyOf`` unions without a
+``discriminator``; catch-all "other" branches; nullable optionals): which
 defs are aliases, classes, tagged or structural unions, how a union's common
 fields merge into its variants, which defs are routing envelopes, and which
 params/result types make up the method table. Anything it cannot model exits
@@ -22,7 +24,7 @@ from .naming import (
 )
 
 # Fields where JSON ``null`` means "clear" and absence means "unchanged". The
-# schema cannot say this (protocol-notes section 14); these get an UNSET default.
+# schema cannot say this (only its prose does); these get an UNSET default.
 NULL_CLEARS: frozenset[tuple[str, str]] = frozenset(
     {
         ("SessionInfoUpdate", "title"),
@@ -447,7 +449,7 @@ class Analyzer(UnionAnalysis):
         wire = self.defs[params]["x-method"]
         s = sides.get(wire)
         if not s:
-            raise SystemExit(f"{wire} is not listed in meta.json")
+            raise SystemExit(f"{wire} is in no method table (x-method, x-side)")
         handled = "both" if {"agent", "client"} <= s else next(iter(sorted(s)))
         result = results.get(wire) if kind == "request" else None
         if kind == "request" and result is None:

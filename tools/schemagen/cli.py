@@ -12,25 +12,30 @@ import sys
 from pathlib import Path
 
 from . import __doc__ as OVERVIEW
-from .driver import OUT_DIR, SCHEMA_DIR, generate_all
+from .driver import OUT_DIR, generate_all
+from .source import PACKAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=OVERVIEW, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--schema", default=str(SCHEMA_DIR / "schema.json"), help="stable schema.json")
-    p.add_argument("--meta", help="meta.json (default: next to --schema)")
-    p.add_argument("--unstable-schema", help="default: schema.unstable.json next to --schema")
-    p.add_argument("--unstable-meta", help="default: meta.unstable.json next to --schema")
-    p.add_argument("--no-unstable", action="store_true", help="skip the unstable module")
     p.add_argument(
-        "--v2-schema", help="ACP v2 schema.json (meta.json beside it); default: the snapshot's v2/"
+        "--package",
+        metavar="DIR",
+        help=f"an unpacked {PACKAGE} (its folder, with package.json and schema/); default: "
+        "the version tests/interop/package.json pins, as npm installed it",
     )
+    p.add_argument(
+        "--from-shipped",
+        action="store_true",
+        help="read the structural schemas committed in acp_trio/schema/json instead of the "
+        "npm package (no npm needed; the same modules)",
+    )
+    p.add_argument("--no-unstable", action="store_true", help="skip the unstable modules")
     p.add_argument("--no-v2", action="store_true", help="skip the v2 modules")
     p.add_argument(
-        "--schema-version",
-        help="default: from the README beside the schema folder, or a Cargo.toml next to it",
+        "--schema-version", help=f"the label in the banners (default: {PACKAGE}@VERSION)"
     )
     p.add_argument(
         "--out", default=str(OUT_DIR), help="the package directory (acp_trio/) to write into"
@@ -41,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.package and args.from_shipped:
+        raise SystemExit("--package and --from-shipped exclude each other")
     files = generate_all(args)
     out_dir = Path(args.out)
     stale = []

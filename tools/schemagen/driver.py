@@ -1,20 +1,18 @@
-"""Drive one generation: read the schema files, analyse, emit, ``ruff format``.
+"""Drive one generation: read the schemas (:mod:`.source`), analyse, emit, ``ruff format``.
 
-Holds the default locations (the schema snapshot beside the repository, the
-output package) and finds the schema release for the banners. Formatting with
-the repository's ruff settings makes the output deterministic and lint-clean.
+Holds the output package's location. Formatting with the repository's ruff
+settings makes the output deterministic and lint-clean.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .analysis import analyze
 from .delta import Base, Delta, defined_names, reused_definitions
@@ -22,9 +20,17 @@ from .emit_codec import CodecEmitter
 from .emit_proxies import V2_METHOD_NAMES, ProxiesEmitter
 from .emit_tables import emit_methods, emit_tables
 from .emit_types import TypesEmitter
+from .source import (
+    FILES,
+    PACKAGE_DIR,
+    dump,
+    method_tables,
+    read_package,
+    read_shipped,
+    structural,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_DIR = REPO_ROOT.parent / "shared" / "acp-schema" / "v1"
 # Every generated module is under the package: schema/ (v1), schema/v2/, and
 # v2/ (the typed v2 proxies); the names generate_all returns are relative to it.
 OUT_DIR = REPO_ROOT / "acp_trio"
@@ -66,32 +72,9 @@ def ruff_sort_imports(source: str, filename: str) -> str:
     return proc.stdout
 
 
-def detect_schema_version(schema_path: Path) -> str | None:
-    """The schema release, from the snapshot's README or an upstream checkout's Cargo.toml.
-
-    A snapshot taken from the TypeScript SDK's package (its README names the
-    ``@agentclientprotocol/sdk`` release, not the schema's) is labelled with
-    that package, npm style: ``@agentclientprotocol/sdk@2.4.0``.
-    """
-    readme = schema_path.parent.parent / "README.md"
-    text = readme.read_text(encoding="utf-8") if readme.is_file() else ""
-    found = re.search(r"v1 schema version: `([^`]+)`", text)
-    if found:
-        return found.group(1)
-    cargo = schema_path.parent / "Cargo.toml"  # upstream keeps schema/v1/Cargo.toml beside it
-    if cargo.is_file():
-        found = re.search(r'^version\s*=\s*"([^"]+)"', cargo.read_text(encoding="utf-8"), re.M)
-        if found:
-            return found.group(1)
-    found = re.search(r"`(@agentclientprotocol/sdk)`\s+(\d[\w.+-]*)", text)
-    if found:
-        return f"{found.group(1)}@{found.group(2)}"
-    return None
-
-
 def generate(
-    schema_path: Path,
-    meta_path: Path,
+    schema: dict[str, Any],
+    meta: dict[str, Any],
     schema_version: str,
     flavour: str,
     docs: str,
@@ -105,14 +88,12 @@ def generate(
     ``base`` (the stable generation of the same package) an unstable flavour is
     generated as a delta over it (see :mod:`.delta`).
     """
-    return generate_flavour(
-        schema_path, meta_path, schema_version, flavour, docs, subpackage, base
-    )[0]
+    return generate_flavour(schema, meta, schema_version, flavour, docs, subpackage, base)[0]
 
 
 def generate_flavour(
-    schema_path: Path,
-    meta_path: Path,
+    schema: dict[str, Any],
+    meta: dict[str, Any],
     schema_version: str,
     flavour: str,
     docs: str,
@@ -120,14 +101,12 @@ def generate_flavour(
     base: Base | None = None,
 ) -> tuple[dict[str, str], Base]:
     """:func:`generate`, also returning what a delta over this generation needs."""
-    schema = json.loads(schema_path.read_text(encoding="utf-8"))
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     model = analyze(schema, meta)
     folder = f"{subpackage}/" if subpackage else ""
     prefix = folder + "_generated_" + ("unstable_" if flavour == "unstable" else "")
     package = "acp_trio.schema" + (f".{subpackage}" if subpackage else "")
     types_module = f"{package}.{prefix.removeprefix(folder)}types"
-    source = f"{schema_path.name}, {meta_path.name}"
+    source = _source_name(flavour, subpackage)
     delta = Delta(base, reused_definitions(base.model, model)) if base else None
     te = TypesEmitter(model, docs, delta)
     ce = CodecEmitter(model, types_module, delta)
@@ -154,68 +133,78 @@ def generate_flavour(
     return formatted, Base(model, package, defined_names(codec))
 
 
-def generate_v2_proxies(schema_path: Path, meta_path: Path, schema_version: str) -> str:
+def generate_v2_proxies(schema: dict[str, Any], meta: dict[str, Any], schema_version: str) -> str:
     """``acp_trio/v2/_generated_proxies.py``: the typed v2 proxy methods
     (object or keyword form), with the v1 proxies' emitter."""
-    schema = json.loads(schema_path.read_text(encoding="utf-8"))
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
     emitter = ProxiesEmitter(
         analyze(schema, meta),
         "acp_trio.schema.v2._generated_types",
         methods_module="acp_trio.schema.v2._generated_methods",
         names=V2_METHOD_NAMES,
     )
-    source = emitter.emit(schema_version, f"{schema_path.name}, {meta_path.name}", {})
+    source = emitter.emit(schema_version, _source_name("stable", "v2"), {})
     name = "acp_trio/v2/_generated_proxies.py"
     return ruff_format(ruff_sort_imports(source, name), name)
 
 
+def _source_name(flavour: str, subpackage: str) -> str:
+    """The schema file a module comes from, as the package names it."""
+    return FILES[(subpackage or "v1") + ("-unstable" if flavour == "unstable" else "")]
+
+
+def read_sources(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """``(label, {flavour: structural schema})``: from the npm package
+    (``--package``, default the pinned one), or with ``--from-shipped`` from
+    the structural copies committed in the package."""
+    if args.from_shipped:
+        label, schemas = read_shipped()
+    else:
+        package = Path(args.package) if args.package else PACKAGE_DIR
+        label, schemas = read_package(package, check_pin=args.package is None)
+    return label, {f: structural(s, label, FILES[f]) for f, s in schemas.items()}
+
+
 def generate_all(args: argparse.Namespace) -> dict[str, str]:
-    """Every generated module, by its path under the package (``schema/...``,
-    ``v2/_generated_proxies.py``)."""
-    files = _generate_schema_modules(args)
-    out = {f"schema/{name}": source for name, source in files.items()}
-    if not args.no_v2:
-        v2 = _v2_schema(args)
-        v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
-        out["v2/_generated_proxies.py"] = generate_v2_proxies(
-            v2, v2.with_name("meta.json"), v2_version
-        )
-    return out
-
-
-def _v2_schema(args: argparse.Namespace) -> Path:
-    return Path(args.v2_schema) if args.v2_schema else SCHEMA_DIR.parent / "v2" / "schema.json"
-
-
-def _generate_schema_modules(args: argparse.Namespace) -> dict[str, str]:
-    schema = Path(args.schema)
-    meta = Path(args.meta) if args.meta else schema.with_name("meta.json")
-    version = args.schema_version or detect_schema_version(schema) or "unknown"
-    out, base = generate_flavour(schema, meta, version, "stable", DOCS_URL)
+    """Every generated file, by its path under the package: the modules
+    (``schema/...``, ``v2/_generated_proxies.py``) and the structural
+    schemas (``schema/json/...``)."""
+    label, schemas = read_sources(args)
+    version = args.schema_version or label
+    out: dict[str, str] = {}
+    for flavour, schema in schemas.items():
+        out[f"schema/json/{FILES[flavour]}"] = dump(schema)
+    meta = {f: method_tables(s, 2 if f.startswith("v2") else 1) for f, s in schemas.items()}
+    files, base = generate_flavour(schemas["v1"], meta["v1"], version, "stable", DOCS_URL)
     if not args.no_unstable:
-        unstable = (
-            Path(args.unstable_schema)
-            if args.unstable_schema
-            else schema.with_name("schema.unstable.json")
-        )
-        umeta = (
-            Path(args.unstable_meta)
-            if args.unstable_meta
-            else schema.with_name("meta.unstable.json")
-        )
-        if unstable.is_file() and umeta.is_file():
-            out.update(generate(unstable, umeta, version, "unstable", UNSTABLE_DOCS_URL, "", base))
-    if not args.no_v2:
-        v2 = _v2_schema(args)
-        v2_meta = v2.with_name("meta.json")
-        v2_version = args.schema_version or detect_schema_version(v2) or "unknown"
-        v2_out, v2_base = generate_flavour(v2, v2_meta, v2_version, "stable", V2_DOCS_URL, "v2")
-        out.update(v2_out)
-        v2_unstable = v2.with_name("schema.unstable.json")
-        if not args.no_unstable and v2_unstable.is_file():
-            umeta = v2.with_name("meta.unstable.json")
-            out.update(
-                generate(v2_unstable, umeta, v2_version, "unstable", V2_DOCS_URL, "v2", v2_base)
+        files.update(
+            generate(
+                schemas["v1-unstable"],
+                meta["v1-unstable"],
+                version,
+                "unstable",
+                UNSTABLE_DOCS_URL,
+                "",
+                base,
             )
+        )
+    if not args.no_v2:
+        v2_files, v2_base = generate_flavour(
+            schemas["v2"], meta["v2"], version, "stable", V2_DOCS_URL, "v2"
+        )
+        files.update(v2_files)
+        if not args.no_unstable:
+            files.update(
+                generate(
+                    schemas["v2-unstable"],
+                    meta["v2-unstable"],
+                    version,
+                    "unstable",
+                    V2_DOCS_URL,
+                    "v2",
+                    v2_base,
+                )
+            )
+    out.update({f"schema/{name}": source for name, source in files.items()})
+    if not args.no_v2:
+        out["v2/_generated_proxies.py"] = generate_v2_proxies(schemas["v2"], meta["v2"], version)
     return out

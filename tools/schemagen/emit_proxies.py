@@ -23,7 +23,7 @@ from .emit_types import TypesEmitter
 from .model import Field, Method, Model, resolve
 
 #: Wire name -> Python method name, on the handler (``Agent``/``Client``) and
-#: on the proxy alike. A wire method missing here gets its meta.json key.
+#: on the proxy alike. A wire method missing here gets its method-table key.
 METHOD_NAMES: dict[str, str] = {
     "initialize": "initialize",
     "authenticate": "authenticate",

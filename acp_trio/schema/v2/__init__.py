@@ -5,7 +5,7 @@ from them: ``acp_trio.schema.v2.PromptResponse`` is not
 ``acp_trio.schema.PromptResponse`` (v2 requires ``message_id``), so convert v2
 messages with this module's own :data:`converter`. The converter policy is the
 v1 one (unknown keys and variants survive, leniency only where the schema asks,
-exact round trips; see :mod:`acp_trio.schema._converter`).
+exact round trips; see ``acp_trio/schema/_converter.py``).
 
 Upstream calls v2 a preview: its types can still change between releases.
 ``sessionUpdate: "state_update"`` carries a second tag (``state``), so a
@@ -13,6 +13,10 @@ Upstream calls v2 a preview: its types can still change between releases.
 :class:`IdleStateUpdate`, :class:`RequiresActionStateUpdate` or an unknown
 state; the converter adds ``sessionUpdate`` when it writes one as a
 :data:`SessionUpdate`.
+
+``PROTOCOL_VERSION`` (2) and ``SCHEMA_VERSION`` say which protocol version
+and schema release these types are for; ``UNSET`` is v1's sentinel for an
+absent key, used by v2's patch fields too.
 
 Unstable v2 additions live in the opt-in module :mod:`acp_trio.schema.v2.unstable`.
 """

@@ -47,6 +47,7 @@ from acp_trio._core._groups import plain_exceptions
 # The check modules register their checks when imported.
 from acp_trio.testing._check import (  # noqa: F401
     _cancellation,
+    _isolation,
     _lifecycle,
     _robustness,
     _transcript,
@@ -76,6 +77,9 @@ ORDER: Final = (
     "session-new",
     "prompt",
     "session-cancel",
+    "cancel-promptly",
+    "idle-cancel",
+    "cancel-isolation",
     "unknown-method",
     "invalid-params",
     "unknown-notification",
@@ -95,6 +99,8 @@ ORDER: Final = (
 )
 _REGISTRY.sort(key=lambda entry: ORDER.index(entry[0].name))
 
+#: Every check of ``check-agent``, in the order it runs them: name, level and
+#: what it checks (``python -m acp_trio check-agent --list`` prints them).
 CHECKS: Final[tuple[CheckInfo, ...]] = tuple(info for info, _ in _REGISTRY)
 
 
@@ -197,7 +203,8 @@ async def check_agent(
     ``timeout``, at least 15).
     ``schema`` is the ACP v1 ``schema.json`` to validate every message with
     ``jsonschema`` (``ValueError`` if it does not exist); by default the one
-    :func:`find_schema` finds, else the generated types of
+    this package ships (:func:`find_schema`), or, without ``jsonschema``
+    (``pip install 'acp-trio[check]'``), the generated types of
     :mod:`acp_trio.schema` (the report's ``validator`` says which ran).
     ``cwd`` and ``env`` are the agent's.
     ``prompt_timeout`` bounds the answer to a prompt (a model's turn, not a

@@ -12,7 +12,7 @@ from typing import Any, Final
 import attrs
 
 from acp_trio._exceptions import RequestError
-from acp_trio.testing._check._report import Level
+from acp_trio.testing._check._report import Level, Rule
 from acp_trio.testing._check._wire import (
     WireEntry,
 )
@@ -34,6 +34,8 @@ TURN_OUTPUT: Final = frozenset(
         "tool_call_update",
     }
 )
+#: Where the scenario vocabulary is described, for the hints that name it.
+SCENARIO_DOCS: Final = "docs/scenario-agent.md in acp_trio's source"
 #: A prompt that keeps a model busy for a while, for agents without the
 #: scenario vocabulary (``wait_for_cancel`` means nothing to a model).
 LONG_PROMPT: Final = (
@@ -79,11 +81,19 @@ class _Pass:
 
 @attrs.frozen
 class CheckInfo:
-    """One check of :func:`check_agent`: its name, level and what it checks."""
+    """One check of :func:`check_agent`: its name, level, what it checks, and
+    the protocol sentence it rests on (whose normative word gives the level)."""
 
     name: str
     level: Level
     description: str
+    rule: Rule
+
+    def __attrs_post_init__(self) -> None:
+        if not self.rule.fits(self.level):
+            raise ValueError(
+                f"check {self.name!r} is {self.level.value}, but rests on a {self.rule.word}"
+            )
 
 
 CheckFunc = Callable[[Any], Awaitable[_Pass]]  # takes the runner
@@ -92,9 +102,11 @@ _REGISTRY: list[tuple[CheckInfo, CheckFunc]] = []
 _SETUP: Final = ("initialize", "session-new")
 
 
-def _check(name: str, level: Level, description: str) -> Callable[[CheckFunc], CheckFunc]:
+def _check(
+    name: str, level: Level, description: str, rule: Rule
+) -> Callable[[CheckFunc], CheckFunc]:
     def register(func: CheckFunc) -> CheckFunc:
-        _REGISTRY.append((CheckInfo(name, level, description), func))
+        _REGISTRY.append((CheckInfo(name, level, description, rule), func))
         return func
 
     return register
@@ -166,3 +178,22 @@ class _Reply:
 
 
 REQUIRED, RECOMMENDED, CANCELLATION = Level.REQUIRED, Level.RECOMMENDED, Level.CANCELLATION
+
+# The sentences the checks rest on, shared by check-agent and check-agent-v2.
+ONE_ANSWER: Final = Rule(
+    "MUST",
+    "JSON-RPC 2.0 §5; cancellation#cancel_request-notification",
+    "every request gets exactly one response, a cancelled one too: the receiver of "
+    "$/cancel_request MUST still answer the request",
+)
+NO_REPLY_TO_NOTIFICATIONS: Final = Rule(
+    "MUST NOT",
+    "JSON-RPC 2.0 §4.1; extensibility#custom-notifications",
+    "a notification is never answered, not even with an error; unrecognized notifications "
+    "SHOULD be ignored",
+)
+VALID_OUTPUT: Final = Rule(
+    "MUST NOT",
+    "transports#stdio",
+    "the agent writes nothing to its stdout that is not a valid ACP message",
+)

@@ -16,6 +16,7 @@ from acp_trio.testing._check._base import (
     _Pass,
     _Skip,
 )
+from acp_trio.testing._check._report import Rule
 from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check._wire import (
     IncomingRequest,
@@ -28,6 +29,12 @@ from acp_trio.testing._scenario import HOLD_PATH
     "cancel-request-prompt",
     CANCELLATION,
     "$/cancel_request of a running `wait_for_cancel` prompt: -32800 or stopReason cancelled",
+    Rule(
+        "MAY",
+        "cancellation#cancel_request-notification",
+        "a receiver of $/cancel_request MAY cancel the request's work (and MUST still answer "
+        "it, with a result or -32800: one-reply-per-request checks that)",
+    ),
 )
 async def _cancel_request_prompt(r: _Runner) -> _Pass:
     held = r.held_mode()
@@ -107,6 +114,12 @@ async def _held_cancel(r: _Runner, how: str) -> _Pass:
     "nested-session-cancel",
     CANCELLATION,
     "`nested` then session/cancel: every nested request cancelled on the wire, turn cancelled",
+    Rule(
+        "SHOULD",
+        "prompt-turn#cancellation; cancellation#example-cascading-cancellation-flow",
+        "on session/cancel the agent stops its tool calls as soon as possible; the cascading "
+        "example cancels each of its open requests to the client with $/cancel_request",
+    ),
 )
 async def _nested_session_cancel(r: _Runner) -> _Pass:
     if r.held_mode():
@@ -146,6 +159,12 @@ async def _nested_session_cancel(r: _Runner) -> _Pass:
     "nested-cancel-request",
     CANCELLATION,
     "`nested` then $/cancel_request of the prompt: nested requests cancelled on the wire",
+    Rule(
+        "MAY",
+        "cancellation#cancel_request-notification",
+        "a receiver of $/cancel_request MAY cancel the request's activity and every activity "
+        "nested in it",
+    ),
 )
 async def _nested_cancel_request(r: _Runner) -> _Pass:
     if r.held_mode():
@@ -179,6 +198,12 @@ async def _nested_cancel_request(r: _Runner) -> _Pass:
     "deadline",
     CANCELLATION,
     "`deadline 200`: the nested read is cancelled on the wire and the prompt answers -32800",
+    Rule(
+        "SHOULD",
+        "cancellation#internal-cancellation",
+        "a request cancelled from inside (a timeout) is answered -32800, as if $/cancel_request "
+        "had come, and behaves the same whatever the source",
+    ),
 )
 async def _deadline(r: _Runner) -> _Pass:
     if r.held_mode():

@@ -15,8 +15,21 @@ The driving protocol (what a client under test must do):
    they are left pending;
 3. when an ``agent_message_chunk`` says ``check-client: cancel now``, send
    ``session/cancel`` for the session (what a user's stop button does);
-4. after the prompt's answer, close the connection (or prompt again: later
-   prompts end at once).
+4. when a turn is over (answered, or given up), if its messages said
+   ``check-client: prompt again``, send another prompt on the same session;
+   else close the connection. A client that never prompts again gets the
+   checks of the later turns skipped.
+
+The later turns: the second says ``prompt again``, then the cue, and ends
+``end_turn`` at once, so the client's ``session/cancel`` reaches a turn that
+is over (``idle-cancel``: the third prompt must come, and no stale
+``session/cancel`` with it). The third says ``prompt again`` and the cue,
+then ignores the ``session/cancel``: the client must not hang
+(``ignored-cancel``: within ``--cancel-wait`` seconds a ``$/cancel_request``
+of the prompt, answered ``-32800`` at once; or a new prompt, before which
+the turn is answered ``cancelled``; or the end of the connection); the
+fourth prompt must then come on the same session
+(``usable-after-ignored-cancel``), and ends the script.
 
 During the turn the agent sends, in order: an unknown notification, an
 unknown ``session/update`` kind and a line that is not JSON (each followed
@@ -46,13 +59,29 @@ from typing import Any
 
 import trio
 
-from acp_trio.testing._check._client_wire import Wire, describe, error_code
+from acp_trio.testing._check._client_wire import Wire, describe, error_code, same_id
 from acp_trio.testing._check._report import Verdict
 
-__all__ = ["CUE", "PERMISSION_TITLES", "run_agent_side"]
+__all__ = ["CUE", "PERMISSION_TITLES", "PROMPT_AGAIN", "run_agent_side"]
 
 #: The text of the update at which the client must send session/cancel.
 CUE = "check-client: cancel now"
+#: The text of the update that asks for one more prompt once the turn is over.
+PROMPT_AGAIN = "check-client: prompt again"
+#: How long a stale session/cancel has to show up after the next prompt.
+_LEAK_WINDOW = 0.3
+_END_TURN: dict[str, Any] = {"stopReason": "end_turn"}
+
+
+class _ErrorAnswer(Exception):
+    """The prompt is answered with this JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 PERMISSION_TITLES = {
     "answer": "check-client: choose an option",
     "cancel-request": "check-client: this request will be cancelled",
@@ -88,6 +117,13 @@ def _outcome(reply: dict[str, Any]) -> tuple[str | None, str]:
 
 
 class _AgentSide(Wire):
+    #: Where the idle cancel's session/cancel calls start (turn 2).
+    idle_mark: int | None = None
+    #: When the client gave the ignored turn up (turn 3), if it did.
+    given_up_at: float | None = None
+    third_turn_done: trio.Event | None = None
+    nursery: trio.Nursery | None = None
+
     async def handle_request(self, message: dict[str, Any]) -> None:
         if not self.busy:
             self.idle = trio.Event()
@@ -112,7 +148,12 @@ class _AgentSide(Wire):
         elif method == "session/new":
             answer = self.on_new_session(params)
         elif method == "session/prompt":
-            answer = await self.on_prompt(params)
+            try:
+                answer = await self.on_prompt(params, id_)
+            except _ErrorAnswer as exc:
+                error = {"code": exc.code, "message": exc.message}
+                await self.send({"jsonrpc": "2.0", "id": id_, "error": error})
+                return
         else:
             await self.send(
                 {
@@ -156,10 +197,16 @@ class _AgentSide(Wire):
         self.session_id = self.session_id or f"check-client-{os.getpid()}"
         return {"sessionId": self.session_id}
 
-    async def on_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def on_prompt(self, params: dict[str, Any], id_: Any) -> dict[str, Any]:
         self.prompts += 1
+        if self.prompts == 2:
+            return await self.idle_cancel_turn()
+        if self.prompts == 3:
+            return await self.ignored_cancel_turn(id_)
+        if self.prompts == 4:
+            await self.usable_turn(params)
         if self.prompts > 1:
-            return {"stopReason": "end_turn"}
+            return _END_TURN
         if self.session_id is None or params.get("sessionId") != self.session_id:
             self.record(
                 "prompt", Verdict.FAIL, f"sessionId {params.get('sessionId')!r} is not ours"
@@ -202,8 +249,188 @@ class _AgentSide(Wire):
         else:
             self.record("unknown-method", Verdict.FAIL, f"answered with a {describe(reply)}")
 
+    async def cue(self) -> None:
+        """Ask the client to cancel (what a user's stop button does)."""
+        await self.say(f"{CUE}\n")
+        self.cue_sent = True
+        self.cues += 1
+        self.write_report(final=False)
+
+    # -- the later turns
+
+    def watch_for_prompt(self, count: int, name: str, after: str) -> None:
+        """Record ``name`` failed unless prompt number ``count`` comes within
+        ``timeout`` (the check may be judged before: the first verdict stays)."""
+
+        async def watch() -> None:
+            self.busy += 1
+            try:
+                if await self.until(lambda: self.prompt_requests >= count, self.timeout):
+                    return
+                if self.closed.is_set():
+                    why = f"the client closed the connection instead of prompting again {after}"
+                else:
+                    why = f"no prompt within {self.timeout:g} s {after}"
+                self.record(name, Verdict.FAIL, f"{why} (the turn said `{PROMPT_AGAIN}`)")
+            finally:
+                self.busy -= 1
+                if not self.busy:
+                    self.idle.set()
+
+        if self.nursery is not None:
+            if not self.busy:
+                self.idle = trio.Event()
+            self.nursery.start_soon(watch)
+
+    async def idle_cancel_turn(self) -> dict[str, Any]:
+        """Turn 2: the cue, and the answer at once: the client's
+        session/cancel reaches a turn that is over."""
+        await self.say(f"{PROMPT_AGAIN}\n")
+        self.idle_mark = len(self.session_cancels)
+        await self.cue()
+        self.watch_for_prompt(
+            3, "idle-cancel", "after the second turn, whose cue came with its answer"
+        )
+        return _END_TURN
+
+    def judge_idle_cancel(self, arrived: int, since: float) -> None:
+        """Turn 3 began: a session/cancel the client sent at turn 2's cue
+        reached an idle session; one that came with this turn is stale."""
+        mark = self.idle_mark if self.idle_mark is not None else arrived
+        late = self.session_cancels[arrived:]
+        if late:
+            self.record(
+                "idle-cancel",
+                Verdict.FAIL,
+                f"a session/cancel came {(late[0][0] - since) * 1000:.0f} ms into the next turn, "
+                "before any cue: the cancel of the turn that had ended leaked into the next one",
+            )
+        elif arrived > mark:
+            self.record(
+                "idle-cancel",
+                Verdict.PASS,
+                "the session/cancel that came after the turn's answer changed nothing: the next "
+                "prompt came, with no session/cancel after it",
+            )
+        else:
+            self.record(
+                "idle-cancel",
+                Verdict.SKIP,
+                "the client sent no session/cancel at the second turn's cue",
+            )
+
+    async def ignored_cancel_turn(self, prompt_id: Any) -> dict[str, Any]:
+        """Turn 3: the cue, then the client's session/cancel is ignored."""
+        self.third_turn_done = done = trio.Event()
+        try:
+            return await self._ignored_cancel_turn(prompt_id)
+        finally:
+            done.set()
+
+    async def _ignored_cancel_turn(self, prompt_id: Any) -> dict[str, Any]:
+        # As the third prompt was read: a cancel that follows it is stale.
+        started, arrived = self.prompt_marks[2]
+        await self.say(f"{PROMPT_AGAIN}\n")
+        await self.until(lambda: len(self.session_cancels) > arrived, _LEAK_WINDOW)
+        self.judge_idle_cancel(arrived, started)
+        mark = len(self.session_cancels)
+        await self.cue()
+        if not await self.until(lambda: len(self.session_cancels) > mark, self.timeout):
+            why = "the client sent no session/cancel at the third turn's cue"
+            if self.closed.is_set():
+                why = "the connection closed before the third turn's cue was answered"
+            self.record("ignored-cancel", Verdict.SKIP, why)
+            self.record("usable-after-ignored-cancel", Verdict.SKIP, why)
+            return _END_TURN
+        cancelled_at = self.session_cancels[mark][0]
+        requests = len(self.cancel_requests)
+
+        def escalated() -> bool:
+            return any(same_id(i, prompt_id) for _, i in self.cancel_requests[requests:])
+
+        def moved() -> bool:
+            return escalated() or self.prompt_requests > 3
+
+        await self.until(moved, self.cancel_wait)
+        waited = trio.current_time() - cancelled_at
+        if escalated():
+            self.given_up_at = trio.current_time()
+            self.record(
+                "ignored-cancel",
+                Verdict.PASS,
+                f"$/cancel_request for the prompt {waited:.1f} s after its ignored "
+                "session/cancel (answered -32800)",
+                waited,
+            )
+            self.watch_for_prompt(
+                4, "usable-after-ignored-cancel", "after its ignored turn was answered -32800"
+            )
+            raise _ErrorAnswer(-32800, "Request cancelled")
+        if self.prompt_requests > 3:
+            self.given_up_at = trio.current_time()
+            self.record(
+                "ignored-cancel",
+                Verdict.PASS,
+                f"gave the turn up and prompted again {waited:.1f} s after its ignored "
+                "session/cancel (the turn is then answered cancelled, late)",
+                waited,
+            )
+            return {"stopReason": "cancelled"}
+        if self.closed.is_set():
+            self.record(
+                "ignored-cancel",
+                Verdict.PASS,
+                f"closed the connection {waited:.1f} s after its ignored session/cancel",
+                waited,
+            )
+            self.record(
+                "usable-after-ignored-cancel",
+                Verdict.FAIL,
+                "the client closed the connection instead of prompting again after the turn "
+                f"whose session/cancel the agent ignored (the turn said `{PROMPT_AGAIN}`)",
+            )
+            return _END_TURN
+        self.record(
+            "ignored-cancel",
+            Verdict.FAIL,
+            f"the client hangs: no $/cancel_request of the prompt, no new prompt and no close "
+            f"within {self.cancel_wait:g} s (--cancel-wait) of its session/cancel, which the "
+            "agent ignored; the checker then answered the turn cancelled",
+        )
+        self.record(
+            "usable-after-ignored-cancel",
+            Verdict.SKIP,
+            "the client never gave the turn up (see ignored-cancel)",
+        )
+        return {"stopReason": "cancelled"}
+
+    async def usable_turn(self, params: dict[str, Any]) -> None:
+        """Turn 4, after the client gave the ignored turn up."""
+        if self.third_turn_done is not None:
+            await self.wait_any(self.third_turn_done)
+        if self.given_up_at is None:
+            return
+        if params.get("sessionId") != self.session_id:
+            self.record(
+                "usable-after-ignored-cancel",
+                Verdict.FAIL,
+                f"the next prompt names session {params.get('sessionId')!r}, not "
+                f"{self.session_id!r}",
+            )
+            return
+        after = trio.current_time() - self.given_up_at
+        self.record(
+            "usable-after-ignored-cancel",
+            Verdict.PASS,
+            f"the next prompt came on the same session {max(after, 0.0):.1f} s after the turn "
+            "was given up, and was answered",
+        )
+
+    # -- the first turn
+
     async def script(self) -> None:
         await self.say("check-client: starting the checks\n")
+        await self.say(f"{PROMPT_AGAIN}\n")
         await self.notify("_check_client/unknown_notification", {"note": "ignore me"})
         if not await self.probe(
             "unknown-notification", "an unknown notification", self.judge_unknown_method
@@ -388,9 +615,7 @@ class _AgentSide(Wire):
 
     async def check_session_cancel(self) -> None:
         out = await self.request("session/request_permission", self.permission("hold"))
-        await self.say(f"{CUE}\n")
-        self.cue_sent = True
-        self.write_report(final=False)
+        await self.cue()
         with trio.move_on_after(self.timeout):
             await self.wait_any(self.cancelled, out.first)
         early = out.replies[0] if out.replies else None
@@ -451,6 +676,7 @@ class _AgentSide(Wire):
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
+            self.nursery = nursery
             nursery.start_soon(self.read_loop, nursery)
 
             async def on_signal() -> None:
@@ -482,14 +708,17 @@ async def run_agent_side(
     report: str | os.PathLike[str],
     *,
     timeout: float = 5.0,  # noqa: ASYNC109 - per wait
+    cancel_wait: float | None = None,
 ) -> None:
     """Serve the checking agent on stdin/stdout until the client closes the
-    connection; the verdicts go to ``report`` (JSON)."""
+    connection; the verdicts go to ``report`` (JSON). ``cancel_wait``: how
+    long an ignored ``session/cancel`` may leave the client waiting
+    (default 3 x ``timeout``)."""
     with tempfile.TemporaryDirectory(prefix="acp-check-client-") as workdir:
         receive = trio.lowlevel.FdStream(os.dup(0))
         send = trio.lowlevel.FdStream(os.dup(1))
         async with receive, send:
-            side = _AgentSide(receive, send, Path(report), timeout, Path(workdir))
+            side = _AgentSide(receive, send, Path(report), timeout, Path(workdir), cancel_wait)
             side.write_report(final=False)
             try:
                 await side.run()

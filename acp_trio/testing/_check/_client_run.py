@@ -44,8 +44,9 @@ _NOT_SEEN = {
 }
 
 
-def agent_side_command(report: str, timeout: float) -> list[str]:
+def agent_side_command(report: str, timeout: float, cancel_wait: float | None = None) -> list[str]:
     """The command of the checking agent, writing its verdicts to ``report``."""
+    wait = [] if cancel_wait is None else ["--cancel-wait", f"{cancel_wait:g}"]
     return [
         sys.executable,
         "-m",
@@ -56,6 +57,7 @@ def agent_side_command(report: str, timeout: float) -> list[str]:
         report,
         "--timeout",
         f"{timeout:g}",
+        *wait,
     ]
 
 
@@ -87,6 +89,7 @@ async def check_client(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     on_cue: Sequence[str] | None = None,
+    cancel_wait: float | None = None,
 ) -> ClientCheckReport:
     """Run the client ``command`` (with ``{agent}`` or ``{agent-args}`` where
     the agent's command goes) and return the verdicts.
@@ -99,14 +102,16 @@ async def check_client(
     directory ``.acp-check-client-*`` in the session's cwd, removed at the
     end.
 
-    ``on_cue`` is a command (placeholders allowed) run once when the agent
+    ``on_cue`` is a command (placeholders allowed) run each time the agent
     side has sent its cue, in the client's cwd and environment, for clients
     that cancel from outside (say, ``acpx cancel``); its output goes with
-    the client's."""
+    the client's. ``cancel_wait`` is how long the agent side ignores a
+    ``session/cancel`` (``ignored-cancel``) before it calls the client hung
+    (default 3 x ``timeout``): more than the client's own grace."""
     start = trio.current_time()
     with tempfile.TemporaryDirectory(prefix="acp-check-client-") as tmp:
         report_path = Path(tmp) / "report.json"
-        agent = agent_side_command(str(report_path), timeout)
+        agent = agent_side_command(str(report_path), timeout, cancel_wait)
         words = client_command(command, agent)
         full_env = {**os.environ, **(env or {}), AGENT_ENV: shlex.join(agent)}
         output_path = Path(tmp) / "client-output.txt"
@@ -220,22 +225,27 @@ async def _run_on_cue(
     cwd: str | os.PathLike[str] | None,
     env: dict[str, str],
 ) -> None:
+    seen = 0
     while True:  # the agent side is another process: poll its file
-        if (_read(report) or {}).get("cue"):
-            break
-        await trio.sleep(0.05)
-    try:
-        await trio.run_process(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            check=False,
-        )
-    except OSError as exc:
-        output.write(f"cannot run the on-cue command: {exc}\n".encode())
+        data = _read(report) or {}
+        cues = data.get("cues", 1 if data.get("cue") else 0)
+        if not isinstance(cues, int) or cues <= seen:
+            await trio.sleep(0.05)
+            continue
+        seen = cues
+        try:
+            await trio.run_process(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                check=False,
+            )
+        except OSError as exc:
+            output.write(f"cannot run the on-cue command: {exc}\n".encode())
+            return
 
 
 def _is_agent_side(pid: int) -> bool:

@@ -8,6 +8,7 @@ import collections
 import itertools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from acp_trio.testing._check._report import CheckResult, Verdict
 EVIDENCE_LINES = 12
 EVIDENCE_WIDTH = 300
 
-__all__ = ["Outgoing", "Wire", "describe", "error_code"]
+__all__ = ["Outgoing", "Wire", "describe", "error_code", "same_id"]
 
 
 @attrs.define(eq=False)
@@ -48,6 +49,11 @@ def describe(reply: dict[str, Any] | None) -> str:
     return f"result {json.dumps(reply.get('result'))[:200]}"
 
 
+def same_id(a: Any, b: Any) -> bool:
+    """JSON-RPC id equality: ``1`` and ``"1"`` differ."""
+    return type(a) is type(b) and a == b
+
+
 def error_code(reply: dict[str, Any]) -> Any:
     error = reply.get("error")
     return error.get("code") if isinstance(error, dict) else None
@@ -71,11 +77,15 @@ class Wire:
         report: Path,
         timeout: float,
         workdir: Path,
+        cancel_wait: float | None = None,
     ) -> None:
         self.receive_stream = receive
         self.send_stream = send
         self.report_path = report
         self.timeout = timeout
+        #: How long the agent side ignores a session/cancel before it calls
+        #: the client hung (the client's own grace must fit in it).
+        self.cancel_wait = 3 * timeout if cancel_wait is None else cancel_wait
         self.workdir = workdir
         self.send_lock = trio.StrictFIFOLock()
         self.ids = itertools.count(1)
@@ -91,6 +101,8 @@ class Wire:
         self.cancel_seq: int | None = None
         self.cwd: str | None = None
         self.cue_sent = False
+        #: How many cues were sent (``--on-cue`` runs at each).
+        self.cues = 0
         self.files_dir: Path | None = None
         self.session_id: str | None = None
         self.client_info: Any = None
@@ -101,6 +113,14 @@ class Wire:
         self.busy = 0
         self.idle = trio.Event()
         self.idle.set()
+        #: Every session/cancel and $/cancel_request of the client: (time, params).
+        self.session_cancels: list[tuple[float, Any]] = []
+        self.cancel_requests: list[tuple[float, Any]] = []
+        #: The session/prompt requests read so far (counted as they are read),
+        #: and for each, when it was read and how many session/cancel came before.
+        self.prompt_requests = 0
+        self.prompt_marks: list[tuple[float, int]] = []
+        self._activity = trio.Event()
         #: The last lines both ways ("> " sent, "< " received), for evidence.
         self.wire: collections.deque[str] = collections.deque(maxlen=EVIDENCE_LINES)
 
@@ -179,6 +199,7 @@ class Wire:
             "pid": os.getpid(),
             "prompted": bool(self.prompts),
             "cue": self.cue_sent,
+            "cues": self.cues,
             "client_info": self.client_info,
             "protocol_version": self.protocol_version,
             "client_capabilities": self.capabilities,
@@ -228,6 +249,15 @@ class Wire:
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
         )
 
+    async def until(self, condition: Callable[[], bool], limit: float) -> bool:
+        """Wait until ``condition()`` holds, the connection closes, or
+        ``limit`` seconds pass (it is tested after each message of the
+        client); whether it holds."""
+        with trio.move_on_after(limit):
+            while not condition() and not self.closed.is_set():
+                await self._activity.wait()
+        return condition()
+
     async def wait_any(self, *events: trio.Event) -> None:
         """Until one of ``events`` is set, or the connection closed."""
         async with trio.open_nursery() as nursery:
@@ -258,6 +288,7 @@ class Wire:
         if buffer.strip():
             self.handle_line(buffer, nursery)
         self.closed.set()
+        self._activity.set()
         for out in self.outgoing.values():
             out.first.set()
 
@@ -272,14 +303,27 @@ class Wire:
             return
         self.messages += 1
         method = message.get("method")
+        now = trio.current_time()
         if method is None:
             self.handle_reply(message)
         elif "id" in message:
+            if method == "session/prompt":
+                self.prompt_requests += 1
+                self.prompt_marks.append((now, len(self.session_cancels)))
             nursery.start_soon(self.handle_request, message)
-        elif method == "session/cancel" and not self.cancelled.is_set():
-            self.cancel_params = message.get("params")
-            self.cancel_seq = self.messages
-            self.cancelled.set()
+        elif method == "session/cancel":
+            self.session_cancels.append((now, message.get("params")))
+            if not self.cancelled.is_set():
+                self.cancel_params = message.get("params")
+                self.cancel_seq = self.messages
+                self.cancelled.set()
+        elif method == "$/cancel_request":
+            params = message.get("params")
+            self.cancel_requests.append(
+                (now, params.get("requestId") if isinstance(params, dict) else None)
+            )
+        self._activity.set()
+        self._activity = trio.Event()
 
     def handle_reply(self, message: dict[str, Any]) -> None:
         id_ = message.get("id")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, Final
+
+import attrs
 import trio
 
 from acp_trio.testing._check._base import (
@@ -16,11 +19,29 @@ from acp_trio.testing._check._base import (
     _Pass,
     _Skip,
 )
+from acp_trio.testing._check._report import Rule
 from acp_trio.testing._check._runner import _Runner
-from acp_trio.testing._check._wire import WireEntry
+from acp_trio.testing._check._wire import AgentSession, WireEntry
+
+SAME_VERSION: Final = Rule(
+    "MUST",
+    "initialization#protocol-version",
+    "an agent that supports the protocol version the client asks for answers with that version",
+)
+CANCELLED_STOP: Final = Rule(
+    "MUST",
+    "prompt-turn#cancellation",
+    "after session/cancel the agent answers the prompt with the stop reason cancelled, not an "
+    "error, and sends every update of the turn before that answer",
+)
 
 
-@_check("initialize", REQUIRED, "initialize asking protocol version 1 is answered with 1")
+@_check(
+    "initialize",
+    REQUIRED,
+    "initialize asking protocol version 1 is answered with 1",
+    SAME_VERSION,
+)
 async def _initialize(r: _Runner) -> _Pass:
     try:
         session = r.main = await r.spawn()
@@ -53,6 +74,12 @@ async def _initialize(r: _Runner) -> _Pass:
     "version-negotiation",
     REQUIRED,
     "initialize asking version 65535 is answered with the agent's own latest, not an echo",
+    Rule(
+        "MUST",
+        "initialization#protocol-version",
+        "an agent that does not support the version asked for answers with the latest version "
+        "it supports",
+    ),
 )
 async def _version_negotiation(r: _Runner) -> _Pass:
     if r.setup_error is not None:
@@ -75,7 +102,16 @@ async def _version_negotiation(r: _Runner) -> _Pass:
     return _Pass(f"asked 65535, answered {version}", reply.latency)
 
 
-@_check("agent-info", RECOMMENDED, "initialize result names the agent (agentInfo)")
+@_check(
+    "agent-info",
+    RECOMMENDED,
+    "initialize result names the agent (agentInfo)",
+    Rule(
+        "SHOULD",
+        "initialization#implementation-information",
+        "the agent gives its name and version in agentInfo",
+    ),
+)
 async def _agent_info(r: _Runner) -> _Pass:
     if r.init_result is None:
         raise _Skip(f"needs a working initialize ({r.setup_error})")
@@ -88,7 +124,16 @@ async def _agent_info(r: _Runner) -> _Pass:
     return _Pass(f"{name} {version}")
 
 
-@_check("session-new", REQUIRED, "session/new returns a sessionId, a new one each time")
+@_check(
+    "session-new",
+    REQUIRED,
+    "session/new returns a sessionId, a new one each time",
+    Rule(
+        "MUST",
+        "session-setup#creating-a-session",
+        "the agent answers session/new with a unique session ID",
+    ),
+)
 async def _session_new(r: _Runner) -> _Pass:
     session = await r.ensure_main(need_session=False)
     try:
@@ -105,7 +150,14 @@ async def _session_new(r: _Runner) -> _Pass:
 
 
 @_check(
-    "prompt", REQUIRED, "a prompt is answered with a valid stopReason; updates name its session"
+    "prompt",
+    REQUIRED,
+    "a prompt is answered with a valid stopReason; updates name its session",
+    Rule(
+        "MUST",
+        "prompt-turn#4-check-for-completion",
+        "when the turn ends the agent answers the session/prompt request with a StopReason",
+    ),
 )
 async def _prompt_check(r: _Runner) -> _Pass:
     session = await r.ensure_main()
@@ -140,13 +192,41 @@ def _turn_output(entries: list[WireEntry]) -> list[WireEntry]:
     ]
 
 
-@_check(
-    "session-cancel",
-    REQUIRED,
-    "session/cancel of a running turn: its output stops and it answers stopReason cancelled, "
-    "promptly",
-)
-async def _session_cancel(r: _Runner) -> _Pass:
+@attrs.frozen
+class _CancelledTurn:
+    """A turn cancelled with ``session/cancel``, as the wire showed it."""
+
+    session: AgentSession
+    mark: int
+    cancelled_at: float
+    #: The answer (``None``: none within ``--timeout``).
+    reply: Any
+    #: The turn's output after the cancel.
+    output: list[WireEntry]
+    #: The answer's wire entry.
+    answer: WireEntry | None
+    #: Replies to the session/cancel notification.
+    stray: list[WireEntry]
+
+
+async def _cancelled_turn(r: _Runner) -> _CancelledTurn:
+    """Run (once per checker run) a turn of ``--cancel-prompt`` (or the hold
+    prompt) and cancel it with ``session/cancel``: ``session-cancel`` judges
+    the answer, ``cancel-promptly`` how soon the turn stopped."""
+    if isinstance(r.cancelled_turn, _CancelledTurn):
+        return r.cancelled_turn
+    if isinstance(r.cancelled_turn, _Skip):
+        raise _Skip(r.cancelled_turn.reason)
+    try:
+        turn = await _run_cancelled_turn(r)
+    except _Skip as exc:
+        r.cancelled_turn = exc
+        raise
+    r.cancelled_turn = turn
+    return turn
+
+
+async def _run_cancelled_turn(r: _Runner) -> _CancelledTurn:
     held = r.held_mode()
     session, session_id = await r.fresh_session(hold_all=held)
     conn = session.connection
@@ -171,8 +251,33 @@ async def _session_cancel(r: _Runner) -> _Pass:
         await conn.notify("session/cancel", {"sessionId": session_id})
         session.client.cancel_permissions(session_id)
         reply = await r.outcome(session, pending.result, "answer after session/cancel")
-        if reply is None:
-            raise _Fail(f"no answer within {r.timeout:g} s (--timeout) after session/cancel")
+    await trio.sleep(0.1)
+    return _CancelledTurn(
+        session=session,
+        mark=mark,
+        cancelled_at=cancelled_at,
+        reply=reply,
+        output=_turn_output(r.updates(session, session_id, mark)),
+        answer=r.reply_entry(session, pending.id) if reply is not None else None,
+        stray=r.stray_replies(session, mark),
+    )
+
+
+@_check(
+    "session-cancel",
+    REQUIRED,
+    "session/cancel of a running turn: it answers stopReason cancelled, its output all before "
+    "that answer",
+    CANCELLED_STOP,
+)
+async def _session_cancel(r: _Runner) -> _Pass:
+    turn = await _cancelled_turn(r)
+    reply = turn.reply
+    if reply is None:
+        raise _Fail(
+            f"no answer within {r.timeout:g} s (--timeout) after session/cancel",
+            r.transcript.since(turn.mark, turn.session.index)[-12:],
+        )
     if reply.error is not None:
         raise _Fail(
             f"the cancelled turn was answered with {_brief(reply.error)}: ACP requires the "
@@ -182,31 +287,59 @@ async def _session_cancel(r: _Runner) -> _Pass:
         raise _Fail(
             f'answered {reply.describe()} after session/cancel: ACP requires stopReason "cancelled"'
         )
-    await trio.sleep(0.1)
-    answer = r.reply_entry(session, pending.id)
-    output = _turn_output(r.updates(session, session_id, mark))
-    bound = r.cancel_within
-    if (output and output[-1].time - cancelled_at > bound) or reply.latency > bound:
-        last = (output[-1].time - cancelled_at) if output else 0.0
-        raise _Fail(
-            f"the turn went on after session/cancel: {len(output)} turn update(s) over "
-            f"{last:.2f} s, then stopReason 'cancelled' after {reply.latency:.2f} s; a "
-            f"cancelled turn must stop (within {bound:g} s, --cancel-within)",
-            [e for e in r.transcript.since(mark, session.index)][-12:],
-        )
-    if answer is not None:
-        late = [u for u in output if u.time > answer.time]
+    if turn.answer is not None:
+        late = [u for u in turn.output if u.time > turn.answer.time]
         if late:
             raise _Fail(
                 f"{len(late)} update(s) of the turn's output arrived after its answer; a "
                 "turn's output all comes before its answer",
                 late[:3],
             )
-    stray = r.stray_replies(session, mark)
-    if stray:
-        raise _Fail(f"the session/cancel notification was answered: {_brief(stray[0].data)}")
+    if turn.stray:
+        raise _Fail(
+            f"the session/cancel notification was answered: {_brief(turn.stray[0].data)}",
+            turn.stray[:3],
+        )
     return _Pass(
         f"stopReason 'cancelled' {reply.latency * 1000:.0f} ms after session/cancel; "
-        f"{len(output)} turn update(s) after the cancel",
+        f"{len(turn.output)} turn update(s) after the cancel",
+        reply.latency,
+    )
+
+
+@_check(
+    "cancel-promptly",
+    RECOMMENDED,
+    "session/cancel of a running turn: its output stops and its answer comes within "
+    "--cancel-within seconds",
+    Rule(
+        "SHOULD",
+        "prompt-turn#cancellation",
+        "on session/cancel the agent stops its language model requests and tool calls as soon "
+        "as possible",
+    ),
+)
+async def _cancel_promptly(r: _Runner) -> _Pass:
+    turn = await _cancelled_turn(r)
+    reply = turn.reply
+    bound = r.cancel_within
+    last = (turn.output[-1].time - turn.cancelled_at) if turn.output else 0.0
+    if reply is None:
+        raise _Fail(
+            f"the turn went on after session/cancel: {len(turn.output)} turn update(s) over "
+            f"{last:.2f} s and no answer within {r.timeout:g} s (--timeout); a cancelled turn "
+            f"should stop within {bound:g} s (--cancel-within)",
+            r.transcript.since(turn.mark, turn.session.index)[-12:],
+        )
+    if last > bound or reply.latency > bound:
+        raise _Fail(
+            f"the turn went on after session/cancel: {len(turn.output)} turn update(s) over "
+            f"{last:.2f} s, then {reply.describe()} after {reply.latency:.2f} s; a cancelled "
+            f"turn should stop within {bound:g} s (--cancel-within)",
+            r.transcript.since(turn.mark, turn.session.index)[-12:],
+        )
+    return _Pass(
+        f"answered {reply.latency * 1000:.0f} ms after session/cancel; the output stopped "
+        f"{last * 1000:.0f} ms after it ({len(turn.output)} update(s))",
         reply.latency,
     )

@@ -7,6 +7,7 @@ for ``check_agent`` and ``check_agent_v2``, a :class:`ClientCheckReport` for
 from __future__ import annotations
 
 import enum
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final
 
@@ -18,23 +19,77 @@ __all__ = [
     "CheckResult",
     "ClientCheckReport",
     "Level",
+    "Rule",
     "Status",
     "Verdict",
 ]
 
 
 class Level(enum.Enum):
-    """How much a check matters. Only required checks decide conformance,
+    """How much a check matters: the normative word of the sentence it rests
+    on (its :class:`Rule`) decides. Only required checks decide conformance,
     unless a run promotes the other levels (``strict``, ``require``)."""
 
-    #: A MUST of ACP or JSON-RPC 2.0: a failure makes the agent non-conforming.
+    #: A MUST (or MUST NOT) of ACP or JSON-RPC 2.0: a failure makes the peer
+    #: non-conforming.
     REQUIRED = "required"
-    #: A SHOULD of the protocol.
+    #: A SHOULD or MAY of the protocol, or a convention it names without a
+    #: normative word.
     RECOMMENDED = "recommended"
-    #: The optional ``$/cancel_request`` support and its cascade to nested
-    #: requests (recommended by the cancellation RFD); checked with the
-    #: scenario vocabulary.
+    #: Recommended too: the MAYs and SHOULDs of cancellation (a receiver of
+    #: ``$/cancel_request`` MAY cancel the work and its nested requests,
+    #: internal cancellation SHOULD answer ``-32800``), grouped so that
+    #: ``require=["cancellation"]`` counts them; most need the scenario
+    #: vocabulary or a hold prompt.
     CANCELLATION = "cancellation"
+
+
+#: The normative words a :class:`Rule` may rest on; ``none`` is a
+#: convention the text names without one (an error code JSON-RPC defines).
+WORDS: Final = ("MUST", "MUST NOT", "SHOULD", "SHOULD NOT", "MAY", "none")
+
+
+@attrs.frozen
+class Rule:
+    """The protocol sentence a check rests on: its normative word, where it
+    is written, and what it says (in our words)."""
+
+    #: One of :data:`WORDS`.
+    word: str
+    #: Where: an ACP page and anchor (``prompt-turn#cancellation``, of
+    #: agentclientprotocol.com/protocol/), or ``JSON-RPC 2.0 §5``.
+    source: str
+    text: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.word not in WORDS:
+            raise ValueError(f"a rule's word is one of {', '.join(WORDS)}, not {self.word!r}")
+
+    @property
+    def binding(self) -> bool:
+        """Whether the word is a MUST (or MUST NOT): a required check."""
+        return self.word in ("MUST", "MUST NOT")
+
+    def fits(self, level: Level) -> bool:
+        """Whether ``level`` is the one the word gives: required for a MUST,
+        recommended (or cancellation) for the rest."""
+        return (level is Level.REQUIRED) is self.binding
+
+    def __str__(self) -> str:
+        word = "no normative word" if self.word == "none" else self.word
+        return f"{word} ({self.source}): {self.text}"
+
+
+def list_lines(infos: Iterable[Any]) -> list[str]:
+    """``--list``: each check's name, level and description on a line, and
+    under it, indented, the sentence it rests on."""
+    checks = list(infos)
+    width = max(len(info.name) for info in checks)
+    lines = []
+    for info in checks:
+        lines.append(f"{info.name.ljust(width)}  {info.level.value.ljust(12)}  {info.description}")
+        lines.append(f"{' ' * (width + 2)}rests on: {info.rule}")
+    return lines
 
 
 class Status(enum.Enum):
@@ -192,8 +247,55 @@ class _Results:
         """The failed checks, of every level or of ``level`` only."""
         return [r for r in self.results if r.failed and level in (None, r.level)]
 
+    def _counted(self, result: CheckResult) -> bool:
+        """Whether ``result`` decides :attr:`status` (is counted as required)."""
+        return result.level is Level.REQUIRED
 
-@attrs.frozen
+    def _peer(self) -> str:
+        raise NotImplementedError
+
+    def format_table(self) -> str:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        """One line, the verdict first, then what decided it: the failed
+        checks (those counted as required first) with their reasons, the
+        required checks that could not run, the counts, and the peer. (What
+        pytest shows for ``assert report.ok, report``; it cuts a long one in
+        the middle, so the head says the most.)"""
+        failed = sorted((r for r in self.results if r.failed), key=lambda r: not self._counted(r))
+        parts = []
+        if failed:
+            parts.append("failed " + ", ".join(f"{r.name} ({_reason(r)})" for r in failed))
+        if self.status is Status.INCOMPLETE:
+            blocked = [r for r in self.results if r.skipped and self._counted(r)]
+            parts.append("could not run " + ", ".join(f"{r.name} ({_reason(r)})" for r in blocked))
+        counts = {v: sum(r.verdict is v for r in self.results) for v in Verdict}
+        parts.append(
+            f"{counts[Verdict.PASS]} passed, {counts[Verdict.FAIL]} failed, "
+            f"{counts[Verdict.SKIP]} skipped"
+        )
+        parts.append(self._peer())
+        return f"<{type(self).__name__} {self.status.value}: {'; '.join(parts)}>"
+
+    def __str__(self) -> str:
+        """The whole table, with the failures' evidence (:meth:`format_table`)."""
+        return self.format_table()
+
+
+def _who(role: str, info: Any, command: tuple[str, ...]) -> str:
+    """``agent: NAME VERSION`` from its info, else ``agent: COMMAND``."""
+    if isinstance(info, dict):
+        return f"{role}: {info.get('name', '?')} {info.get('version', '?')}"
+    return f"{role}: {shlex.join(command)}"
+
+
+def _reason(result: CheckResult, limit: int = 80) -> str:
+    text = " ".join(result.reason.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@attrs.frozen(repr=False)
 class CheckReport(_Results):
     """All verdicts of one run, and the :attr:`status` they add up to.
 
@@ -227,6 +329,16 @@ class CheckReport(_Results):
     def counts(self, result: CheckResult) -> bool:
         """Whether ``result`` is counted as required in this run."""
         return result.level is Level.REQUIRED or result.level in self.promoted
+
+    def _counted(self, result: CheckResult) -> bool:
+        return self.counts(result)
+
+    def _peer(self) -> str:
+        if isinstance(self.agent_info, dict):
+            return (
+                f"agent: {self.agent_info.get('name', '?')} {self.agent_info.get('version', '?')}"
+            )
+        return f"agent: {shlex.join(self.command)}"
 
     def required_failures(self) -> list[CheckResult]:
         """The failed checks that count as required (see :meth:`counts`)."""
@@ -318,7 +430,7 @@ class CheckReport(_Results):
         }
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class ClientCheckReport(_Results):
     """All verdicts of one run against a client. :attr:`ok` (and
     :attr:`exit_code`) depend on the required checks only."""
@@ -348,6 +460,9 @@ class ClientCheckReport(_Results):
         ):
             return Status.INCOMPLETE
         return Status.CONFORMS
+
+    def _peer(self) -> str:
+        return _who("client", self.client_info, self.command)
 
     def summary(self) -> str:
         """One line: the verdict, the counts of each verdict, and the client's

@@ -10,15 +10,18 @@ import trio
 from acp_trio._exceptions import ConnectionClosed, RequestError
 from acp_trio._jsonrpc import InvalidMessage, classify
 from acp_trio.testing._check._base import (
+    NO_REPLY_TO_NOTIFICATIONS,
     QUIET,
     RECOMMENDED,
     REQUIRED,
+    VALID_OUTPUT,
     _brief,
     _check,
     _Fail,
     _Pass,
     _Skip,
 )
+from acp_trio.testing._check._report import Rule
 from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check._wire import (
     WireEntry,
@@ -28,7 +31,15 @@ from acp_trio.testing._peer import NOT_JSON
 
 
 @_check(
-    "unknown-method", REQUIRED, "an unknown request method (plain and `_` extension) gets -32601"
+    "unknown-method",
+    REQUIRED,
+    "an unknown request method (plain and `_` extension) gets -32601",
+    Rule(
+        "MUST",
+        "JSON-RPC 2.0 §5, §5.1; extensibility#custom-requests",
+        "every call gets a response, with an error object when it fails; -32601 is the code "
+        "defined for a method that does not exist (ACP: answer Method not found)",
+    ),
 )
 async def _unknown_method(r: _Runner) -> _Pass:
     session = await r.ensure_main(need_session=False)
@@ -45,7 +56,12 @@ async def _unknown_method(r: _Runner) -> _Pass:
     return _Pass("-32601 for both", latency)
 
 
-@_check("invalid-params", RECOMMENDED, "session/new with ill-typed params gets -32602")
+@_check(
+    "invalid-params",
+    RECOMMENDED,
+    "session/new with ill-typed params gets -32602",
+    Rule("none", "JSON-RPC 2.0 §5.1", "-32602 is the code defined for invalid method parameters"),
+)
 async def _invalid_params(r: _Runner) -> _Pass:
     session = await r.ensure_main(need_session=False)
     reply = await r.request(session, "session/new", {"cwd": 42, "mcpServers": "none"})
@@ -64,7 +80,12 @@ async def _invalid_params(r: _Runner) -> _Pass:
     return _Pass("-32602", reply.latency)
 
 
-@_check("unknown-notification", REQUIRED, "unknown notifications get no reply; the agent goes on")
+@_check(
+    "unknown-notification",
+    REQUIRED,
+    "unknown notifications get no reply; the agent goes on",
+    NO_REPLY_TO_NOTIFICATIONS,
+)
 async def _unknown_notification(r: _Runner) -> _Pass:
     session = await r.ensure_main(need_session=False)
     mark = r.transcript.mark()
@@ -93,6 +114,12 @@ async def _unknown_notification(r: _Runner) -> _Pass:
     "stray-cancels",
     REQUIRED,
     "$/cancel_request for a finished, unknown, repeated or malformed id: no reply, no effect",
+    Rule(
+        "MUST NOT",
+        "JSON-RPC 2.0 §4.1, §5; cancellation#cancel_request-notification",
+        "$/cancel_request is a notification, never answered; a request already answered is not "
+        "answered again (each request gets exactly one response)",
+    ),
 )
 async def _stray_cancels(r: _Runner) -> _Pass:
     session = await r.ensure_main(need_session=False)
@@ -192,18 +219,44 @@ MALFORMED: Final = (
 
 
 @_check(
-    "parse-error", RECOMMENDED, "a line of invalid JSON gets -32700 with id null; the agent goes on"
+    "parse-error",
+    RECOMMENDED,
+    "a line of invalid JSON gets -32700 with id null; the agent goes on",
+    Rule(
+        "none",
+        "JSON-RPC 2.0 §5, §5.1, §7",
+        "invalid JSON is answered -32700 with id null (JSON-RPC's example); ACP forbids a client "
+        "to send it (transports#stdio), so no MUST covers the agent's answer",
+    ),
 )
 async def _parse_error(r: _Runner) -> _Pass:
     return await _bad_input(r, INVALID_JSON, -32700, "invalid JSON")
 
 
-@_check("batch-array", RECOMMENDED, "a batch array gets -32600 with id null; the agent goes on")
+@_check(
+    "batch-array",
+    RECOMMENDED,
+    "a batch array gets -32600 with id null; the agent goes on",
+    Rule(
+        "none",
+        "JSON-RPC 2.0 §5.1; transports#stdio",
+        "ACP v1 has no batches: an array is an Invalid Request, -32600 with id null",
+    ),
+)
 async def _batch_array(r: _Runner) -> _Pass:
     return await _bad_input(r, BATCH, -32600, "a batch array")
 
 
-@_check("scalar-message", RECOMMENDED, "a JSON scalar gets -32600 with id null; the agent goes on")
+@_check(
+    "scalar-message",
+    RECOMMENDED,
+    "a JSON scalar gets -32600 with id null; the agent goes on",
+    Rule(
+        "none",
+        "JSON-RPC 2.0 §5.1",
+        "JSON that is not a Request object is an Invalid Request, -32600 with id null",
+    ),
+)
 async def _scalar_message(r: _Runner) -> _Pass:
     return await _bad_input(r, b"42\n", -32600, "a JSON scalar")
 
@@ -212,6 +265,11 @@ async def _scalar_message(r: _Runner) -> _Pass:
     "malformed-input",
     REQUIRED,
     "after a line of invalid JSON, a batch array or a JSON scalar the agent still answers",
+    Rule(
+        "MUST",
+        "JSON-RPC 2.0 §5",
+        "every call gets a response: the valid requests that follow a malformed line are answered",
+    ),
 )
 async def _malformed_input(r: _Runner) -> _Pass:
     # Whatever the agent replies to it (the checks above judge that), one bad
@@ -238,7 +296,12 @@ async def _malformed_input(r: _Runner) -> _Pass:
     )
 
 
-@_check("stdout-json-only", REQUIRED, "every line the agent writes to stdout is a JSON-RPC message")
+@_check(
+    "stdout-json-only",
+    REQUIRED,
+    "every line the agent writes to stdout is a JSON-RPC message",
+    VALID_OUTPUT,
+)
 async def _stdout_json_only(r: _Runner) -> _Pass:
     lines = r.transcript.received()
     if not lines:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shlex
 from collections.abc import (
@@ -15,7 +16,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -23,6 +24,7 @@ from acp_trio._core._requests import PendingRequest
 from acp_trio._exceptions import ConnectionClosed, ProtocolError, RequestError
 from acp_trio.testing._check._base import (
     NESTED,
+    SCENARIO_DOCS,
     CheckFunc,
     CheckInfo,
     _brief,
@@ -45,6 +47,13 @@ from acp_trio.testing._check._wire import (
 )
 from acp_trio.testing._peer import NOT_JSON
 from acp_trio.testing._schema_check import MessageValidator, TypedValidator, load_validator
+
+#: How an agent's error says it could not reach its model (no network).
+_UNREACHABLE: Final = re.compile(
+    r"cannot connect|unable to connect|ECONNREFUSED|ENOTFOUND|EAI_AGAIN|fetch failed|"
+    r"network is unreachable|getaddrinfo",
+    re.IGNORECASE,
+)
 
 
 class _Runner(_WireQueries):
@@ -120,10 +129,17 @@ class _Runner(_WireQueries):
             validator if validator is not None else load_validator(schema)
         )
         self.auth_required: str | None = None
+        #: Why no prompt can be answered here: the agent said it cannot reach
+        #: its model (no network); the checks that need an answered prompt
+        #: are then skipped, as for want of authentication.
+        self.model_unreachable: str | None = None
         # Where authentication was demanded: the method and the refusing reply.
         self.auth_refusal: tuple[str, WireEntry | None] | None = None
         # (session, id) of our requests the agent died before answering.
         self.abandoned: set[tuple[int, Any]] = set()
+        #: The turn cancelled with session/cancel, once a check ran it:
+        #: ``session-cancel`` and ``cancel-promptly`` judge the same turn.
+        self.cancelled_turn: Any = None
 
     # -- processes and sessions
 
@@ -295,6 +311,23 @@ class _Runner(_WireQueries):
             f"authentication required: {self.auth_required} ({method} was answered "
             f"with {_brief(error)}; this checker does not authenticate)"
         )
+
+    def no_model(self, reply: _Reply) -> None:
+        """Skip the check if ``reply`` (to a prompt) says the agent cannot
+        reach its model: a machine without network access to it can check
+        no answered prompt, as without credentials."""
+        error = reply.error
+        if error is not None and _UNREACHABLE.search(f"{error.message} {error.data!r}"):
+            self.model_unreachable = (
+                f"the agent cannot reach its model here (a prompt was answered with "
+                f"{_brief(error)})"
+            )
+        self.require_model()
+
+    def require_model(self) -> None:
+        """Skip the check if no prompt can be answered here (see :meth:`no_model`)."""
+        if self.model_unreachable is not None:
+            raise _Skip(f"no model reachable: {self.model_unreachable}")
 
     def auth_methods(self) -> str:
         """The ``authMethods`` of the initialize result, named, or ``""``."""
@@ -543,6 +576,7 @@ class _Runner(_WireQueries):
                 f"not detected (`echo {token}` was answered with {_brief(reply.error)})"
             )
         self.refused_for_auth(session, "session/prompt", reply)
+        self.no_model(reply)
         texts = self.texts(session, session_id, mark)
         self.note_echo(texts, reply, token)
         return reply, texts
@@ -550,6 +584,7 @@ class _Runner(_WireQueries):
     async def require_scenario(self) -> None:
         if self.auth_required is not None:
             raise _Skip(f"authentication required: {self.auth_required}")
+        self.require_model()
         if self.scenario is None:
             session = await self.ensure_main()
             assert session.session_id is not None
@@ -557,7 +592,8 @@ class _Runner(_WireQueries):
                 await self.echo(session, session.session_id)
         if not self.scenario:
             raise _Skip(
-                f"scenario vocabulary {self.scenario_reason}; for an agent without it, "
+                f"scenario vocabulary ({SCENARIO_DOCS}) {self.scenario_reason}; for an agent "
+                "without it, "
                 "--hold-prompt TEXT (a prompt on which it asks the client something) runs "
                 "this check"
             )

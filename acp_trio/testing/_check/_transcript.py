@@ -8,13 +8,16 @@ import trio
 
 from acp_trio.testing._check._base import (
     GRACE,
+    ONE_ANSWER,
     RECOMMENDED,
     REQUIRED,
+    VALID_OUTPUT,
     _check,
     _Fail,
     _Pass,
     _Skip,
 )
+from acp_trio.testing._check._report import Rule
 from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check._wire import (
     AgentSession,
@@ -48,6 +51,12 @@ def _cancelled_by_us(r: _Runner, session: int) -> list[Any]:
     "auth-methods",
     RECOMMENDED,
     "an agent that demands authentication lists its authMethods in the initialize result",
+    Rule(
+        "none",
+        "authentication; initialization",
+        "agents advertise the ways to authenticate in authMethods, and a request refused for "
+        "want of it is answered -32000 (auth_required)",
+    ),
 )
 async def _auth_methods(r: _Runner) -> _Pass:
     if r.init_result is None:
@@ -80,6 +89,7 @@ async def _auth_methods(r: _Runner) -> _Pass:
     "schema",
     REQUIRED,
     "every message the agent sends is valid ACP (its JSON Schema, or the generated types)",
+    VALID_OUTPUT,
 )
 async def _schema(r: _Runner) -> _Pass:
     validator = r.validator
@@ -129,7 +139,12 @@ async def _schema(r: _Runner) -> _Pass:
     return _Pass(f"{count} messages valid ({validator.description}){note}")
 
 
-@_check("one-reply-per-request", REQUIRED, "every request of the checker was answered exactly once")
+@_check(
+    "one-reply-per-request",
+    REQUIRED,
+    "every request of the checker was answered exactly once",
+    ONE_ANSWER,
+)
 async def _one_reply(r: _Runner) -> _Pass:
     def unanswered() -> list[tuple[AgentSession, Any, str]]:
         out = []

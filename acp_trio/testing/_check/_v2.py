@@ -39,6 +39,7 @@ from acp_trio.testing._check._base import (
     CANCELLATION,
     RECOMMENDED,
     REQUIRED,
+    SCENARIO_DOCS,
     CheckFunc,
     CheckInfo,
     _brief,
@@ -49,7 +50,7 @@ from acp_trio.testing._check._base import (
     _Reply,
     _Skip,
 )
-from acp_trio.testing._check._report import CheckReport, Level
+from acp_trio.testing._check._report import CheckReport, Level, Rule
 from acp_trio.testing._check._runner import _Runner
 from acp_trio.testing._check._v2_scenario import run_scenario_check
 from acp_trio.testing._check._wire import EditorPolicy, WireEntry
@@ -62,9 +63,9 @@ _V2: list[tuple[CheckInfo, CheckFunc]] = []
 _SHARED: Final = {info.name: (info, func) for info, func in _REGISTRY}
 
 
-def _v2(name: str, level: Level, description: str) -> Callable[[CheckFunc], CheckFunc]:
+def _v2(name: str, level: Level, description: str, rule: Rule) -> Callable[[CheckFunc], CheckFunc]:
     def register(func: CheckFunc) -> CheckFunc:
-        _V2.append((CheckInfo(name, level, description), func))
+        _V2.append((CheckInfo(name, level, description, rule), func))
         return func
 
     return register
@@ -74,7 +75,17 @@ def _shared(name: str) -> None:
     _V2.append(_SHARED[name])
 
 
-@_v2("initialize", REQUIRED, "initialize asking protocol version 2 is answered 2, with info")
+@_v2(
+    "initialize",
+    REQUIRED,
+    "initialize asking protocol version 2 is answered 2, with info",
+    Rule(
+        "MUST",
+        "v2/initialization",
+        "an agent that supports the version asked for answers with that version, and gives its "
+        "implementation information (info)",
+    ),
+)
 async def _initialize(r: _Runner) -> _Pass:
     try:
         session = r.main = await r.spawn()
@@ -109,6 +120,12 @@ _shared("version-negotiation")
     "unsupported-version",
     REQUIRED,
     "initialize asking version 0 gets -32022 with data {requested, supported}; then 2 works",
+    Rule(
+        "MUST",
+        "v2/initialization; v2 schema InitializeResponse",
+        "the agent MUST answer initialize; when it supports no version at or below the one asked "
+        "for, initialization fails with -32022 (data: requested, supported)",
+    ),
 )
 async def _unsupported_version(r: _Runner) -> _Pass:
     if r.setup_error is not None:
@@ -139,7 +156,17 @@ async def _unsupported_version(r: _Runner) -> _Pass:
     return _Pass(f"-32022, supported {supported}; then version 2", reply.latency)
 
 
-@_v2("before-initialize", RECOMMENDED, "a request before initialize gets -32600; then 2 works")
+@_v2(
+    "before-initialize",
+    RECOMMENDED,
+    "a request before initialize gets -32600; then 2 works",
+    Rule(
+        "none",
+        "v2/initialization; JSON-RPC 2.0 §5.1",
+        "clients MUST initialize first, so nothing says how an agent answers a request before "
+        "it; the SDKs' routers answer -32600 Invalid Request",
+    ),
+)
 async def _before_initialize(r: _Runner) -> _Pass:
     if r.setup_error is not None:
         raise _Skip(f"needs a working initialize ({r.setup_error})")
@@ -161,6 +188,12 @@ async def _before_initialize(r: _Runner) -> _Pass:
     "repeated-initialize",
     REQUIRED,
     "a second initialize (version 2, before other requests) is answered 2 again",
+    Rule(
+        "MUST",
+        "v2/initialization",
+        "the agent MUST answer initialize with the chosen version; v2 lets a client repeat "
+        "initialize (same version) before other requests, so the repeat is answered too",
+    ),
 )
 async def _repeated_initialize(r: _Runner) -> _Pass:
     if r.setup_error is not None:
@@ -191,6 +224,12 @@ def _update(entry: WireEntry) -> dict[str, Any]:
     "lifecycle",
     REQUIRED,
     "a prompt is answered with its messageId; user_message carries it; running, then one idle",
+    Rule(
+        "MUST",
+        "v2/prompt-lifecycle",
+        "the agent answers an accepted prompt, reports the user message with its messageId, "
+        "sends running when work starts and idle with the StopReason when it ends",
+    ),
 )
 async def _lifecycle(r: _Runner) -> _Pass:
     session = await r.ensure_main()
@@ -333,7 +372,7 @@ async def _held_prompts_on_hold(r: _Runner) -> _Pass:
     return _Pass(f"idle cancelled; both held prompts -32800; {len(held)} held request(s) ended")
 
 
-def _scenario(name: str, level: Level, description: str) -> None:
+def _scenario(name: str, level: Level, description: str, rule: Rule) -> None:
     async def check(r: _Runner) -> _Pass:
         if r.setup_error is not None:
             raise _Skip(f"needs a working initialize ({r.setup_error})")
@@ -349,7 +388,8 @@ def _scenario(name: str, level: Level, description: str) -> None:
                 else ""
             )
             raise _Skip(
-                f"needs the v2 scenario vocabulary (acp_trio.testing.ScenarioAgentV2's): "
+                f"needs the v2 scenario vocabulary (acp_trio.testing.ScenarioAgentV2's; "
+                f"{SCENARIO_DOCS}): "
                 f"{r.scenario_reason}{hint}"
             )
         env = dict(r.env) if r.env is not None else None
@@ -359,7 +399,7 @@ def _scenario(name: str, level: Level, description: str) -> None:
             raise _Fail(problem)
         return _Pass(description)
 
-    _V2.append((CheckInfo(name, level, description), check))
+    _V2.append((CheckInfo(name, level, description, rule), check))
 
 
 _SCENARIO: Final = frozenset({"held-prompts", "tool-call-cancel", "error-turn"})
@@ -367,13 +407,35 @@ _scenario(
     "held-prompts",
     CANCELLATION,
     "`wait_for_cancel`, two held prompts, session/cancel: idle cancelled, both -32800",
+    Rule(
+        "none",
+        "v2/prompt-lifecycle#cancellation; v2 schema CancelSessionNotification",
+        "an agent may hold prompts while busy (an answer means inserted, not held); "
+        "session/cancel cancels the foreground work and the prompts not yet inserted",
+    ),
 )
 _scenario(
     "tool-call-cancel",
     CANCELLATION,
     "`tools 2`: tool_call/cancel ends tool-0 cancelled, tool-1 completes; unknown id -32602",
+    Rule(
+        "none",
+        "v2/tool-calls#cancelling-tool-calls",
+        "tool_call/cancel (offered per tool call) ends that tool call only, confirmed by a final "
+        "tool_call_update; an unknown or final one gets -32602",
+    ),
 )
-_scenario("error-turn", RECOMMENDED, "`fail -32042 boom` ends idle with stopReason error")
+_scenario(
+    "error-turn",
+    RECOMMENDED,
+    "`fail -32042 boom` ends idle with stopReason error",
+    Rule(
+        "SHOULD",
+        "v2 schema ErrorStopReason",
+        "a turn that fails ends idle with the stop reason error, which SHOULD carry the failure "
+        "as a JSON-RPC error object",
+    ),
+)
 
 for _name in (
     "parse-error",
@@ -408,10 +470,11 @@ async def check_agent_v2(
 ) -> CheckReport:
     """Run the v2 checks against the stdio agent ``command``; the options
     are :func:`acp_trio.testing.check_agent`'s (``schema``: the ACP v2
-    ``schema.json``; by default the one found beside the repository, else
-    the generated v2 types). ``hold_prompt``: for an agent without the v2
-    scenario vocabulary, a prompt on which it sends the client a request
-    (a permission): ``held-prompts`` then runs on that turn."""
+    ``schema.json``; by default the one this package ships, or without
+    ``jsonschema`` (the ``check`` extra) the generated v2 types).
+    ``hold_prompt``: for an agent without the v2 scenario vocabulary, a
+    prompt on which it sends the client a request (a permission):
+    ``held-prompts`` then runs on that turn."""
     if not command:
         raise ValueError("command must not be empty")
     selected = list(_V2)

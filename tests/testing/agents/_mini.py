@@ -38,6 +38,13 @@ it passes every check. The faults:
   exits (status 3) 2 s later.
 - ``v2-only``: speaks protocol version 2 only (every initialize is
   answered with 2, in v2's shape).
+- ``sticky-cancel``: a ``session/cancel`` of a session with no turn running
+  is kept, and ends that session's next turn at once (``cancelled``).
+- ``no-model``: opens sessions but answers every prompt that is not
+  cancelled first with ``-32603 Cannot connect to API`` after 0.3 s (as
+  opencode does without network access to its model).
+- ``cancel-all-sessions``: a ``session/cancel`` cancels the running turn of
+  every session, not only the one it names.
 - ``ask-permission``: every prompt asks permission
   (``session/request_permission``) and says which option was selected; of
   the vocabulary only ``wait_for_cancel`` (after asking).
@@ -84,6 +91,9 @@ FAULTS = {
     "slow-echo",
     "exit-after-scalar",
     "v2-only",
+    "sticky-cancel",
+    "cancel-all-sessions",
+    "no-model",
 }
 #: The answer of an agent speaking version 2 (the shape codex-acp 2.6.0 answers).
 V2_INIT = {
@@ -169,6 +179,8 @@ class MiniAgent(Handler):
         self.fault = stream.fault
         self.ids = itertools.count(1)
         self.turns: dict[str, trio.CancelScope] = {}
+        # sticky-cancel: the sessions cancelled while idle.
+        self.sticky: set[str] = set()
         self.capabilities: dict[str, Any] = {}
 
     async def handle_request(self, ctx: RequestContext, method: str, params: Any) -> Any:
@@ -205,9 +217,15 @@ class MiniAgent(Handler):
 
     def intercept_notification(self, method: str, params: Any) -> bool:
         if method == "session/cancel" and isinstance(params, dict):
-            turn = self.turns.get(params.get("sessionId", ""))
-            if turn is not None:
+            session_id = params.get("sessionId", "")
+            turn = self.turns.get(session_id)
+            if self.fault == "cancel-all-sessions":
+                for each in self.turns.values():
+                    each.cancel()
+            elif turn is not None:
                 turn.cancel()
+            elif self.fault == "sticky-cancel":
+                self.sticky.add(session_id)
         return False
 
     async def handle_notification(self, method: str, params: Any) -> None:
@@ -223,6 +241,12 @@ class MiniAgent(Handler):
         words = text.split()
         if self.fault == "prompt-needs-auth":
             raise RequestError(-32000, "Authentication required")
+        if self.fault == "no-model" and words[:1] != ["wait_for_cancel"]:
+            await trio.sleep(0.3)
+            raise RequestError(-32603, "Internal error: Cannot connect to API: Unable to connect")
+        if session_id in self.sticky:
+            self.sticky.discard(session_id)
+            return {"stopReason": "cancelled"}
         if self.fault == "ignore-cancel-request" or (
             self.fault == "slow-echo" and words[:1] == ["echo"]
         ):

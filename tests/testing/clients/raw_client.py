@@ -16,19 +16,34 @@ protocol, with one planted fault chosen by name (the first argument):
   stdin open in a detached ``sleep`` (so the agent never sees the end of
   its input) and exits right after the prompt, saying the agent's pid.
 
+- ``leak-cancel``: a ``session/cancel`` it sent for a turn that then ended
+  on its own is kept pending, and sent again right after the next prompt
+  (the cancel leaks into the next turn).
+- ``wait-forever``: after its ``session/cancel`` it waits for the turn's
+  answer for ever (no ``$/cancel_request``, no giving up).
+- ``close-after-ignored-cancel``: escalates as the clean client does, but
+  takes the ``-32800`` that ends the turn as fatal and exits.
+
 Two behaviours that are no faults: ``answer-all`` answers every permission
 request at once (nothing is left to cancel), ``no-session-cancel`` ignores
 the cue.
 
 Permission requests titled ``check-client: choose an option`` are answered
-at once (``allow``); the others are held until cancelled.
+at once (``allow``); the others are held until cancelled. When a turn says
+``check-client: prompt again`` it prompts again once the turn is over. A turn
+whose ``session/cancel`` goes unanswered for :data:`GRACE` seconds gets a
+``$/cancel_request``; if that goes unanswered too, the turn is given up (its
+late answer is dropped) and the next prompt goes out.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +57,15 @@ FAULTS = {
     "answer-all",
     "no-session-cancel",
     "detach-agent",
+    "leak-cancel",
+    "wait-forever",
+    "close-after-ignored-cancel",
 }
 CUE = "check-client: cancel now"
+PROMPT_AGAIN = "check-client: prompt again"
+#: Seconds a cancelled turn may stay unanswered before the next rung.
+GRACE = 0.5
+MAX_PROMPTS = 10
 KNOWN = {"session/update", "$/cancel_request"}
 TERMINAL_METHODS = {
     "terminal/create",
@@ -66,27 +88,72 @@ class RawClient:
         self.held: dict[Any, str] = {}  # request id -> session
         self.session = ""
         self.terminals: dict[str, tuple[str, int]] = {}
+        self.buffer = b""
+        assert self.agent.stdout is not None
+        self.fd = self.agent.stdout.fileno()
+        #: When our session/cancel of the running turn went out.
+        self.cancelled_at: float | None = None
+        self.prompt_again = False
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.agent.stdin is not None
         self.agent.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
         self.agent.stdin.flush()
 
-    def messages(self) -> Any:
-        assert self.agent.stdout is not None
-        for line in self.agent.stdout:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue  # tolerated
+    def next_message(self, deadline: float | None) -> Any:
+        """The next message, or None at ``deadline``; exits at the end of input."""
+        while True:
+            line, sep, rest = self.buffer.partition(b"\n")
+            if sep:
+                self.buffer = rest
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue  # tolerated
+            wait = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not select.select([self.fd], [], [], wait)[0]:
+                return None
+            data = os.read(self.fd, 65536)
+            if not data:
+                raise SystemExit("the agent went away")
+            self.buffer += data
 
     def call(self, id_: int, method: str, params: Any) -> Any:
         self.send({"id": id_, "method": method, "params": params})
-        for message in self.messages():
+        while True:
+            message = self.next_message(None)
             if message.get("id") == id_ and "method" not in message:
                 return message.get("result")
             self.handle(message)
-        raise SystemExit("the agent went away")
+
+    def prompt(self, id_: int, stale_cancel: bool = False) -> Any:
+        """One turn: its answer, or None if it was given up."""
+        self.cancelled_at = None
+        self.prompt_again = False
+        prompt = [{"type": "text", "text": "check me"}]
+        params = {"sessionId": self.session, "prompt": prompt}
+        self.send({"id": id_, "method": "session/prompt", "params": params})
+        if stale_cancel:  # the leak-cancel fault
+            self.send({"method": "session/cancel", "params": {"sessionId": self.session}})
+        escalated_at: float | None = None
+        while True:
+            deadline = None
+            if self.cancelled_at is not None and self.fault != "wait-forever":
+                deadline = (escalated_at or self.cancelled_at) + GRACE
+            message = self.next_message(deadline)
+            if message is None:
+                if escalated_at is None:
+                    self.send({"method": "$/cancel_request", "params": {"requestId": id_}})
+                    escalated_at = time.monotonic()
+                    continue
+                return None  # given up: its late answer is dropped
+            if message.get("id") == id_ and "method" not in message:
+                if "error" in message and self.fault == "close-after-ignored-cancel":
+                    raise SystemExit(f"raw client: the turn failed: {message['error']}")
+                return message.get("result") or message.get("error")
+            if "method" in message:
+                self.handle(message)
+            # else: the late answer of a turn given up before: dropped
 
     def error(self, id_: Any, code: int, text: str) -> None:
         self.send({"id": id_, "error": {"code": code, "message": text}})
@@ -161,8 +228,13 @@ class RawClient:
             cue = update.get("sessionUpdate") == "agent_message_chunk" and CUE in str(
                 content.get("text")
             )
+            if update.get("sessionUpdate") == "agent_message_chunk" and PROMPT_AGAIN in str(
+                content.get("text")
+            ):
+                self.prompt_again = True
             if cue and self.fault != "no-session-cancel":
                 self.send({"method": "session/cancel", "params": {"sessionId": self.session}})
+                self.cancelled_at = time.monotonic()
                 if self.fault != "no-cancelled-outcome":
                     for id_, session in list(self.held.items()):
                         if session == self.session:
@@ -179,9 +251,15 @@ class RawClient:
         self.session = self.call(2, "session/new", {"cwd": str(Path.cwd()), "mcpServers": []})[
             "sessionId"
         ]
-        prompt = [{"type": "text", "text": "check me"}]
-        self.call(3, "session/prompt", {"sessionId": self.session, "prompt": prompt})
         assert self.agent.stdin is not None
+        stale = False
+        for number in range(MAX_PROMPTS):
+            answer = self.prompt(3 + number, stale)
+            if self.fault == "detach-agent" or not self.prompt_again:
+                break
+            # The leak-cancel fault keeps a cancel whose turn then ended on its own.
+            ended = isinstance(answer, dict) and answer.get("stopReason") == "end_turn"
+            stale = self.fault == "leak-cancel" and self.cancelled_at is not None and ended
         if self.fault == "detach-agent":
             fd = self.agent.stdin.fileno()
             subprocess.Popen(["sleep", "60"], pass_fds=[fd], start_new_session=True)

@@ -2,12 +2,15 @@
 
     python trio_client.py -- AGENT_CMD...
 
-One prompt; ``session/cancel`` (``AgentProxy.cancel``) at the agent's cue.
-It reads and writes real files and runs terminals (the SDK's
-``TerminalsMixin``, every command approved). Permission requests titled ``check-client:
-choose an option`` are answered ``allow``; the others wait for a cancel
-(``$/cancel_request`` -> -32800, the SDK's answer to our own
-``session/cancel`` -> ``cancelled``).
+Each prompt runs in a cancel scope; the agent's cue is the stop button: it
+sends ``session/cancel`` (``AgentProxy.cancel``) and cancels that scope (the
+SDK decides what follows when the agent does not answer: ``cancel_grace``
+is one second here). When a turn said ``check-client: prompt again`` the next
+prompt goes out on the same session. It reads and writes real files and
+runs terminals (the SDK's ``TerminalsMixin``, every command approved).
+Permission requests titled ``check-client: choose an option`` are answered
+``allow``; the others wait for a cancel (``$/cancel_request`` -> -32800, the
+SDK's answer to our own ``session/cancel`` -> ``cancelled``).
 """
 
 from __future__ import annotations
@@ -33,17 +36,29 @@ from acp_trio.schema import (
 )
 
 CUE = "check-client: cancel now"
+PROMPT_AGAIN = "check-client: prompt again"
+MAX_PROMPTS = 10
 
 
 class CheckedClient(acp_trio.contrib.TerminalsMixin, acp_trio.Client):
+    def __init__(self) -> None:
+        super().__init__()
+        #: The running prompt's scope: the stop button.
+        self.stop: trio.CancelScope | None = None
+        self.prompt_again = False
+
     async def session_update(self, params: SessionNotification) -> None:
         update = params.update
-        if (
-            isinstance(update, AgentMessageChunk)
-            and isinstance(update.content, TextContent)
-            and CUE in update.content.text
-        ):
+        if not isinstance(update, AgentMessageChunk) or not isinstance(update.content, TextContent):
+            return
+        if PROMPT_AGAIN in update.content.text:
+            self.prompt_again = True
+        if CUE in update.content.text:
+            # The stop button: session/cancel now, whatever the turn's state
+            # (its answer may already be on its way), and the prompt's scope.
             await self.agent.cancel(params.session_id)
+            if self.stop is not None:
+                self.stop.cancel()
 
     async def request_permission(
         self, params: RequestPermissionRequest
@@ -72,9 +87,16 @@ async def main(command: list[str]) -> None:
         acp_trio.contrib.open_terminal_manager(approve) as client.terminals,
         acp_trio.open_spawned_agent(client, command) as agent,
     ):
+        agent.cancel_grace = 1.0
         await agent.initialize()
         session = await agent.new_session(NewSessionRequest(cwd=str(Path.cwd()), mcp_servers=[]))
-        await agent.prompt_text(session.session_id, "check me")
+        for _ in range(MAX_PROMPTS):
+            client.prompt_again = False
+            with trio.CancelScope() as client.stop:
+                await agent.prompt_text(session.session_id, "check me")
+            client.stop = None
+            if not client.prompt_again:
+                break
 
 
 if __name__ == "__main__":
