@@ -132,6 +132,42 @@ async def test_sigterm_to_serve_stops_its_busy_agents() -> None:
             nursery.cancel_scope.cancel()
 
 
+#: An agent busy with a turn of its own: it answers ``initialize``, then
+#: neither reads its stdin nor ends when it closes (only a signal ends it).
+BUSY_AGENT = [
+    sys.executable,
+    "-c",
+    "import json, sys, time\n"
+    "message = json.loads(sys.stdin.readline())\n"
+    "reply = {'jsonrpc': '2.0', 'id': message['id'], 'result': {'protocolVersion': 1}}\n"
+    "print(json.dumps(reply), flush=True)\n"
+    "while True:\n"
+    "    time.sleep(1)\n",
+]
+
+
+async def test_sigterm_to_serve_stops_an_agent_that_ignores_its_closed_stdin() -> None:
+    body = dumps(INIT)
+    agents: list[int] = []
+    try:
+        with trio.fail_after(LIMIT):
+            async with serve(agent=BUSY_AGENT) as (process, base), tcp(base) as stream:
+                await stream.send_all(request_head("POST", headers=JSON, length=len(body)) + body)
+                response, _ = await read_response(stream)
+                assert response.status == 200
+                agents = children(process.pid)
+                assert len(agents) == 1
+                process.send_signal(signal.SIGTERM)
+                await process.wait()
+                # (was: serve gone at once, this agent left running for good)
+                await until(lambda: not any(alive(pid) for pid in agents))
+                assert process.returncode == TERMINATED
+    finally:
+        for pid in agents:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 async def test_sigterm_to_conduct_stops_its_components() -> None:
     command = [*ACP, "conduct", "--", *SCENARIO_AGENT]
     client = ScenarioClient()
@@ -158,6 +194,35 @@ async def test_sigterm_to_conduct_stops_its_components() -> None:
             await until(lambda: not any(alive(pid) for pid in components))
             assert process.returncode == TERMINATED
             nursery.cancel_scope.cancel()
+
+
+async def test_sigterm_to_conduct_stops_an_agent_that_ignores_its_closed_stdin() -> None:
+    command = [*ACP, "conduct", "--", *BUSY_AGENT]
+    process = await trio.lowlevel.open_process(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    components: list[int] = []
+    try:
+        with trio.fail_after(LIMIT):
+            assert process.stdin is not None
+            assert process.stdout is not None
+            await process.stdin.send_all(dumps(INIT) + b"\n")
+            await until(lambda: len(children(process.pid)) == 1)
+            components = children(process.pid)
+            await trio.sleep(0.3)
+            process.send_signal(signal.SIGTERM)
+            await process.wait()
+            # (was: conduct gone at once, this agent left running for good)
+            await until(lambda: not any(alive(pid) for pid in components))
+            assert process.returncode == TERMINATED
+    finally:
+        for pid in components:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if process.returncode is None:
+            process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()
 
 
 async def test_sigterm_to_connect_ends_it_and_its_remote_connection() -> None:
