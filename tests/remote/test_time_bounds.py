@@ -2,7 +2,7 @@
 a body progress deadline (a minimum rate after a grace period) of their
 own, independent of keep-alive; on h2c the same per stream. Short limits
 here (``ServerLimits``) so the tests are quick; the defaults are timed in
-the attack tier (tests/remote/attacks)."""
+the attack tier (tests/attacks, make test-attacks)."""
 
 from __future__ import annotations
 
