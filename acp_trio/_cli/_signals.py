@@ -26,15 +26,17 @@ async def run_until_terminated(main: Callable[[], Awaitable[None]]) -> bool:
     with plain_exceptions():
         async with trio.open_nursery() as nursery:
 
-            async def watch() -> None:
+            async def watch(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
                 nonlocal terminated
                 with trio.open_signal_receiver(signal.SIGTERM) as signals:
+                    task_status.started()
                     async for _ in signals:
                         terminated = True
                         nursery.cancel_scope.cancel()
                         return
 
-            nursery.start_soon(watch)
+            # (SIGTERM handled before main starts anything)
+            await nursery.start(watch)
             await main()
             nursery.cancel_scope.cancel()
     return terminated
