@@ -530,12 +530,16 @@ def _conduct(parser: argparse.ArgumentParser, words: list[str], trace: str | Non
         async with open_stdio_stream() as stream:
             await serve_conductor(stream, components, trace=log)
 
+    from acp_trio._cli._signals import TERMINATED, run_until_terminated
+
     try:
-        trio.run(run)
+        terminated = trio.run(run_until_terminated, run)
+    except KeyboardInterrupt:
+        return 130
     finally:
         if log is not None:
             log.close()
-    return 0
+    return TERMINATED if terminated else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,8 @@ import sys
 
 import trio
 
+from acp_trio._cli._signals import TERMINATED, run_until_terminated
+
 __all__ = ["add_parsers", "run"]
 
 _TOKEN_ENV = "ACP_TRIO_TOKEN"
@@ -53,6 +55,64 @@ def add_parsers(
         metavar="S",
         help="end an HTTP connection (and its agent) after S seconds with no request and no "
         "open stream (default 300)",
+    )
+    limits = serve.add_argument_group(
+        "limits", "bounds of a server on a network (docs/serving-on-a-network.md)"
+    )
+    limits.add_argument(
+        "--max-agents",
+        type=int,
+        default=16,
+        metavar="N",
+        help="agent processes at once (one per ACP connection; beyond: 503, default 16)",
+    )
+    limits.add_argument(
+        "--max-agents-per-client",
+        type=int,
+        metavar="N",
+        help="agent processes at once for one client address (beyond: 429; default half)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="TCP connections at once (beyond: 503; default: the open-files limit, less "
+        "64 and 4 per agent)",
+    )
+    limits.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        metavar="N",
+        help="TCP connections at once from one client address (beyond: 429; default half)",
+    )
+    limits.add_argument(
+        "--max-message-size",
+        type=int,
+        default=16 * 1024 * 1024,
+        metavar="BYTES",
+        help="the message cap of every connection (default 16 MiB)",
+    )
+    limits.add_argument(
+        "--head-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a request head may take from its first byte (default 10)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds of grace for a request body, before it must keep --min-body-rate "
+        "(default 10)",
+    )
+    limits.add_argument(
+        "--min-body-rate",
+        type=float,
+        default=16 * 1024,
+        metavar="BYTES_PER_S",
+        help="the slowest a request body may come after its grace (default 16384)",
     )
     serve.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_CMD...")
     connect = sub.add_parser(
@@ -115,12 +175,9 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(str(exc))
     token = args.token or os.environ.get(_TOKEN_ENV) or None
     if args.tool == "connect":
+        main = functools.partial(_bridge.connect_stdio, args.url, profile=args.profile, token=token)
         try:
-            trio.run(
-                functools.partial(
-                    _bridge.connect_stdio, args.url, profile=args.profile, token=token
-                )
-            )
+            terminated = trio.run(run_until_terminated, main)
         except KeyboardInterrupt:
             return 130
         except Exception as exc:
@@ -129,11 +186,27 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 raise
             print(f"acp_trio connect: {args.url}: {reason}", file=sys.stderr)
             return 1
-        return 0
+        return TERMINATED if terminated else 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the agent's command after --")
     host, port = _split(parser, args.http)
+    from acp_trio.remote import ServerLimits
+
+    try:
+        limits = ServerLimits(
+            head_timeout=args.head_timeout,
+            body_timeout=args.body_timeout,
+            min_body_rate=args.min_body_rate,
+            max_agents=args.max_agents,
+            max_agents_per_client=args.max_agents_per_client,
+            max_connections=args.max_connections,
+            max_connections_per_client=args.max_connections_per_client,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.max_message_size < 1:
+        parser.error(f"--max-message-size must be positive, not {args.max_message_size}")
 
     async def serve() -> None:
         await _bridge.serve_command(
@@ -144,12 +217,14 @@ def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             token=token,
             allowed_origins=args.allow_origin,
             idle_timeout=args.idle_timeout,
+            max_message_size=args.max_message_size,
+            limits=limits,
         )
 
     try:
-        trio.run(serve)
+        terminated = trio.run(run_until_terminated, serve)
     except ValueError as exc:
         parser.error(str(exc))
     except KeyboardInterrupt:
         return 130
-    return 0
+    return TERMINATED if terminated else 0

@@ -86,11 +86,12 @@ class Connection:
             handler = tracer.handler
         self._handler: Handler = handler
         # The sans-IO peer: every protocol rule and the request table.
-        self._peer: Peer[RequestContext, PendingRequest] = Peer()
+        self._peer: Peer[RequestContext, PendingRequest] = Peer(config.held_request_limit())
         self._table = self._peer.table
         trace = config.trace
         self._outbox = Outbox(
             config.outbox_limit,
+            max_bytes=config.outbox_byte_limit(),
             direct_write=transport.direct_writer(),
             joins=isinstance(transport, FramedStream),
             trace=None if trace is None else lambda frame: trace("send", frame[:-1]),

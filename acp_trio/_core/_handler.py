@@ -153,6 +153,9 @@ class ConnectionConfig:
     #: Frames queued for writing before senders of requests and
     #: notifications wait (replies and cancels never wait).
     outbox_limit: int = 1024
+    #: Bytes of frames queued for writing before those senders wait too
+    #: (``None``: twice ``max_message_size``).
+    max_outbox_bytes: int | None = None
     #: Incoming requests running at once. Beyond it requests wait their turn,
     #: registered (a cancel for one is answered at once), and reading goes on:
     #: the replies, cancels and end of stream that running handlers wait for
@@ -162,6 +165,11 @@ class ConnectionConfig:
     #: is answered ``-32603`` ("Too many requests", with the limits in
     #: ``data``) at once, without running; reading never stops for requests.
     max_queued_requests: int = 16384
+    #: Bytes of the requests held (read, not yet answered: running or
+    #: waiting), counted as the sizes of their frames. A request that would
+    #: take them past this is answered ``-32603`` ("Too many requests") at
+    #: once, unless none is held. ``None``: twice ``max_message_size``.
+    max_held_request_bytes: int | None = None
     #: Seconds that closing may take to cancel handlers and flush output.
     close_timeout: float = 5.0
     #: Called with ("send" | "recv", frame) for every frame, without its line
@@ -188,6 +196,18 @@ class ConnectionConfig:
     #: ``None`` (the default): the process-wide one, if one was installed
     #: (``Tracing.install()``, ``--otel``), else nothing, at no cost.
     instrument: Instrumentation | None = None
+
+    def outbox_byte_limit(self) -> int:
+        """The bound of the bytes queued for writing (see
+        :attr:`max_outbox_bytes`)."""
+        limit = self.max_outbox_bytes
+        return 2 * self.max_message_size if limit is None else limit
+
+    def held_request_limit(self) -> int:
+        """The bound of the bytes of requests held (see
+        :attr:`max_held_request_bytes`)."""
+        held = self.max_held_request_bytes
+        return 2 * self.max_message_size if held is None else held
 
 
 def request_nodes(

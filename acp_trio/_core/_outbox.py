@@ -5,8 +5,9 @@
 Two lanes share one FIFO, so the wire order is the order of enqueueing:
 
 - :meth:`Outbox.put` (notifications, requests) waits while the queue is at
-  its limit: a peer that stops reading slows the senders down instead of
-  growing memory. Waiting is cancellable and nothing is enqueued then.
+  its limit, in frames or in bytes: a peer that stops reading slows the
+  senders down instead of growing memory. Waiting is cancellable and
+  nothing is enqueued then.
 - :meth:`Outbox.put_nowait` (replies and ``$/cancel_request``) never waits:
   each reply answers a request the peer is waiting on, so their number is
   bounded by the requests in flight, and a cancelled task must be able to
@@ -39,6 +40,7 @@ cancelled.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
@@ -102,12 +104,13 @@ class Outbox(_Queue[bytes]):
     """Frames to write: its consumer is the writer task, its producers the
     senders waiting for room."""
 
-    __slots__ = ("_direct", "_due", "_held", "_joins", "_trace")
+    __slots__ = ("_bytes", "_direct", "_due", "_held", "_joins", "_max_bytes", "_trace")
 
     def __init__(
         self,
         limit: int,
         *,
+        max_bytes: int | None = None,
         direct_write: Callable[[bytes], int] | None = None,
         joins: bool = False,
         trace: Callable[[bytes], None] | None = None,
@@ -118,6 +121,9 @@ class Outbox(_Queue[bytes]):
         is one message); ``trace(frame)`` sees every frame accepted, in wire
         order."""
         super().__init__(limit, "outbox")
+        # The bytes queued, and how many make it full as ``limit`` frames do.
+        self._bytes = 0
+        self._max_bytes: float = math.inf if max_bytes is None else max_bytes
         self._direct = direct_write
         self._joins = joins
         self._trace = trace
@@ -127,6 +133,15 @@ class Outbox(_Queue[bytes]):
         self._held = 0
         # Replies due (reply_due) since the last write.
         self._due = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether the queue is at its limit, in frames or in bytes."""
+        return len(self._items) >= self._limit or self._bytes >= self._max_bytes
+
+    def clear(self) -> int:
+        self._bytes = 0
+        return super().clear()
 
     @property
     def writes_directly(self) -> bool:
@@ -145,6 +160,7 @@ class Outbox(_Queue[bytes]):
             self._write_directly(frame)
             return True
         self._items.append(frame)
+        self._bytes += len(frame)
         if self._consumer and not self._held & _HOLD:
             self._consumer.unpark()
         return True
@@ -164,6 +180,7 @@ class Outbox(_Queue[bytes]):
         if self._direct is not None and not self._held and (self._joins or len(frames) == 1):
             data = b"".join(frames) if len(frames) > 1 else frames[0]
             frames.clear()
+            self._bytes = 0
             self._write_directly(data)
         else:
             self._consumer.unpark()
@@ -188,12 +205,13 @@ class Outbox(_Queue[bytes]):
             written = 0  # the writer's send_all meets the error and reports it
         if written < len(data):
             self._items.append(data[written:])
+            self._bytes += len(data) - written
             self._consumer.unpark()
 
     def try_put(self, frame: bytes) -> bool:
         """Enqueue if there is room, without waiting or yielding; ``False``
         means: nothing was queued (full or closed)."""
-        if len(self._items) >= self._limit or self._closed:
+        if len(self._items) >= self._limit or self._bytes >= self._max_bytes or self._closed:
             return False
         return self.put_nowait(frame)
 
@@ -205,7 +223,9 @@ class Outbox(_Queue[bytes]):
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         parked = False
-        while len(self._items) >= self._limit and not self._closed:
+        while (
+            len(self._items) >= self._limit or self._bytes >= self._max_bytes
+        ) and not self._closed:
             await self._producer.park()
             parked = True
         if not self.put_nowait(frame):
@@ -222,6 +242,7 @@ class Outbox(_Queue[bytes]):
             await self._consumer.park()
         batch = list(self._items)
         self._items.clear()
+        self._bytes = 0
         self._due = 0
         self._held &= ~_TO_WRITER
         if self._producer:

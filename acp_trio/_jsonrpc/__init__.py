@@ -2,6 +2,8 @@
 
 - ``_framing``: newline-delimited frames with a size cap.
 - ``_messages``: decode and classify one frame; encode one message.
+- ``_limits``: what a frame may cost once parsed (depth, values), checked
+  before parsing it, in steps.
 - ``_state``: the per-request state table (ids, cancels, exactly one reply).
 - ``_peer``: :class:`Peer`, one whole peer in h11's shape (``receive(frame)``
   gives an event; ``send_request``/``respond``/``cancel``/``notify`` give
@@ -11,6 +13,13 @@
 from acp_trio._jsonrpc._framing import DEFAULT_MAX_MESSAGE_SIZE as DEFAULT_MAX_MESSAGE_SIZE
 from acp_trio._jsonrpc._framing import LineDecoder as LineDecoder
 from acp_trio._jsonrpc._framing import OversizedFrame as OversizedFrame
+from acp_trio._jsonrpc._limits import DEFAULT_MAX_DEPTH as DEFAULT_MAX_DEPTH
+from acp_trio._jsonrpc._limits import DEFAULT_MAX_VALUES as DEFAULT_MAX_VALUES
+from acp_trio._jsonrpc._limits import RefusedFrame as RefusedFrame
+from acp_trio._jsonrpc._limits import StructureCheck as StructureCheck
+from acp_trio._jsonrpc._limits import dropped_reply as dropped_reply
+from acp_trio._jsonrpc._limits import refused_frame as refused_frame
+from acp_trio._jsonrpc._limits import surely_within as surely_within
 from acp_trio._jsonrpc._messages import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
 from acp_trio._jsonrpc._messages import TEMPLATE_FRAME_MAX as TEMPLATE_FRAME_MAX
 from acp_trio._jsonrpc._messages import ErrorResponse as ErrorResponse

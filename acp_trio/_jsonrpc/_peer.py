@@ -23,7 +23,12 @@ Every protocol rule lives here, with the request-state table
   a reply (then the call it answers, if pending, fails);
 - an oversized frame is answered (``-32600`` "Request too large", with
   ``id: null`` when its id cannot be read) only when it may be a request; an
-  oversized reply fails its call;
+  oversized reply fails its call; a frame its transport refused for its
+  structure (:class:`RefusedFrame`: too deep, too many values) the same way,
+  with the transport's error;
+- requests held (read, not yet answered) count the bytes of their frames:
+  one past ``max_held_bytes`` is answered ``-32603`` "Too many requests" at
+  once (see :class:`RequestTable`);
 - a reply to a request no longer pending (abandoned, answered twice) is
   dropped quietly, one to an id never issued with a warning;
 - a malformed ``$/cancel_request`` is ignored, never answered; each
@@ -45,6 +50,7 @@ from acp_trio._exceptions import (
     RequestError,
 )
 from acp_trio._jsonrpc._framing import OversizedFrame
+from acp_trio._jsonrpc._limits import RefusedFrame
 from acp_trio._jsonrpc._messages import (
     CANCEL_REQUEST_METHOD,
     ERROR_REPLY,
@@ -157,8 +163,8 @@ class Peer(Generic[H, G]):
 
     __slots__ = ("_method_names", "_unanswerable", "table", "templates")
 
-    def __init__(self) -> None:
-        self.table: RequestTable[H, G] = RequestTable()
+    def __init__(self, max_held_bytes: int | None = None) -> None:
+        self.table: RequestTable[H, G] = RequestTable(max_held_bytes=max_held_bytes)
         #: Take the exact bytes of acp_trio's own ``$/cancel_request`` and
         #: ``-32800`` reply (what a cascade of cancels is made of) without
         #: decoding them. Any other spelling takes the general way, with the
@@ -175,6 +181,8 @@ class Peer(Generic[H, G]):
         """Act on one frame; the event for the I/O layer, or ``None`` when
         there is nothing to do (a dropped reply, an ignored cancel)."""
         if type(frame) is not bytes:
+            if type(frame) is RefusedFrame:
+                return self._oversized(frame, frame.error)
             assert type(frame) is OversizedFrame
             return self._oversized(frame)
         if len(frame) <= TEMPLATE_FRAME_MAX and self.templates:
@@ -203,7 +211,7 @@ class Peer(Generic[H, G]):
                 return None
             return ReplyReceived(entry, value["result"], None)
         if kind == REQUEST:
-            return self._request(value["id"], value["method"], value.get("params"))
+            return self._request(value["id"], value["method"], value.get("params"), len(frame))
         if kind == ERROR_REPLY:
             entry = self.table.response_received(value["id"])
             if entry is None:
@@ -214,7 +222,9 @@ class Peer(Generic[H, G]):
         message = value if type(value) is InvalidMessage else _explain_invalid(value)
         return self._invalid(message, frame)
 
-    def _request(self, request_id: RequestId, method: str, params: Any) -> Event[H, G]:
+    def _request(
+        self, request_id: RequestId, method: str, params: Any, size: int = 0
+    ) -> Event[H, G]:
         names = self._method_names
         known = names.get(method)
         if known is not None:
@@ -223,7 +233,7 @@ class Peer(Generic[H, G]):
             if len(names) >= _MAX_METHOD_NAMES:
                 names.clear()
             names[method] = method
-        entry = self.table.receive_request(request_id, method)
+        entry = self.table.receive_request(request_id, method, size)
         if isinstance(entry, RequestError):
             _log.warning("refusing request %r: %s", request_id, entry.data)
             return SendFrame(request_id, encode_frame(error_response(request_id, entry)))
@@ -282,8 +292,10 @@ class Peer(Generic[H, G]):
         reply_id = message.reply_id
         return SendFrame(reply_id, encode_frame(error_response(reply_id, message.error)))
 
-    def _oversized(self, frame: OversizedFrame) -> Event[H, G] | None:
-        error = MessageTooLarge(frame.size, frame.limit)
+    def _oversized(
+        self, frame: OversizedFrame, refusal: RequestError | None = None
+    ) -> Event[H, G] | None:
+        error: Exception = MessageTooLarge(frame.size, frame.limit) if refusal is None else refusal
         kind, found, request_id = peek_oversized(frame.head, frame.tail)
         _log.warning("%s", error)
         if kind == "response":
@@ -296,11 +308,12 @@ class Peer(Generic[H, G]):
         # A request, or what cannot be told apart from one: answered, with
         # ``id: null`` when its id cannot be read, as JSON-RPC asks, rather
         # than left without an answer.
-        refusal = RequestError(
-            RequestError.invalid_request().code,
-            "Request too large",
-            {"size": frame.size, "limit": frame.limit},
-        )
+        if refusal is None:
+            refusal = RequestError(
+                RequestError.invalid_request().code,
+                "Request too large",
+                {"size": frame.size, "limit": frame.limit},
+            )
         if not found:
             request_id = None
         return SendFrame(request_id, encode_frame(error_response(request_id, refusal)))

@@ -19,7 +19,11 @@ Incoming requests (the peer asked us)::
 - :meth:`RequestTable.receive_request` registers the id *before* any handler
   runs, so a ``$/cancel_request`` read right after the request always finds
   it. An id that is already in flight is refused (the caller answers it
-  ``-32600``) and the running request is left alone.
+  ``-32600``) and the running request is left alone. Requests held (read and
+  not yet answered) count bytes, the sizes of their frames: one that would
+  take them past ``max_held_bytes`` is refused (``-32603`` "Too many
+  requests"), unless none is held (a message the size cap admits is always
+  served alone).
 - :meth:`RequestTable.cancel_incoming` marks a RUNNING request as cancelled
   and returns it (the caller then cancels its scope). For an unknown id, a
   request already RESPONDING or DONE, a repeated cancel or a malformed id it
@@ -59,7 +63,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from acp_trio._exceptions import RequestError
+from acp_trio._exceptions import ErrorCode, RequestError
 from acp_trio._jsonrpc._messages import RequestId, is_request_id
 
 __all__ = [
@@ -89,6 +93,8 @@ class IncomingRequest(Generic[H]):
     phase: Phase = Phase.RUNNING
     cancel_requested: bool = False
     handle: H | None = None
+    #: The size of its frame, counted while it is held.
+    size: int = 0
 
 
 @attrs.define(slots=True, eq=False)
@@ -118,24 +124,38 @@ def cancel_target(params: Any) -> tuple[bool, RequestId]:
 class RequestTable(Generic[H, G]):
     """The two registries of a peer connection; see the module docstring."""
 
-    __slots__ = ("_first_id", "_next_id", "incoming", "outgoing")
+    __slots__ = ("_first_id", "_next_id", "held_bytes", "incoming", "max_held_bytes", "outgoing")
 
-    def __init__(self, first_id: int = 0) -> None:
+    def __init__(self, first_id: int = 0, max_held_bytes: int | None = None) -> None:
         self.incoming: dict[RequestId, IncomingRequest[H]] = {}
         self.outgoing: dict[int, OutgoingRequest[G]] = {}
         self._first_id = first_id
         self._next_id = first_id
+        #: The bytes of the requests held (read, not yet answered), and
+        #: their bound (``None``: none).
+        self.held_bytes = 0
+        self.max_held_bytes = max_held_bytes
 
     # Incoming
 
     def receive_request(
-        self, request_id: RequestId, method: str
+        self, request_id: RequestId, method: str, size: int = 0
     ) -> IncomingRequest[H] | RequestError:
-        """Register a request just read; a duplicate in-flight id is refused."""
+        """Register a request just read (its frame ``size`` bytes); a
+        duplicate in-flight id is refused, and so is a request past the
+        bound of the bytes held."""
         if request_id in self.incoming:
             return RequestError.invalid_request(f"request id {request_id!r} is already in flight")
-        entry: IncomingRequest[H] = IncomingRequest(request_id, method)
+        limit = self.max_held_bytes
+        if limit is not None and self.held_bytes and self.held_bytes + size > limit:
+            return RequestError(
+                ErrorCode.INTERNAL_ERROR,
+                "Too many requests",
+                {"heldRequestBytes": self.held_bytes, "maxHeldRequestBytes": limit},
+            )
+        entry: IncomingRequest[H] = IncomingRequest(request_id, method, size=size)
         self.incoming[request_id] = entry
+        self.held_bytes += size
         return entry
 
     def cancel_incoming(self, request_id: RequestId) -> IncomingRequest[H] | None:
@@ -157,6 +177,7 @@ class RequestTable(Generic[H, G]):
         entry.phase = Phase.RESPONDING
         if self.incoming.get(entry.id) is entry:
             del self.incoming[entry.id]
+            self.held_bytes -= entry.size
         return True
 
     def incoming_done(self, entry: IncomingRequest[H]) -> None:
@@ -222,6 +243,7 @@ class RequestTable(Generic[H, G]):
         outgoing = list(self.outgoing.values())
         self.incoming.clear()
         self.outgoing.clear()
+        self.held_bytes = 0
         for out in outgoing:
             out.phase = Phase.DONE
         return incoming, outgoing

@@ -22,7 +22,9 @@ Trio backend and h2 (HTTP client).
 
 Everything a connection guarantees on stdio holds over it: each request's
 cancel scope, ``$/cancel_request`` both ways, cascade, deadlines, ordering,
-and one message-size cap, enforced and reported as on stdio.
+and one message-size cap, enforced and reported as on stdio. A server is
+bounded in time, agents, connections, bytes and JSON structure
+(:class:`ServerLimits`; docs/serving-on-a-network.md).
 """
 
 from acp_trio.remote import _requires as _requires
@@ -31,6 +33,8 @@ from acp_trio.remote._app import StreamHandler as StreamHandler
 from acp_trio.remote._http_client import HttpMessages as HttpMessages
 from acp_trio.remote._http_client import HttpStatusError as HttpStatusError
 from acp_trio.remote._http_client import open_http_stream as open_http_stream
+from acp_trio.remote._limits import REMOTE_MAX_MESSAGE_SIZE as REMOTE_MAX_MESSAGE_SIZE
+from acp_trio.remote._limits import ServerLimits as ServerLimits
 from acp_trio.remote._limits import library_limit as library_limit
 from acp_trio.remote._reconnect import Reconnect as Reconnect
 from acp_trio.remote._reconnect import ReplyLost as ReplyLost
@@ -52,6 +56,7 @@ from acp_trio.remote._ws_resume_client import (
 )
 
 __all__ = [
+    "REMOTE_MAX_MESSAGE_SIZE",
     "HttpMessages",
     "HttpStatusError",
     "Profile",
@@ -59,6 +64,7 @@ __all__ = [
     "RemoteApp",
     "ReplyLost",
     "ResumableWebSocketMessages",
+    "ServerLimits",
     "SessionLost",
     "StreamHandler",
     "WebSocket",

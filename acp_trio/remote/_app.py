@@ -14,8 +14,14 @@ import trio
 
 from acp_trio._core._message_stream import MessageStream
 from acp_trio.remote._front import NATIVE, NativeWebSocket
-from acp_trio.remote._http_server import HttpProfile, drain_body
-from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._http_server import HttpProfile, _not_initialize, answer_text, client_of
+from acp_trio.remote._limits import (
+    REMOTE_MAX_MESSAGE_SIZE,
+    Admission,
+    ServerLimits,
+    library_limit,
+)
+from acp_trio.remote._websocket import WebSocketClosed
 from acp_trio.remote._ws_client import WebSocketMessages
 from acp_trio.remote._ws_resume import (
     CLOSE,
@@ -37,6 +43,11 @@ StreamHandler = Callable[[MessageStream], Awaitable[None]]
 
 Scope = MutableMapping[str, Any]
 
+#: The close code of a resumable WebSocket refused for want of room (RFC
+#: 6455's "Try Again Later"): its upgrade was accepted before it could be
+#: told a new agent from a resume.
+TRY_AGAIN_LATER = 1013
+
 
 def header(scope: Scope, name: str) -> str | None:
     """The first value of header ``name`` (lower case) in ``scope``."""
@@ -51,9 +62,17 @@ class RemoteApp:
     """An ASGI 3 app serving ACP at ``path`` (``/acp``): one ACP connection
     per WebSocket, each served by ``handle(stream)`` in the request's task.
 
-    - ``max_message_size``: the cap of every connection (bytes); a message
-      over it is answered as on stdio. Run by :func:`serve_remote`, the
-      server's own limits are set from it.
+    - ``max_message_size``: the cap of every connection (bytes; 16 MiB by
+      default, lower than stdio's 64 MiB: a stranger's message is read and
+      parsed on the server's one event loop); a message over it is answered
+      as on stdio. Run by :func:`serve_remote`, the server's own limits are
+      set from it.
+    - ``limits``: the server's bounds in time, agents, connections and JSON
+      structure (:class:`ServerLimits`): an ACP connection past
+      ``max_agents`` is refused ``503`` (``429`` past a client's share),
+      with ``Retry-After``; its first message must be a valid
+      ``initialize`` request (else ``400``, or the WebSocket closed) before
+      ``handle`` is called.
     - ``token``: if set, every request must carry ``Authorization: Bearer
       <token>`` (else ``401``).
     - ``allowed_origins``: a request carrying an ``Origin`` header (a
@@ -82,7 +101,7 @@ class RemoteApp:
         handle: StreamHandler,
         *,
         path: str = "/acp",
-        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        max_message_size: int = REMOTE_MAX_MESSAGE_SIZE,
         token: str | None = None,
         allowed_origins: Collection[str] = (),
         queue_size: int = 64,
@@ -90,6 +109,7 @@ class RemoteApp:
         resumable: bool = False,
         replay_size: int = 256,
         disconnect_timeout: float = 30.0,
+        limits: ServerLimits | None = None,
     ) -> None:
         if replay_size < 1:
             raise ValueError(f"replay_size must be at least 1, not {replay_size}")
@@ -105,6 +125,9 @@ class RemoteApp:
         self.allowed_origins = frozenset(allowed_origins)
         #: The ids of the WebSocket connections being served.
         self.connections: set[str] = set()
+        #: The server's bounds, and the agents they admitted.
+        self.limits = limits or ServerLimits()
+        self.admission = Admission(self.limits)
         #: The Streamable HTTP profile (its connections: ``http.connections``).
         self.http = HttpProfile(
             self._handle,
@@ -113,6 +136,8 @@ class RemoteApp:
             queue_size=queue_size,
             idle_timeout=idle_timeout,
             replay_size=replay_size if resumable else 0,
+            limits=self.limits,
+            admission=self.admission,
         )
 
     async def _handle(self, stream: MessageStream) -> None:
@@ -151,6 +176,22 @@ class RemoteApp:
         if refused is not None:
             await _reject_websocket(scope, send, *refused)
             return
+        client = client_of(scope)
+        if self.resumable and self.http.nursery is not None:
+            # (A new agent or a resume: told by the first frame.)
+            connection_id = await self._accept(send)
+            await self._resumable_websocket(receive, send, connection_id, self.http.nursery, client)
+            return
+        full = self.admission.take(client)
+        if full is not None:
+            await _reject_websocket(scope, send, *full, extra=self.admission.retry_after())
+            return
+        try:
+            await self._admitted_websocket(scope, receive, send)
+        finally:
+            self.admission.give_back(client)
+
+    async def _accept(self, send: ASGISend) -> str:
         connection_id = uuid.uuid4().hex
         await send(
             {
@@ -158,16 +199,25 @@ class RemoteApp:
                 "headers": [(b"acp-connection-id", connection_id.encode())],
             }
         )
-        if self.resumable and self.http.nursery is not None:
-            await self._resumable_websocket(receive, send, connection_id, self.http.nursery)
-            return
+        return connection_id
+
+    async def _admitted_websocket(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
+        connection_id = await self._accept(send)
         native = scope.get("extensions", {}).get(NATIVE)
+        websocket = native.websocket if isinstance(native, NativeWebSocket) else None
+        first = await self._first_message(receive, send, websocket)
+        if first is None:
+            return
         stream: MessageStream
-        if isinstance(native, NativeWebSocket) and native.websocket is not None:
+        if websocket is not None:
             # Served by our own front: the WebSocket itself, in bursts.
-            stream = WebSocketMessages(native.websocket, self.max_message_size)
+            stream = WebSocketMessages(
+                websocket, self.max_message_size, limits=self.limits, first=first
+            )
         else:
-            stream = AsgiWebSocketMessages(receive, send, self.max_message_size)
+            stream = AsgiWebSocketMessages(
+                receive, send, self.max_message_size, limits=self.limits, first=first
+            )
         self.connections.add(connection_id)
         try:
             await self.handle(stream)
@@ -177,18 +227,63 @@ class RemoteApp:
             self.connections.discard(connection_id)
             await stream.aclose()
 
+    async def _first_message(
+        self, receive: ASGIReceive, send: ASGISend, websocket: Any
+    ) -> bytes | None:
+        """A new WebSocket's first message, if it is a valid ``initialize``
+        request within ``body_timeout``; else the WebSocket is closed (code
+        1008; a message that is not one answered first) and ``None``."""
+        text: str | None = None
+        with trio.move_on_after(self.limits.body_timeout):
+            while text is None:
+                if websocket is not None:
+                    try:
+                        message = await websocket.get_message()
+                    except WebSocketClosed:
+                        return None
+                    text = message if isinstance(message, str) else None
+                else:
+                    event = await receive()
+                    if event["type"] == "websocket.disconnect":
+                        return None
+                    if event["type"] == "websocket.receive":
+                        text = event.get("text")
+        if text is None:
+            await _close_websocket(send, 1008, "no initialize request in time")
+            return None
+        data = text.encode("utf-8")
+        if len(data) > self.max_message_size:
+            await _close_websocket(send, 1009, "the first message is too big")
+            return None
+        error = await _not_initialize(data, self.max_message_size, self.limits)
+        if error is None:
+            return data
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            await send({"type": "websocket.send", "text": error.decode("utf-8")})
+        await _close_websocket(send, 1008, "the first message must be initialize")
+        return None
+
     async def _resumable_websocket(
-        self, receive: ASGIReceive, send: ASGISend, connection_id: str, nursery: trio.Nursery
+        self,
+        receive: ASGIReceive,
+        send: ASGISend,
+        connection_id: str,
+        nursery: trio.Nursery,
+        client: str | None,
     ) -> None:
         """A WebSocket that starts a resumable connection, or takes one up
-        (its first frame ``stream/resume``)."""
-        while True:
-            event = await receive()
-            if event["type"] == "websocket.disconnect":
-                return
-            first = event.get("text")
-            if event["type"] == "websocket.receive" and first is not None:
-                break
+        (its first frame ``stream/resume``), within ``body_timeout``."""
+        first: str | None = None
+        with trio.move_on_after(self.limits.body_timeout):
+            while first is None:
+                event = await receive()
+                if event["type"] == "websocket.disconnect":
+                    return
+                if event["type"] == "websocket.receive":
+                    first = event.get("text")
+        if first is None:
+            await _close_websocket(send, 1008, "no first message in time")
+            return
         control = control_frame(first)
         code = 1000
         if control is not None and control[0] == RESUME:
@@ -210,17 +305,32 @@ class RemoteApp:
         elif control is not None and control[0] == CLOSE:
             still_open = True
         else:
+            data = first.encode("utf-8")
+            error = await _not_initialize(data, self.max_message_size, self.limits)
+            if error is not None:
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    await send({"type": "websocket.send", "text": error.decode("utf-8")})
+                await _close_websocket(send, 1008, "the first message must be initialize")
+                return
+            full = self.admission.take(client)
+            if full is not None:
+                await _close_websocket(send, TRY_AGAIN_LATER, full[1])
+                return
             session = WsSession(
-                connection_id, self.max_message_size, self.http.queue_size, self.replay_size
+                connection_id,
+                self.max_message_size,
+                self.http.queue_size,
+                self.replay_size,
+                self.limits,
             )
             self.ws_sessions[connection_id] = session
             self.connections.add(connection_id)
-            nursery.start_soon(self._serve_ws_session, session)
+            nursery.start_soon(self._serve_ws_session, session, client)
             still_open = await session.attach(receive, send, None, first)
         if still_open:
             await _close_websocket(send, code)
 
-    async def _serve_ws_session(self, session: WsSession) -> None:
+    async def _serve_ws_session(self, session: WsSession, client: str | None) -> None:
         try:
             with session.cancel_scope:
                 async with trio.open_nursery() as nursery:
@@ -233,12 +343,13 @@ class RemoteApp:
             self.ws_sessions.pop(session.id, None)
             self.connections.discard(session.id)
             session.end()
+            self.admission.give_back(client)
 
     async def _http(self, scope: Scope, receive: ASGIReceive, send: ASGISend) -> None:
         refused = self.refusal(scope)
         if refused is not None:
-            await drain_body(receive)
-            await send_text(send, *refused)
+            # On its head: answered at once, its body not read.
+            await answer_text(scope, receive, send, *refused)
             return
         await self.http(scope, receive, send)
 
@@ -258,9 +369,9 @@ class RemoteApp:
                     return
 
 
-async def _close_websocket(send: ASGISend, code: int) -> None:
+async def _close_websocket(send: ASGISend, code: int, reason: str = "") -> None:
     with trio.CancelScope(shield=True), trio.move_on_after(5):
-        await send({"type": "websocket.close", "code": code})
+        await send({"type": "websocket.close", "code": code, "reason": reason})
 
 
 async def send_text(
@@ -277,14 +388,21 @@ async def send_text(
     await send({"type": "http.response.body", "body": body})
 
 
-async def _reject_websocket(scope: Scope, send: ASGISend, status: int, text: str) -> None:
+async def _reject_websocket(
+    scope: Scope,
+    send: ASGISend,
+    status: int,
+    text: str,
+    *,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     if "websocket.http.response" in scope.get("extensions", {}):
         body = (text + "\n").encode()
         await send(
             {
                 "type": "websocket.http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), *(extra or [])],
             }
         )
         await send({"type": "websocket.http.response.body", "body": body})

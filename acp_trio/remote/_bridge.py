@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -14,7 +15,7 @@ import trio
 from acp_trio._core._framed import FramedStream
 from acp_trio._core._message_stream import MessageStream
 from acp_trio._exceptions import RequestError
-from acp_trio._jsonrpc import OversizedFrame
+from acp_trio._jsonrpc import OversizedFrame, dropped_reply
 from acp_trio._jsonrpc._messages import (
     InvalidMessage,
     decode_frame,
@@ -24,18 +25,24 @@ from acp_trio._jsonrpc._messages import (
 from acp_trio._transports import open_agent_process
 from acp_trio._transports._stdio import open_stdio_stream
 from acp_trio.remote._app import RemoteApp
-from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE
+from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, REMOTE_MAX_MESSAGE_SIZE, ServerLimits
 from acp_trio.remote._serve import Profile, open_remote_stream, serve_remote
 
 __all__ = ["bridge", "connect_bridge", "connect_stdio", "serve_command"]
 
 _log = logging.getLogger("acp_trio.remote")
 
+#: The environment variable ``serve`` and ``connect`` read the token from;
+#: never passed on to an agent.
+TOKEN_ENV = "ACP_TRIO_TOKEN"
+
 
 async def bridge(messages: MessageStream, framed: FramedStream) -> None:
     """Pass messages both ways between ``messages`` and the NDJSON stream
     ``framed`` until either side ends. A message over the cap on either
-    side is dropped (and logged)."""
+    side is dropped (and logged); one that ``messages`` dropped (over the
+    cap, or refused for its JSON structure) is answered on ``messages``
+    when it is a request, as a connection answers it."""
     async with trio.open_nursery() as nursery:
 
         async def outward() -> None:
@@ -43,7 +50,10 @@ async def bridge(messages: MessageStream, framed: FramedStream) -> None:
                 await messages.send_message(frame)
             nursery.cancel_scope.cancel()
 
-        nursery.start_soon(inward, messages, framed.send_frames, nursery.cancel_scope)
+        async def answer(reply: bytes) -> None:
+            await messages.send_message(reply[:-1])
+
+        nursery.start_soon(inward, messages, framed.send_frames, nursery.cancel_scope, None, answer)
         nursery.start_soon(outward)
 
 
@@ -62,17 +72,23 @@ async def inward(
     write: Callable[[bytes], Awaitable[None]],
     done: trio.CancelScope,
     written: Callable[[bytes], bool] | None = None,
+    answer: Callable[[bytes], Awaitable[None]] | None = None,
 ) -> None:
     """Write each message ``messages`` gives as a line (``write``), a
-    message over the cap dropped (and logged), until ``messages`` ends or
-    ``written(message)``, asked once each is written, says the bridge is
-    done; then cancel ``done``."""
+    message over the cap dropped (and logged; with ``answer``, a request's
+    refusal given to it), until ``messages`` ends or ``written(message)``,
+    asked once each is written, says the bridge is done; then cancel
+    ``done``."""
     while True:
         message = await messages.receive_message()
         if message is None:
             break
         if isinstance(message, OversizedFrame):
             _log.warning("dropped a message of %d bytes (cap %d)", message.size, message.limit)
+            reply = dropped_reply(message) if answer is not None else None
+            if reply is not None:
+                assert answer is not None
+                await answer(reply)
             continue
         await write(message + b"\n")
         if written is not None and written(message):
@@ -133,8 +149,14 @@ async def connect_bridge(messages: MessageStream, framed: FramedStream) -> None:
         nursery.start_soon(outward)
 
 
+def agent_environment() -> dict[str, str]:
+    """Our environment without the token: an agent, and all it runs, never
+    sees it."""
+    return {key: value for key, value in os.environ.items() if key != TOKEN_ENV}
+
+
 async def _serve_one(command: Sequence[str], max_message_size: int, stream: MessageStream) -> None:
-    async with open_agent_process(command) as process:
+    async with open_agent_process(command, env=agent_environment()) as process:
         framed = FramedStream(process.stream, process.stream, max_message_size=max_message_size)
         try:
             await bridge(stream, framed)
@@ -150,20 +172,23 @@ async def serve_command(
     allow_remote: bool = False,
     token: str | None = None,
     allowed_origins: Sequence[str] = (),
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    max_message_size: int = REMOTE_MAX_MESSAGE_SIZE,
     idle_timeout: float | None = 300.0,
+    limits: ServerLimits | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the stdio agent ``command`` over both profiles: one agent
-    process per ACP connection, stopped when it ends (DELETE, WebSocket
-    closed, ``idle_timeout`` without a request or an open stream, server
-    stopped)."""
+    process per ACP connection (at most ``limits.max_agents``), stopped when
+    it ends (DELETE, WebSocket closed, ``idle_timeout`` without a request or
+    an open stream, server stopped). The agent's environment is ours
+    without ``ACP_TRIO_TOKEN``."""
     app = RemoteApp(
         functools.partial(_serve_one, list(command), max_message_size),
         max_message_size=max_message_size,
         token=token,
         allowed_origins=allowed_origins,
         idle_timeout=idle_timeout,
+        limits=limits,
     )
     await serve_remote(app, port, host=host, allow_remote=allow_remote, task_status=task_status)
 

@@ -1,9 +1,17 @@
 """The Streamable HTTP profile, server side: POST, GET (SSE) and DELETE on
-``/acp``, with the RFD's status codes."""
+``/acp``, with the RFD's status codes.
+
+Every request is judged on its head first: a request refused (an unknown
+connection, a body announced over the cap, a content type, a method) is
+answered at once, without its body being read (:func:`answer_early`: the
+HTTP/1.1 connection is closed after the answer, an HTTP/2 stream reset).
+A body that is read is read under the body deadline (a minimum rate after
+a grace period) into one buffer. A message is not parsed here: its JSON
+structure is checked in steps (depth, values), its route peeked, and the
+handler parses it (under ``serve``, the agent's own process)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -12,11 +20,30 @@ from typing import Any
 import trio
 
 from acp_trio._core._message_stream import MessageStream
-from acp_trio.remote._http_connection import CONNECTION_SCOPE, HttpConnection, Outbox, ReplayBuffer
+from acp_trio._exceptions import RequestError
+from acp_trio._jsonrpc import (
+    InvalidMessage,
+    OversizedFrame,
+    Request,
+    classify,
+    decode_frame,
+    encode_frame,
+    error_response,
+)
+from acp_trio.remote._front import FRONT, FrontConnection
+from acp_trio.remote._http1_guard import EXPECT_CONTINUE
+from acp_trio.remote._http_connection import (
+    CONNECTION_SCOPE,
+    HttpConnection,
+    Outbox,
+    ReplayBuffer,
+    route_of,
+)
+from acp_trio.remote._limits import Admission, ServerLimits, check_structure
 from acp_trio.remote._sse import encode_event
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend
 
-__all__ = ["HttpProfile", "drain_body"]
+__all__ = ["HttpProfile", "answer_early", "drain_body"]
 
 _log = logging.getLogger("acp_trio.remote")
 
@@ -49,6 +76,89 @@ async def _respond(
     await send({"type": "http.response.body", "body": body})
 
 
+def front_of(scope: Any) -> FrontConnection | None:
+    """The request's :class:`FrontConnection` (``None`` when the app runs
+    under another server)."""
+    state = scope.get("state")
+    front = state.get(FRONT) if isinstance(state, dict) else None
+    return front if isinstance(front, FrontConnection) else None
+
+
+def client_of(scope: Any) -> str | None:
+    """The client's address (what tells clients apart)."""
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
+
+async def drain_body(receive: ASGIReceive) -> None:
+    """Read the rest of a request's body, keeping none of it (until the body
+    ends or the client goes away)."""
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect" or not event.get("more_body", False):
+            return
+
+
+async def answer_early(
+    scope: Any,
+    receive: ASGIReceive,
+    send: ASGISend,
+    status: int,
+    body: bytes,
+    *,
+    content_type: bytes = b"text/plain; charset=utf-8",
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Answer a request before reading its body (what came with its head
+    excepted): at once. If the body has not ended by then, an HTTP/1.1
+    connection is closed after the answer (``Connection: close``) and an
+    HTTP/2 stream reset (``NO_ERROR``, after the answer): the client stops
+    sending. Meanwhile what comes of the body is read and dropped (hypercorn
+    would wait for room in the request's queue). Under another server than
+    ours (no :class:`FrontConnection`), the body is read to its end first,
+    as hypercorn's HTTP/2 needs."""
+    front = front_of(scope)
+    if front is None:
+        await drain_body(receive)
+        await _respond(send, status, body, content_type=content_type, headers=headers)
+        return
+    stream_id = front.stream_id(scope)
+    ended = False
+
+    async def drop() -> None:
+        nonlocal ended
+        await drain_body(receive)
+        ended = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drop)
+        for _ in range(4):  # what came with the head is taken first
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            if ended:
+                break
+        # (Decided now: the end of the answer ends the request, which the
+        # task above sees as the client leaving.)
+        unread = not ended
+        extra = list(headers or [])
+        if unread and stream_id is None:
+            extra.append((b"connection", b"close"))
+        await _respond(send, status, body, content_type=content_type, headers=extra)
+        if unread and stream_id is not None:
+            await front.reset(stream_id)
+        nursery.cancel_scope.cancel()
+
+
+async def answer_text(
+    scope: Any,
+    receive: ASGIReceive,
+    send: ASGISend,
+    status: int,
+    text: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    await answer_early(scope, receive, send, status, (text + "\n").encode(), headers=headers)
+
+
 async def _error(send: ASGISend, status: int, text: str) -> None:
     await _respond(send, status, (text + "\n").encode())
 
@@ -57,37 +167,38 @@ class _TooLarge(Exception):
     pass
 
 
-async def drain_body(receive: ASGIReceive) -> None:
-    """Read the rest of a request's body, keeping none of it.
-
-    Always done before answering: hypercorn 0.18's HTTP/2 code raises out
-    of the whole server (``KeyError`` in ``_handle_events``) when body data
-    arrives for a stream the app already answered.
-    """
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect" or not event.get("more_body", False):
-            return
+class _TooSlow(Exception):
+    pass
 
 
-async def _read_body(receive: ASGIReceive, limit: int) -> bytes | None:
+async def _read_body(
+    scope: Any, receive: ASGIReceive, limit: int, limits: ServerLimits
+) -> bytes | None:
     """The request's body, ``None`` if the client went away; raises
-    :class:`_TooLarge` past ``limit`` bytes."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        event = await receive()
-        if event["type"] == "http.disconnect":
-            return None
-        chunk = event.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            if event.get("more_body", False):
-                await drain_body(receive)
-            raise _TooLarge
-        chunks.append(chunk)
-        if not event.get("more_body", False):
-            return b"".join(chunks)
+    :class:`_TooLarge` past ``limit`` bytes and :class:`_TooSlow` when it
+    falls behind the body deadline. One buffer, whatever the chunks."""
+    front = front_of(scope)
+    if front is not None and _header(scope, EXPECT_CONTINUE.decode()) == "100-continue":
+        await front.grant_continue()
+    body = bytearray()
+    start = trio.current_time()
+    with trio.CancelScope(deadline=limits.body_deadline(start, 0)) as deadline:
+        while True:
+            event = await receive()
+            if event["type"] == "http.disconnect":
+                return None
+            chunk = event.get("body", b"")
+            if len(body) + len(chunk) > limit:
+                raise _TooLarge
+            body += chunk
+            if not event.get("more_body", False):
+                return bytes(body)
+            # Moved on by a second or more at a time (moving a deadline
+            # costs trio more than a small chunk costs us).
+            later = limits.body_deadline(start, len(body))
+            if later - deadline.deadline >= 1.0:
+                deadline.deadline = later
+    raise _TooSlow
 
 
 #: At most this many bytes of queued events go out in one body chunk.
@@ -137,6 +248,7 @@ async def _events(
             continue
         except trio.EndOfChannel:
             break
+        box.taken(message)
         idle = 0
         event = encode(message)
         events.append(event)
@@ -157,6 +269,8 @@ class HttpProfile:
         queue_size: int,
         idle_timeout: float | None = None,
         replay_size: int = 0,
+        limits: ServerLimits | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.handle = handle
         self.idle_timeout = idle_timeout
@@ -166,6 +280,8 @@ class HttpProfile:
         self.max_message_size = max_message_size
         self.body_limit = body_limit
         self.queue_size = queue_size
+        self.limits = limits or ServerLimits()
+        self.admission = admission or Admission(self.limits)
         self.connections: dict[str, HttpConnection] = {}
         self.nursery: trio.Nursery | None = None
 
@@ -176,12 +292,15 @@ class HttpProfile:
         elif method == "GET":
             await self._get(scope, receive, send)
         elif method == "DELETE":
-            await drain_body(receive)
-            await self._delete(scope, send)
+            await self._delete(scope, receive, send)
         else:
-            await drain_body(receive)
-            await _respond(
-                send, 405, b"method not allowed\n", headers=[(b"allow", b"GET, POST, DELETE")]
+            await answer_early(
+                scope,
+                receive,
+                send,
+                405,
+                b"method not allowed\n",
+                headers=[(b"allow", b"GET, POST, DELETE")],
             )
 
     def _connection(self, scope: Any) -> HttpConnection | int:
@@ -195,78 +314,131 @@ class HttpProfile:
     async def _post(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
         content_type = (_header(scope, "content-type") or "").split(";")[0].strip().lower()
         if content_type != "application/json":
-            await drain_body(receive)
-            await _error(send, 415, "Content-Type must be application/json")
+            await answer_text(scope, receive, send, 415, "Content-Type must be application/json")
             return
-        try:
-            body = await _read_body(receive, self.body_limit)
-        except _TooLarge:
-            await _error(send, 413, f"message over {self.body_limit} bytes")
-            return
-        if body is None:
-            return
-        if body.lstrip()[:1] == b"[":
-            await _error(send, 501, "JSON-RPC batches are not supported")
-            return
-        message: Any = None
-        if len(body) <= self.max_message_size:
+        length: int | None = None
+        declared = _header(scope, "content-length")
+        if declared is not None:
             try:
-                message = json.loads(body)
+                length = int(declared)
             except ValueError:
-                await _error(send, 400, "the body is not JSON")
+                await answer_text(scope, receive, send, 400, "Content-Length is not a number")
                 return
-            if not isinstance(message, dict):
-                await _error(send, 400, "the body is not a JSON-RPC message")
+            if length > self.body_limit:
+                await answer_text(
+                    scope, receive, send, 413, f"message over {self.body_limit} bytes"
+                )
                 return
         if _header(scope, CONNECTION_ID) is None:
-            await self._initialize(message, body, send)
+            await self._initialize(scope, receive, send)
             return
         connection = self._connection(scope)
         if isinstance(connection, int):
-            await _error(send, connection, "unknown connection")
+            await answer_text(scope, receive, send, connection, "unknown connection")
             return
-        connection.touch()
-        if message is not None:
-            connection.note_incoming(message)
+        # The body's bytes are taken from the connection's budget before it
+        # is read, and given back once its handler reads the message.
+        share = self.body_limit if length is None else length
+        if not connection.inbound_budget.try_take(share):
+            await answer_text(
+                scope,
+                receive,
+                send,
+                429,
+                "too many bytes of this connection's messages wait to be read",
+                self.admission.retry_after(),
+            )
+            return
+        delivered = False
         try:
-            await connection.deliver(body)
-        except trio.BrokenResourceError:
-            await _error(send, 404, "the connection ended")
-            return
+            body = await self._body(scope, receive, send)
+            if body is None:
+                return
+            connection.inbound_budget.give(share - len(body))
+            share = len(body)
+            if body.lstrip()[:1] == b"[":
+                await _error(send, 501, "JSON-RPC batches are not supported")
+                return
+            message = await check_structure(body, self.max_message_size, self.limits)
+            connection.touch()
+            if type(message) is bytes:
+                connection.note_incoming(route_of(message, incoming=True))
+            try:
+                await connection.deliver(message, share)
+            except trio.BrokenResourceError:
+                await _error(send, 404, "the connection ended")
+                return
+            delivered = True
+        finally:
+            if not delivered:
+                connection.inbound_budget.give(share)
         await _respond(send, 202)
 
-    async def _initialize(self, message: Any, body: bytes, send: ASGISend) -> None:
-        if not isinstance(message, dict) or message.get("method") != "initialize":
-            await _error(send, 400, f"{CONNECTION_ID} is required after initialize")
-            return
-        if self.nursery is None:
-            await _error(send, 503, "the app is not running (no ASGI lifespan)")
-            return
-        connection = HttpConnection(
-            uuid.uuid4().hex, self.max_message_size, self.queue_size, self.replay_size
-        )
-        self.connections[connection.id] = connection
-        self.nursery.start_soon(self._serve, connection)
-        connection.note_incoming(message)
+    async def _body(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> bytes | None:
+        """The body, or ``None`` (the client went away, or the body was
+        refused: too large, too slow)."""
         try:
-            await connection.deliver(body)
-        except trio.BrokenResourceError:
-            await _error(send, 500, "the connection ended")
-            return
-        await connection.initialized.wait()
-        reply = connection.initialize_reply()
-        if reply is None:
-            await _error(send, 500, "the connection ended before initialize was answered")
-            return
-        await _respond(
-            send,
-            200,
-            reply,
-            content_type=b"application/json",
-            headers=[(CONNECTION_ID.encode(), connection.id.encode())],
-        )
+            return await _read_body(scope, receive, self.body_limit, self.limits)
+        except _TooLarge:
+            await answer_text(scope, receive, send, 413, f"message over {self.body_limit} bytes")
+        except _TooSlow:
+            await answer_text(scope, receive, send, 408, "the request body stopped coming")
+        return None
 
-    async def _serve(self, connection: HttpConnection) -> None:
+    async def _initialize(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
+        if self.nursery is None:
+            await answer_text(
+                scope, receive, send, 503, "the app is not running (no ASGI lifespan)"
+            )
+            return
+        client = client_of(scope)
+        refused = self.admission.take(client)
+        if refused is not None:
+            await answer_text(scope, receive, send, *refused, self.admission.retry_after())
+            return
+        started = False
+        try:
+            body = await self._body(scope, receive, send)
+            if body is None:
+                return
+            if body.lstrip()[:1] == b"[":
+                await _error(send, 501, "JSON-RPC batches are not supported")
+                return
+            error = await _not_initialize(body, self.max_message_size, self.limits)
+            if error is not None:
+                await _respond(send, 400, error, content_type=b"application/json")
+                return
+            connection = HttpConnection(
+                uuid.uuid4().hex, self.max_message_size, self.queue_size, self.replay_size
+            )
+            self.connections[connection.id] = connection
+            self.nursery.start_soon(self._serve, connection, client)
+            started = True
+            connection.note_incoming(route_of(body, incoming=True))
+            taken = len(body)
+            connection.inbound_budget.try_take(taken)
+            try:
+                await connection.deliver(body, taken)
+            except trio.BrokenResourceError:
+                await _error(send, 502, "the agent ended before initialize was answered")
+                return
+            await connection.initialized.wait()
+            reply = connection.initialize_reply()
+            if reply is None:
+                await _error(send, 502, "the agent ended before initialize was answered")
+                return
+            await _respond(
+                send,
+                200,
+                reply,
+                content_type=b"application/json",
+                headers=[(CONNECTION_ID.encode(), connection.id.encode())],
+            )
+        finally:
+            if not started:
+                self.admission.give_back(client)
+
+    async def _serve(self, connection: HttpConnection, client: str | None) -> None:
         try:
             with connection.cancel_scope:
                 async with trio.open_nursery() as nursery:
@@ -279,6 +451,7 @@ class HttpProfile:
         finally:
             self.connections.pop(connection.id, None)
             connection.end()
+            self.admission.give_back(client)
 
     async def _expire(self, connection: HttpConnection, limit: float) -> None:
         """End ``connection`` once no request and no stream touched it for
@@ -295,16 +468,16 @@ class HttpProfile:
     async def _get(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
         accept = _header(scope, "accept") or ""
         if "text/event-stream" not in accept and "*/*" not in accept:
-            await _error(send, 406, "Accept must include text/event-stream")
+            await answer_text(scope, receive, send, 406, "Accept must include text/event-stream")
             return
         connection = self._connection(scope)
         if isinstance(connection, int):
-            await _error(send, connection, "unknown connection")
+            await answer_text(scope, receive, send, connection, "unknown connection")
             return
         session_id = _header(scope, "acp-session-id")
         box = connection.outboxes.get(session_id if session_id is not None else CONNECTION_SCOPE)
         if box is None:
-            await _error(send, 404, "unknown session")
+            await answer_text(scope, receive, send, 404, "unknown session")
             return
         # A refusal touches nothing: the cursor is checked before the
         # stream already open is.
@@ -313,7 +486,9 @@ class HttpProfile:
         if box.replay is not None and cursor is not None:
             found = box.replay.after(cursor.strip())
             if found is None:
-                await _error(send, 409, f"cursor {cursor!r} is not held any more")
+                await answer_text(
+                    scope, receive, send, 409, f"cursor {cursor!r} is not held any more"
+                )
                 return
             replayed = found
         # A newer GET takes over: the older one stops before taking another
@@ -324,20 +499,31 @@ class HttpProfile:
             box.reader = None
         connection.open_streams += 1
         try:
-            await self._stream(box, replayed, receive, send)
+            await self._stream(scope, box, replayed, receive, send)
         finally:
             connection.open_streams -= 1
             connection.touch()
 
     async def _stream(
         self,
+        scope: Any,
         box: Outbox,
         replayed: list[tuple[int, bytes]],
         receive: ASGIReceive,
         send: ASGISend,
     ) -> None:
         """Send ``replayed`` then ``box``'s messages as SSE events until the
-        client leaves, a newer GET takes over, or the connection ends."""
+        client leaves, a newer GET takes over, or the connection ends. On
+        HTTP/2, a chunk waits while hypercorn still holds one for this
+        stream (its peer's window shut), so what waits stays in ``box``."""
+        front = front_of(scope)
+        stream_id = None if front is None else front.stream_id(scope)
+
+        async def writable() -> None:
+            if stream_id is not None:
+                assert front is not None
+                await front.wait_writable(stream_id, _BATCH_BYTES)
+
         headers = [
             (b"content-type", b"text/event-stream"),
             (b"cache-control", b"no-store"),
@@ -359,9 +545,16 @@ class HttpProfile:
                     body = b"".join(
                         encode_event(message, str(cursor)) for cursor, message in replayed
                     )
+                    await writable()
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                 burst = False
-                async for message in box.receive:
+                while True:
+                    await writable()
+                    try:
+                        message = await box.receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                    box.taken(message)
                     body, count = await _events(box, message, replay=box.replay, burst=burst)
                     burst = count > 1
                     await send({"type": "http.response.body", "body": body, "more_body": True})
@@ -371,11 +564,35 @@ class HttpProfile:
         with trio.CancelScope(shield=True), trio.move_on_after(1):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _delete(self, scope: Any, send: ASGISend) -> None:
+    async def _delete(self, scope: Any, receive: ASGIReceive, send: ASGISend) -> None:
         connection = self._connection(scope)
         if isinstance(connection, int):
-            await _error(send, connection, "unknown connection")
+            await answer_text(scope, receive, send, connection, "unknown connection")
             return
         self.connections.pop(connection.id, None)
         connection.cancel_scope.cancel()
-        await _respond(send, 202)
+        await answer_early(scope, receive, send, 202, b"")
+
+
+async def _not_initialize(body: bytes, limit: int, limits: ServerLimits) -> bytes | None:
+    """``None`` if ``body`` is a valid ``initialize`` request (an integer or
+    string id); else the JSON-RPC error answering it (as a body)."""
+    checked = await check_structure(body, limit, limits)
+    if type(checked) is not bytes:
+        assert isinstance(checked, OversizedFrame)
+        error = getattr(checked, "error", None) or RequestError.invalid_request()
+        return encode_frame(error_response(None, error))[:-1]
+    value = decode_frame(body)
+    if type(value) is InvalidMessage:
+        return encode_frame(error_response(value.reply_id, value.error))[:-1]
+    message = classify(value)
+    reply_id = message.reply_id if isinstance(message, InvalidMessage) else None
+    if isinstance(message, Request):
+        reply_id = message.id
+        if type(message.id) in (int, str) and message.method == "initialize":
+            return None
+    error = RequestError.invalid_request(
+        f"the first message must be an initialize request with an integer or string id "
+        f"(no {CONNECTION_ID} header: a new connection)"
+    )
+    return encode_frame(error_response(reply_id, error))[:-1]

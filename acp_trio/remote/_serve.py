@@ -19,7 +19,12 @@ from acp_trio._typed._client import AgentProxy, Client, open_agent
 from acp_trio.remote._app import RemoteApp
 from acp_trio.remote._front import serve_front
 from acp_trio.remote._http_client import open_http_stream
-from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio.remote._limits import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    REMOTE_MAX_MESSAGE_SIZE,
+    ServerLimits,
+    library_limit,
+)
 from acp_trio.remote._reconnect import Reconnect, open_reconnecting
 from acp_trio.remote._websocket import WebSocketError
 from acp_trio.remote._ws_client import open_websocket_stream
@@ -42,11 +47,15 @@ def agent_app(
     token: str | None = None,
     allowed_origins: Collection[str] = (),
     resumable: bool = False,
+    limits: ServerLimits | None = None,
 ) -> RemoteApp:
     """An ASGI app serving a new agent from the factory ``agent`` on each
-    ACP connection. The message cap is ``config.max_message_size``;
-    ``resumable`` as for :class:`RemoteApp`."""
-    config = config or ConnectionConfig()
+    ACP connection. The message cap is ``config.max_message_size``: by
+    default (no ``config``) 16 MiB, a remote connection's cap (see
+    :class:`RemoteApp`), and the requests an agent holds at once count at
+    most twice that; ``resumable`` and ``limits`` as for
+    :class:`RemoteApp`."""
+    config = config or ConnectionConfig(max_message_size=REMOTE_MAX_MESSAGE_SIZE)
 
     async def handle(stream: MessageStream) -> None:
         await serve_agent(agent, stream, config=config)
@@ -58,6 +67,7 @@ def agent_app(
         token=token,
         allowed_origins=allowed_origins,
         resumable=resumable,
+        limits=limits,
     )
 
 
@@ -119,7 +129,8 @@ async def serve_remote(
 ) -> None:
     """Serve ``app`` on ``host:port``: HTTP/1.1 and h2c with hypercorn's
     Trio worker, WebSocket upgrades with our own WebSocket (frames written
-    in batches), all on one port; reports the bound URLs
+    in batches), all on one port, within ``app.limits`` (see
+    :class:`ServerLimits`); reports the bound URLs
     (``http://127.0.0.1:PORT``) through ``task_status`` (port 0 picks a free
     port). Cancelling the call stops the server and every connection.
 
@@ -131,7 +142,9 @@ async def serve_remote(
             f"refusing to bind {host!r}: not a loopback address (pass allow_remote=True, "
             f"and protect the server with a token)"
         )
-    await serve_front(app, hypercorn_config(app, host, port), task_status=task_status)
+    await serve_front(
+        app, hypercorn_config(app, host, port), limits=app.limits, task_status=task_status
+    )
 
 
 #: Which remote profile a client uses: ``"websocket"``, ``"http"`` (Streamable

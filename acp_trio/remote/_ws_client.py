@@ -13,8 +13,13 @@ import trio
 
 from acp_trio._core._groups import plain_exceptions
 from acp_trio._core._message_stream import MessageStream, oversized
-from acp_trio._jsonrpc import OversizedFrame
-from acp_trio.remote._limits import DEFAULT_MAX_MESSAGE_SIZE, library_limit
+from acp_trio._jsonrpc import OversizedFrame, surely_within
+from acp_trio.remote._limits import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ServerLimits,
+    check_structure,
+    library_limit,
+)
 from acp_trio.remote._websocket import WebSocket, WebSocketClosed, client_handshake
 from acp_trio.remote._ws_frames import TOO_BIG
 from acp_trio.remote._ws_resume_client import ResumableWebSocketMessages, connection_id_of
@@ -32,10 +37,23 @@ class WebSocketMessages(MessageStream):
     write, within a bounded buffer (see :class:`~acp_trio.remote.WebSocket`).
     """
 
-    def __init__(self, ws: WebSocket, max_message_size: int) -> None:
+    def __init__(
+        self,
+        ws: WebSocket,
+        max_message_size: int,
+        *,
+        limits: ServerLimits | None = None,
+        first: bytes | None = None,
+    ) -> None:
         self._ws = ws
         self._max_message_size = max_message_size
         self.connection_id: str | None = connection_id_of(ws)
+        # A server's side: each message's JSON structure is checked first
+        # (a message that needs the exact count waits for receive_message).
+        self._limits = limits
+        # A message read already (the first, by the server; or one that
+        # receive_message_nowait could not check without waiting).
+        self._held = first
 
     @property
     def max_message_size(self) -> int:
@@ -48,6 +66,9 @@ class WebSocketMessages(MessageStream):
         return self._ws
 
     async def receive_message(self) -> bytes | OversizedFrame | None:
+        held, self._held = self._held, None
+        if held is not None:
+            return await self._checked(held)
         while True:
             try:
                 message = await self._ws.get_message()
@@ -60,27 +81,39 @@ class WebSocketMessages(MessageStream):
                 return None
             if isinstance(message, bytes):
                 continue  # binary frames are ignored
-            data = message.encode("utf-8")
-            if len(data) > self._max_message_size:
-                return oversized(data, self._max_message_size)
+            return await self._checked(message.encode("utf-8"))
+
+    async def _checked(self, data: bytes) -> bytes | OversizedFrame:
+        if len(data) > self._max_message_size:
+            return oversized(data, self._max_message_size)
+        if self._limits is None:
             return data
+        return await check_structure(data, self._max_message_size, self._limits)
 
     def receive_message_nowait(self) -> bytes | OversizedFrame | None:
         """A message already read, if any (text only; binary frames are
         skipped), without waiting."""
+        if self._held is not None:
+            return None
         while (message := self._ws.get_message_nowait()) is not None:
             if isinstance(message, bytes):
                 continue
             data = message.encode("utf-8")
             if len(data) > self._max_message_size:
                 return oversized(data, self._max_message_size)
+            limits = self._limits
+            if limits is not None and not surely_within(
+                data, limits.max_json_depth, limits.max_json_values
+            ):
+                self._held = data  # counted by receive_message, in steps
+                return None
             return data
         return None
 
     @property
     def messages_pending(self) -> bool:
         """Whether frames already read wait to be taken."""
-        return self._ws.pending
+        return self._held is not None or self._ws.pending
 
     def interrupt_reading(self) -> None:
         """Wake a task waiting for a message (it sees the end): the stream

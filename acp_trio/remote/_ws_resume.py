@@ -41,6 +41,7 @@ import trio
 from acp_trio._core._message_stream import oversized
 from acp_trio._jsonrpc import OversizedFrame
 from acp_trio.remote._http_connection import ReplayBuffer
+from acp_trio.remote._limits import ServerLimits, check_structure
 from acp_trio.remote._ws_server import ASGIReceive, ASGISend
 
 __all__ = ["ACK", "CLOSE", "RESUME", "RESUMED", "Window", "WsSession", "control_frame"]
@@ -119,14 +120,20 @@ class WsSession:
     handler reads and writes, whichever WebSocket is attached now."""
 
     def __init__(
-        self, connection_id: str, max_message_size: int, queue_size: int, replay_size: int
+        self,
+        connection_id: str,
+        max_message_size: int,
+        queue_size: int,
+        replay_size: int,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.id = connection_id
         self._max_message_size = max_message_size
+        self._limits = limits
         self._inbound_send, self._inbound = trio.open_memory_channel[bytes | OversizedFrame](
             queue_size
         )
-        self.replay = ReplayBuffer(replay_size)
+        self.replay = ReplayBuffer(replay_size, 2 * max_message_size)
         self.window = Window(replay_size)
         self._send: ASGISend | None = None
         self._send_lock = trio.Lock()
@@ -247,6 +254,8 @@ class WsSession:
         item: bytes | OversizedFrame = data
         if len(data) > self._max_message_size:
             item = oversized(data, self._max_message_size)
+        elif self._limits is not None:
+            item = await check_structure(data, self._max_message_size, self._limits)
         try:
             await self._inbound_send.send(item)
         except (trio.ClosedResourceError, trio.BrokenResourceError):

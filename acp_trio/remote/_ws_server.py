@@ -10,6 +10,7 @@ import trio
 
 from acp_trio._core._message_stream import oversized
 from acp_trio._jsonrpc import OversizedFrame
+from acp_trio.remote._limits import ServerLimits, check_structure
 
 __all__ = ["ASGIReceive", "ASGISend", "AsgiWebSocketMessages"]
 
@@ -26,10 +27,20 @@ class AsgiWebSocketMessages:
     instead of growing a buffer.
     """
 
-    def __init__(self, receive: ASGIReceive, send: ASGISend, max_message_size: int) -> None:
+    def __init__(
+        self,
+        receive: ASGIReceive,
+        send: ASGISend,
+        max_message_size: int,
+        *,
+        limits: ServerLimits | None = None,
+        first: bytes | None = None,
+    ) -> None:
         self._receive = receive
         self._send = send
         self._max_message_size = max_message_size
+        self._limits = limits
+        self._first = first
         self._ended = False  # the peer disconnected
         self._closed = False  # we closed
         self.close_code: int | None = None
@@ -39,6 +50,9 @@ class AsgiWebSocketMessages:
         return self._max_message_size
 
     async def receive_message(self) -> bytes | OversizedFrame | None:
+        first, self._first = self._first, None
+        if first is not None:
+            return await self._checked(first)
         while True:
             if self._closed:
                 raise trio.ClosedResourceError("the WebSocket was closed")
@@ -55,10 +69,14 @@ class AsgiWebSocketMessages:
             text = event.get("text")
             if text is None:
                 continue  # a binary frame: ignored
-            data: bytes = str(text).encode("utf-8")
-            if len(data) > self._max_message_size:
-                return oversized(data, self._max_message_size)
+            return await self._checked(str(text).encode("utf-8"))
+
+    async def _checked(self, data: bytes) -> bytes | OversizedFrame:
+        if len(data) > self._max_message_size:
+            return oversized(data, self._max_message_size)
+        if self._limits is None:
             return data
+        return await check_structure(data, self._max_message_size, self._limits)
 
     async def send_message(self, message: bytes) -> None:
         if self._closed:

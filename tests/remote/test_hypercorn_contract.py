@@ -64,6 +64,7 @@ def expect_methods(dotted: str, cls: Any, names: list[str]) -> None:
 #: Every private hypercorn name the front uses (hypercorn.config.Config is
 #: public API, checked below for the attributes read).
 NAMES = [
+    "hypercorn.protocol.h2:H2Protocol",
     "hypercorn.trio.lifespan:Lifespan",
     "hypercorn.trio.tcp_server:TCPServer",
     "hypercorn.trio.worker_context:WorkerContext",
@@ -126,6 +127,64 @@ def test_tcp_server() -> None:
     assert "except AttributeError" in run, (
         f"hypercorn {VERSION}: {dotted}.run no longer tells TLS from plain streams by "
         f"a missing do_handshake; {USED}"
+    )
+
+
+def test_tcp_server_protocol_and_send_lock() -> None:
+    """The front's FrontConnection reaches hypercorn's protocol through the
+    connection handler (``server.protocol``, a ProtocolWrapper, whose
+    ``protocol`` is the H11Protocol or H2Protocol now in use, and whose
+    ``handle`` the front wraps), and writes ``100 Continue`` under the
+    handler's ``send_lock``."""
+    dotted = "hypercorn.trio.tcp_server:TCPServer"
+    server = private(dotted)
+    assert "self.send_lock = trio.Lock()" in inspect.getsource(server.__init__), (
+        f"hypercorn {VERSION}: {dotted} has no send_lock; {USED}"
+    )
+    run = inspect.getsource(server.run)
+    assert "self.protocol = ProtocolWrapper(" in run, (
+        f"hypercorn {VERSION}: {dotted}.run no longer makes self.protocol; {USED}"
+    )
+    # The protocol wrapper exists when idle_task.restart is first called.
+    assert run.index("self.protocol = ProtocolWrapper(") < run.index("self.idle_task.restart("), (
+        f"hypercorn {VERSION}: {dotted}.run restarts idle_task before its protocol; {USED}"
+    )
+    assert "self.protocol.handle(" in inspect.getsource(server), (
+        f"hypercorn {VERSION}: {dotted} no longer feeds its protocol through handle; {USED}"
+    )
+    wrapper = importlib.import_module("hypercorn.protocol").ProtocolWrapper
+    source = inspect.getsource(wrapper)
+    for needed in ("self.protocol = H2Protocol(", "return await self.protocol.handle("):
+        assert needed in source, (
+            f"hypercorn {VERSION}: ProtocolWrapper no longer holds its protocol in .protocol; "
+            f"{USED}"
+        )
+
+
+def test_h2_protocol() -> None:
+    """What the front asks of hypercorn's HTTP/2 protocol: its streams (a
+    dict looked up with ``streams[id]``, which the front replaces with one
+    that answers unknown ids), each stream's ASGI ``scope``, its stream
+    buffers (``buffer``, ``drain``), its h2 connection, and ``_flush``."""
+    dotted = "hypercorn.protocol.h2:H2Protocol"
+    protocol = private(dotted)
+    init = inspect.getsource(protocol.__init__)
+    for attribute in ("self.streams: dict", "self.stream_buffers: dict", "self.connection ="):
+        assert attribute in init, f"hypercorn {VERSION}: {dotted} has no {attribute}; {USED}"
+    handle_events = inspect.getsource(protocol._handle_events)
+    assert "await self.streams[event.stream_id].handle(" in handle_events, (
+        f"hypercorn {VERSION}: {dotted} no longer looks streams up with streams[id]; {USED}"
+    )
+    expect_methods(dotted, protocol, ["_flush"])
+    buffer = private("hypercorn.protocol.h2:StreamBuffer")
+    expect_methods("hypercorn.protocol.h2:StreamBuffer", buffer, ["drain", "push", "pop"])
+    assert "self.buffer = bytearray()" in inspect.getsource(buffer.__init__)
+    stream = private("hypercorn.protocol.http_stream:HTTPStream")
+    assert "self.scope = {" in inspect.getsource(stream.handle), (
+        f"hypercorn {VERSION}: HTTPStream no longer keeps its scope; {USED}"
+    )
+    assert "self.app, self.config, self.scope, self.app_send" in inspect.getsource(stream.handle), (
+        f"hypercorn {VERSION}: HTTPStream no longer hands the app its own scope; {USED}"
     )
 
 

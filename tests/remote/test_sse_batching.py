@@ -113,7 +113,7 @@ async def test_the_stream_sends_a_burst_as_one_body_chunk() -> None:
             bodies.append(event["body"])
 
     with trio.fail_after(5):
-        await profile._stream(box, [], receive, send)
+        await profile._stream({}, box, [], receive, send)
     assert bodies[0].startswith(b":")
     assert decode(bodies[1]) == [b'{"n":%d}' % i for i in range(5)]
     assert bodies[2:] == [b""]

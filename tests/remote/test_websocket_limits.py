@@ -28,6 +28,7 @@ from acp_trio.testing import ScenarioAgent, ScenarioClient
 from .conftest import LIMIT, running, ws_url
 
 CAP = 4096
+INITIALIZE = b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
 
 
 def request_of_size(size: int, request_id: int = 7) -> bytes:
@@ -65,6 +66,8 @@ async def test_a_request_one_byte_over_the_servers_cap_is_answered_32600() -> No
             running(echo_app()) as base,
             open_websocket_stream(ws_url(base), max_message_size=10 * CAP) as stream,
         ):
+            await stream.send_message(INITIALIZE)  # (the first message, always)
+            assert isinstance(await stream.receive_message(), bytes)
             await stream.send_message(request_of_size(CAP))
             reply = json.loads(await stream.receive_message())  # type: ignore[arg-type]
             assert reply["id"] == 7
@@ -108,6 +111,7 @@ async def test_a_reply_one_byte_over_the_clients_cap_fails_that_call() -> None:
             open_websocket_stream(ws_url(base), max_message_size=CAP) as stream,
             acp_trio.lowlevel.open_connection(stream, config=config) as connection,
         ):
+            await connection.call("initialize", {"protocolVersion": 1, "n": 0})
             small = await connection.call("big", {"n": 10})
             assert small == {"x": "y" * 10}
             overhead = len(b'{"jsonrpc":"2.0","id":2,"result":{"x":""}}')
