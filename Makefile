@@ -99,7 +99,7 @@ $(OFFICIAL_RC_STAMP): tests/interop/official-rc-requirements.txt
 
 pytest: $(STAMP) $(INTEROP_STAMP) $(ACPX_STAMP) $(OFFICIAL_RC_STAMP)
 	$(BIN)/python -m coverage erase
-	$(BIN)/python -m coverage run -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m coverage run -m pytest $(XDIST) --durations=25 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory coverage-report
 
 # The default tier without coverage and without the tests that wait on other
