@@ -279,7 +279,9 @@ def decode_frame(frame: bytes) -> Any:
     except Exception:  # StopIteration, JSONDecodeError: see below
         pass
     else:
-        if end == len(text):
+        # One value, perhaps followed by JSON whitespace (a line end): done,
+        # without reading it all again.
+        if end == len(text) or not text[end:].strip(" \t\n\r"):
             return value
     if text.startswith(_BOM):
         text = text[1:]

@@ -113,7 +113,11 @@ def route_of(message: bytes, *, incoming: bool = False) -> Route:
     if found is not None:
         request_id, method, session_id, kind, result_session = found.groups()
         if method is not None:
-            if session_id is not None or message[found.end() - 1 :] == b"}":
+            # A client's request may put its id after the params: without an
+            # id before the method, only a message that ends there is surely
+            # a notification; the others are walked.
+            ends = message[found.end() - 1 :] == b"}"
+            if ends or (session_id is not None and (request_id is not None or not incoming)):
                 return Route(
                     method.decode("utf-8", "replace"),
                     request_id is not None,
@@ -122,7 +126,7 @@ def route_of(message: bytes, *, incoming: bool = False) -> Route:
                 )
         elif incoming:
             return _NOTHING  # a client's response: routed by nothing
-        elif kind == b"error" or result_session is not None:
+        elif request_id is not None and (kind == b"error" or result_session is not None):
             return Route(
                 None,
                 True,

@@ -49,8 +49,11 @@ class VersionRecorder:
 
     def __init__(self, app: RemoteApp) -> None:
         self.app = app
-        self.max_message_size = app.max_message_size
         self.seen: set[tuple[str, str]] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        # What the server reads of its app (the message cap, the limits).
+        return getattr(self.app, name)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket"):

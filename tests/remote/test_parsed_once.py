@@ -205,8 +205,7 @@ SHAPES = {
     "spaced": prose,
     # Encoders that sort keys: the prompt comes before the sessionId.
     "keys sorted": prose,
-    # The id after the params. (Once, but only because route_of's quick
-    # match takes such a request for a notification: has_id False.)
+    # The id after the params.
     "id last": prose,
     # A body or frame with a line end after the message.
     "newline at the end": prose,
@@ -296,10 +295,11 @@ PARSED_TWICE = {
         "route_of (acp_trio/remote/_http_connection.py, _session_id) decodes each member "
         "of params before sessionId, the prompt included",
     ),
-    "newline at the end": (
-        TRANSPORTS,
-        "decode_frame (acp_trio/_jsonrpc/_messages.py): the scanner reads the whole "
-        "message, sees the newline after it, and the full decoder reads it all again",
+    "id last": (
+        ("HTTP/1.1 POST", "h2c POST"),
+        "route_of (acp_trio/remote/_http_connection.py) walks a message whose id is not "
+        "before its method: without reading on, a request with its id last cannot be "
+        "told from a notification (tests/remote/test_route_of.py)",
     ),
 }
 
