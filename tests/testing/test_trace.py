@@ -37,7 +37,12 @@ async def test_a_session_through_the_proxy_is_logged_message_by_message(tmp_path
     client = ScenarioClient()
     with trio.fail_after(REAL_LIMIT):
         async with (
-            open_agent_process(trace_command(log, SCENARIO_AGENT_COMMAND)) as proxy,
+            open_agent_process(
+                # The proxy stops its agent before it exits: on a busy machine
+                # that can take longer than the default grace (not the test).
+                trace_command(log, SCENARIO_AGENT_COMMAND),
+                shutdown_grace=30,
+            ) as proxy,
             open_agent(client, proxy.stream, config=config) as agent,
         ):
             await agent.initialize(client.initialize_request())
