@@ -172,7 +172,8 @@ class OutgoingCalls:
                         right.wake()
                     await trio.lowlevel.wait_task_rescheduled(wait_here(pending, call))
                     if parks:
-                        right.wake()
+                        # (Our next call may take the right in this step.)
+                        right.wake_soon()
             except BaseException:
                 right.wake()
                 if call and not pending.done:
