@@ -177,8 +177,12 @@ class OutgoingCalls:
             except BaseException:
                 right.wake()
                 if call and not pending.done:
+                    # (Its cancel is usually sent by now: the reader sent
+                    # the due cancels right after the frame that caused it.)
                     self._reader.flush_cancels()
-                    pending.cancel()
+                    entry = entry_of(pending)
+                    if not entry.cancel_sent:
+                        self.send_cancel(entry)
                     self.abandon(pending)
                 raise
             finally:
