@@ -172,8 +172,7 @@ class OutgoingCalls:
                         right.wake()
                     await trio.lowlevel.wait_task_rescheduled(wait_here(pending, call))
                     if parks:
-                        # (Our next call may take the right in this step.)
-                        right.wake_soon()
+                        right.wake()
             except BaseException:
                 right.wake()
                 if call and not pending.done:
