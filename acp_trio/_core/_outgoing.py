@@ -67,6 +67,7 @@ class OutgoingCalls:
         "_reader",
         "_right",
         "_status",
+        "_writes_directly",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class OutgoingCalls:
         closed_error: Callable[[], ConnectionClosed],
     ) -> None:
         self._peer, self._outbox = peer, outbox
+        self._writes_directly = outbox.writes_directly  # (fixed when made)
         self._ordering = ordering
         # Who reads: a caller may read for its own reply.
         self._reader, self._right = reader, right
@@ -205,7 +207,7 @@ class OutgoingCalls:
         caused the cancellation, where a frame queued now is written now (a
         pipe, the writer idle); elsewhere the cancelled call sends it as it
         unwinds, and no write is split in two."""
-        if self._outbox.writes_directly:
+        if self._writes_directly:
             self._reader.cancel_due(pending)
 
     def leave(self, pending: PendingRequest) -> None:
