@@ -184,7 +184,9 @@ class OutgoingCalls:
                     entry = entry_of(pending)
                     if not entry.cancel_sent:
                         self.send_cancel(entry)
-                    self.abandon(pending)
+                    # (abandon()'s lines, with the entry at hand.)
+                    self._peer.abandon(entry)
+                    settle(pending, None, _ABANDONED, 0)
                 raise
             finally:
                 if consumer:
