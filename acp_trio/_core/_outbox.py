@@ -155,9 +155,18 @@ class Outbox(_Queue[bytes]):
             return False
         if self._trace is not None:
             self._trace(frame)
-        if self._direct is not None and self._consumer and not self._items and not self._held:
+        direct = self._direct
+        if direct is not None and self._consumer and not self._items and not self._held:
             # The writer is parked on an empty queue: nobody else is writing.
-            self._write_directly(frame)
+            # (_write_directly's lines: one call less for each frame.)
+            self._due = 0
+            try:
+                written = direct(frame)
+            except OSError:
+                written = 0  # the writer's send_all meets the error and reports it
+            if written < len(frame):
+                self._items.append(frame[written:])
+                self._consumer.unpark()
             return True
         self._items.append(frame)
         self._bytes += len(frame)

@@ -67,6 +67,7 @@ class OutgoingCalls:
         "_reader",
         "_right",
         "_status",
+        "_writes_directly",
     )
 
     def __init__(
@@ -82,6 +83,7 @@ class OutgoingCalls:
         closed_error: Callable[[], ConnectionClosed],
     ) -> None:
         self._peer, self._outbox = peer, outbox
+        self._writes_directly = outbox.writes_directly  # (fixed when made)
         self._ordering = ordering
         # Who reads: a caller may read for its own reply.
         self._reader, self._right = reader, right
@@ -176,9 +178,15 @@ class OutgoingCalls:
             except BaseException:
                 right.wake()
                 if call and not pending.done:
+                    # (Its cancel is usually sent by now: the reader sent
+                    # the due cancels right after the frame that caused it.)
                     self._reader.flush_cancels()
-                    pending.cancel()
-                    self.abandon(pending)
+                    entry = entry_of(pending)
+                    if not entry.cancel_sent:
+                        self.send_cancel(entry)
+                    # (abandon()'s lines, with the entry at hand.)
+                    self._peer.abandon(entry)
+                    settle(pending, None, _ABANDONED, 0)
                 raise
             finally:
                 if consumer:
@@ -201,7 +209,7 @@ class OutgoingCalls:
         caused the cancellation, where a frame queued now is written now (a
         pipe, the writer idle); elsewhere the cancelled call sends it as it
         unwinds, and no write is split in two."""
-        if self._outbox.writes_directly:
+        if self._writes_directly:
             self._reader.cancel_due(pending)
 
     def leave(self, pending: PendingRequest) -> None:

@@ -188,6 +188,15 @@ class Reader:
         due = self._cancels_due
         if not due:
             return
+        if len(due) == 1:
+            # One (a chain): nothing to join, written as it is put.
+            pending = due.pop()
+            try:
+                pending.cancel()
+            except Exception:
+                _log.debug("cancel of request %d not sent", pending.id, exc_info=True)
+            if not due:
+                return
         outbox = self._outbox
         outbox.hold()
         try:

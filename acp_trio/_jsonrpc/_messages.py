@@ -493,6 +493,14 @@ TEMPLATE_FRAME_MAX: Final = 15 + max(
 )
 
 
+#: Where the two templates first differ: ``m`` (``"method"``) in the cancel,
+#: ``i`` (``"id"``) in the reply; a frame is tried against one of them only.
+TEMPLATE_FORK: Final = len(b'{"jsonrpc":"2.0","')
+assert _CANCEL_HEAD[TEMPLATE_FORK : TEMPLATE_FORK + 1] == b"m"
+assert _CANCELLED_HEAD[TEMPLATE_FORK : TEMPLATE_FORK + 1] == b"i"
+assert _CANCEL_HEAD[:TEMPLATE_FORK] == _CANCELLED_HEAD[:TEMPLATE_FORK]
+
+
 def _template_matcher(head: bytes, tail: bytes) -> Callable[[bytes], int | None]:
     """A function taking the integer id out of a frame made from the template
     ``head + id + tail``, or giving ``None`` for any other frame. (One call per

@@ -58,6 +58,7 @@ from acp_trio._jsonrpc._messages import (
     NOTIFICATION,
     REQUEST,
     RESULT,
+    TEMPLATE_FORK,
     TEMPLATE_FRAME_MAX,
     InvalidMessage,
     RequestId,
@@ -186,9 +187,11 @@ class Peer(Generic[H, G]):
             assert type(frame) is OversizedFrame
             return self._oversized(frame)
         if len(frame) <= TEMPLATE_FRAME_MAX and self.templates:
-            if (target := match_cancel_request(frame)) is not None:
-                return self._cancel(target)
-            if (reply_id := match_cancelled_reply(frame)) is not None and self.table.is_stale(
+            # One template tried per frame: the two differ at this byte.
+            if frame.startswith(b"m", TEMPLATE_FORK):
+                if (target := match_cancel_request(frame)) is not None:
+                    return self._cancel(target)
+            elif (reply_id := match_cancelled_reply(frame)) is not None and self.table.is_stale(
                 reply_id
             ):
                 _log.debug("dropping late or repeated reply to request %r", reply_id)
